@@ -1,0 +1,265 @@
+"""Specification of experiments.statistics, checked against scipy on known inputs."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from experiments.statistics import (
+    ConfidenceInterval,
+    bootstrap_ci,
+    compare,
+    holm,
+    paired_randomization_test,
+    wilcoxon_test,
+    win_tie_loss,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _mean_difference(x, y, axis=-1):
+    return np.mean(x - y, axis=axis)
+
+
+def _scipy_paired_p(a, b, n_resamples=np.inf):
+    result = stats.permutation_test(
+        (a, b),
+        _mean_difference,
+        permutation_type="samples",
+        alternative="two-sided",
+        vectorized=True,
+        n_resamples=n_resamples,
+        rng=np.random.default_rng(1),
+    )
+    return result.pvalue
+
+
+@pytest.fixture
+def scores():
+    """Per-query values of two runs on 60 queries: a small true improvement plus noise."""
+    rng = np.random.default_rng(42)
+    base = rng.beta(2, 3, size=60)
+    return base, np.clip(base + rng.normal(0.03, 0.1, size=60), 0, 1)
+
+
+@pytest.mark.parametrize("statistic", [np.mean, np.median])
+def test_bootstrap_ci_agrees_with_scipy_percentile_bootstrap(scores, statistic):
+    values = scores[0]
+    low, high = bootstrap_ci(values, statistic=statistic, n_resamples=20_000, seed=3)
+    reference = stats.bootstrap(
+        (values,), statistic, method="percentile", n_resamples=20_000, rng=np.random.default_rng(7)
+    ).confidence_interval
+    width = reference.high - reference.low
+    # Two independent Monte Carlo estimates of the same percentiles: a few % of the width apart at most.
+    assert low == pytest.approx(reference.low, abs=0.05 * width)
+    assert high == pytest.approx(reference.high, abs=0.05 * width)
+
+
+def test_bootstrap_ci_confidence_level_sets_the_width(scores):
+    wide = bootstrap_ci(scores[0], confidence=0.99)
+    narrow = bootstrap_ci(scores[0], confidence=0.80)
+    assert isinstance(wide, ConfidenceInterval)
+    assert wide.low < narrow.low < scores[0].mean() < narrow.high < wide.high
+
+
+def test_bootstrap_ci_of_constant_values_is_a_point():
+    assert bootstrap_ci(np.full(30, 0.25)) == (0.25, 0.25)
+
+
+@pytest.mark.parametrize("discrete", [False, True])
+def test_exact_randomization_p_equals_scipy_exact_permutation_test(discrete):
+    rng = np.random.default_rng(5)
+    if discrete:  # hit@k-like values: many zero differences and exactly tied signed sums
+        a, b = rng.integers(0, 3, size=14) / 2, rng.integers(0, 3, size=14) / 2
+    else:
+        a, b = rng.random(12), rng.random(12) * 0.8
+    p = paired_randomization_test(a, b)
+    assert p == pytest.approx(_scipy_paired_p(a, b), rel=1e-12)
+    assert p < 1.0
+
+
+def test_exact_p_is_a_count_over_all_sign_patterns():
+    rng = np.random.default_rng(8)
+    a, b = rng.random(15), rng.random(15)
+    p = paired_randomization_test(a, b, n_resamples=7)  # exact path ignores n_resamples
+    assert (p * 2**15) == pytest.approx(round(p * 2**15), abs=1e-6)
+
+
+def test_zero_differences_do_not_change_the_randomization_p():
+    rng = np.random.default_rng(9)
+    a, b = rng.random(10), rng.random(10)
+    tied = rng.random(25)
+    with_ties = paired_randomization_test(np.concatenate([a, tied]), np.concatenate([b, tied]))
+    assert with_ties == paired_randomization_test(a, b)
+
+
+def test_monte_carlo_p_is_close_to_exact_for_moderate_n():
+    rng = np.random.default_rng(11)
+    b = rng.random(20)
+    a = b + rng.normal(0.1, 0.15, size=20)
+    exact = paired_randomization_test(a, b, exact_max_n=20)
+    monte_carlo = paired_randomization_test(a, b, exact_max_n=0, n_resamples=40_000, seed=1)
+    assert 0.01 < exact < 0.5  # a p-value where the comparison is informative
+    assert monte_carlo == pytest.approx(exact, abs=4 * np.sqrt(exact * (1 - exact) / 40_000) + 1e-4)
+    assert monte_carlo == pytest.approx(_scipy_paired_p(a, b, n_resamples=40_000), abs=0.01)
+
+
+def test_clear_shift_gives_the_smallest_monte_carlo_p():
+    rng = np.random.default_rng(12)
+    b = rng.random(300)
+    a = b + 0.2 + rng.normal(0, 0.05, size=300)
+    # (count + 1) / (n_resamples + 1): no random pattern is as extreme, and p is never 0.
+    assert paired_randomization_test(a, b, n_resamples=999) == 1 / 1000
+    assert wilcoxon_test(a, b) < 1e-40
+
+
+def test_wilcoxon_equals_scipy(scores):
+    base, variant = scores
+    assert wilcoxon_test(variant, base) == stats.wilcoxon(variant, base).pvalue
+    small_a, small_b = variant[:15], base[:15]  # exact distribution path in scipy
+    assert wilcoxon_test(small_a, small_b) == stats.wilcoxon(small_a, small_b).pvalue
+
+
+def test_identical_runs_give_p_one_and_all_ties():
+    values = np.random.default_rng(13).random(40)
+    assert paired_randomization_test(values, values.copy()) == 1.0
+    assert paired_randomization_test(values, values.copy(), exact_max_n=0) == 1.0
+    assert wilcoxon_test(values, values.copy()) == 1.0
+    assert win_tie_loss(values, values.copy()) == (0, 40, 0)
+
+
+def test_win_tie_loss_counts_each_query_once_with_tolerance():
+    a = np.array([0.5, 0.5, 0.3, 1.0, 0.2 + 1e-15])
+    b = np.array([0.4, 0.5, 0.6, 0.0, 0.2])
+    assert win_tie_loss(a, b) == (2, 2, 1)
+    assert win_tie_loss(b, a) == (1, 2, 2)
+
+
+def test_holm_on_a_textbook_example():
+    # Sorted: 0.005*4=0.02, 0.01*3=0.03, 0.03*2=0.06, then 0.04*1 raised to 0.06 by monotonicity.
+    adjusted = holm([0.01, 0.04, 0.03, 0.005])
+    np.testing.assert_allclose(adjusted, [0.03, 0.06, 0.06, 0.02], rtol=1e-12)
+    np.testing.assert_array_equal(holm([0.5, 0.8]), [1.0, 1.0])
+    assert holm([]).size == 0
+
+
+def test_holm_matches_its_definition_on_random_pvalues():
+    p = np.random.default_rng(14).random(12) ** 3
+    m = p.size
+    order = np.argsort(p)
+    expected = np.empty(m)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p[i]))
+        expected[i] = running
+    np.testing.assert_allclose(holm(p), expected, rtol=1e-12)
+    assert np.all(holm(p) >= p)
+
+
+def test_same_seed_gives_identical_results_and_another_seed_does_not(scores):
+    base, variant = scores
+    run = lambda seed: (  # noqa: E731
+        bootstrap_ci(variant, seed=seed),
+        paired_randomization_test(variant, base, exact_max_n=0, seed=seed),
+    )
+    assert run(0) == run(0)
+    assert run(0) != run(1)
+
+
+_SUBPROCESS_SCRIPT = """
+import numpy as np
+from experiments.statistics import bootstrap_ci, paired_randomization_test
+rng = np.random.default_rng(42)
+base = rng.beta(2, 3, size=60)
+variant = np.clip(base + rng.normal(0.03, 0.1, size=60), 0, 1)
+print(repr((bootstrap_ci(variant, seed=0), paired_randomization_test(variant, base, exact_max_n=0))))
+"""
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_results_are_identical_in_a_fresh_process_with_any_thread_count(scores, threads):
+    base, variant = scores
+    here = repr((bootstrap_ci(variant, seed=0), paired_randomization_test(variant, base, exact_max_n=0)))
+    env = dict(os.environ, OMP_NUM_THREADS=threads, OPENBLAS_NUM_THREADS=threads, MKL_NUM_THREADS=threads)
+    there = subprocess.run(
+        [sys.executable, "-c", _SUBPROCESS_SCRIPT],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert there == here
+
+
+def test_compare_tabulates_every_run_against_the_baseline(scores):
+    base, better = scores
+    rng = np.random.default_rng(15)
+    noise = base + rng.normal(0, 0.01, 60)
+    runs = {"bm25": base, "same": base.copy(), "better": better + 0.1, "noise": noise}
+    before = {name: values.copy() for name, values in runs.items()}
+    table = compare(runs, baseline="bm25", n_resamples=2_000)
+
+    assert list(table.index) == ["bm25", "same", "better", "noise"]
+    assert list(table.columns) == [
+        "mean",
+        "ci_low",
+        "ci_high",
+        "delta",
+        "delta_ci_low",
+        "delta_ci_high",
+        "p_value",
+        "p_holm",
+        "significant",
+        "wins",
+        "ties",
+        "losses",
+    ]
+    assert np.isnan(table.loc["bm25", "p_value"]) and not table.loc["bm25", "significant"]
+    assert table.loc["same", "p_value"] == 1.0
+    assert table.loc["same", ["wins", "ties", "losses"]].tolist() == [0, 60, 0]
+    assert table.loc["better", "significant"] and table.loc["better", "delta_ci_low"] > 0
+    assert table.loc["better", "delta"] == pytest.approx(runs["better"].mean() - base.mean())
+    variants = table.index != "bm25"
+    np.testing.assert_array_equal(table.loc[variants, "p_holm"], holm(table.loc[variants, "p_value"]))
+    assert (table["significant"] == (table["p_holm"] < 0.05)).all()
+    assert (table[["wins", "ties", "losses"]].sum(axis=1) == 60).all()
+    assert table.loc["noise", "ci_low"] < table.loc["noise", "mean"] < table.loc["noise", "ci_high"]
+    assert table.attrs["test"] == "randomization" and table.attrs["correction"] == "holm"
+    assert all(np.array_equal(runs[name], before[name]) for name in runs)  # inputs untouched
+
+
+def test_compare_with_wilcoxon_uses_scipy_wilcoxon(scores):
+    base, variant = scores
+    table = compare({"base": base, "variant": variant}, baseline="base", test="wilcoxon", n_resamples=500)
+    assert table.loc["variant", "p_value"] == stats.wilcoxon(variant, base).pvalue
+    assert table.loc["variant", "p_holm"] == table.loc["variant", "p_value"]  # one comparison: no adjustment
+
+
+def test_a_run_numbers_do_not_depend_on_the_other_runs(scores):
+    base, variant = scores
+    alone = compare({"b": base, "v": variant}, baseline="b", n_resamples=1_000)
+    crowded = compare({"b": base, "x": base[::-1].copy(), "v": variant}, baseline="b", n_resamples=1_000)
+    cols = ["mean", "ci_low", "ci_high", "delta_ci_low", "delta_ci_high", "p_value"]
+    assert alone.loc["v", cols].tolist() == crowded.loc["v", cols].tolist()
+
+
+def test_misaligned_or_bad_values_are_rejected():
+    with pytest.raises(ValueError, match="aligned"):
+        paired_randomization_test(np.ones(3), np.ones(4))
+    with pytest.raises(ValueError, match="NaN"):
+        bootstrap_ci([0.1, np.nan])
+    with pytest.raises(ValueError, match="non-empty"):
+        bootstrap_ci([])
+    with pytest.raises(KeyError):
+        compare({"a": np.ones(3)}, baseline="b")
+    a = pd.Series([0.1, 0.2], index=["q1", "q2"])
+    b = pd.Series([0.1, 0.2], index=["q2", "q1"])
+    with pytest.raises(ValueError, match="aligned"):
+        compare({"a": a, "b": b}, baseline="a")
