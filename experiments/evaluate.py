@@ -1,0 +1,122 @@
+"""From a pipeline run to numbers: the per-query table first, every aggregate computed from it.
+
+    RunOutput + Suite -> per_query (one row per query: labels, metrics, latency, abstention stats)
+                      -> metrics.json dict (overall, by label, abstention, latency, scope leaks)
+
+Answerable queries carry the relevance metrics; abstention queries (no relevant memory) are
+reported apart: how many, and the top score the system still gave them (a system that "knows
+nothing is there" gives a low one). A query whose list came back empty scores 0, never dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from experiments.metrics import per_query as relevance_per_query
+from experiments.statistics import bootstrap_ci
+from experiments.suites.suite import Suite
+from retrieval.pipeline import RunOutput
+
+DEFAULT_METRICS = ("P@5", "R@5", "R@10", "nDCG@5", "nDCG@10", "RR", "AP", "hit@10", "R_all@10")
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    per_query: pd.DataFrame
+    metrics: dict[str, Any]
+
+
+def scope_leaks(suite: Suite, output: RunOutput) -> pd.Series:
+    """Per query, how many returned memories belong to another scope (must be 0)."""
+    scope_of = {m.id: m.scope_key for m in suite.memories}
+    scope_of.update({m.id: m.scope_key for m in output.corpus.memories})
+    query_scope = {q.id: q.scope_key for q in suite.queries}
+    return pd.Series(
+        {
+            r.query_id: sum(scope_of.get(mid) != query_scope[r.query_id] for mid in r.memory_ids)
+            for r in output.ranked
+        },
+        dtype=int,
+    )
+
+
+def per_query_table(suite: Suite, output: RunOutput, metrics: Sequence[str]) -> pd.DataFrame:
+    run = {r.query_id: list(r.memory_ids) for r in output.ranked}
+    rows = pd.DataFrame(
+        {
+            "query_id": [q.id for q in suite.queries],
+            **{
+                f"label.{name}": [q.labels.get(name) for q in suite.queries]
+                for name in dict.fromkeys(n for q in suite.queries for n in q.labels)
+            },
+            "abstention": [suite.is_abstention(q.id) for q in suite.queries],
+        }
+    ).set_index("query_id")
+    by_id = {r.query_id: r for r in output.ranked}
+    rows["n_returned"] = [len(by_id[q].memory_ids) if q in by_id else 0 for q in rows.index]
+    rows["top_score"] = [
+        float(by_id[q].scores[0]) if q in by_id and len(by_id[q].scores) else np.nan for q in rows.index
+    ]
+    rows["latency_ms"] = [by_id[q].latency_ms if q in by_id else np.nan for q in rows.index]
+    stages = dict.fromkeys(s for r in output.ranked for s in r.timings_ms)
+    for stage in stages:
+        rows[f"ms.{stage}"] = [
+            by_id[q].timings_ms.get(stage, 0.0) if q in by_id else np.nan for q in rows.index
+        ]
+    rows["scope_leaks"] = scope_leaks(suite, output).reindex(rows.index).fillna(0).astype(int)
+    scores = relevance_per_query(suite.qrels, run, metrics)
+    return rows.join(scores)  # abstention queries get NaN metrics: they are not averaged in
+
+
+def _aggregate(frame: pd.DataFrame, metrics: Sequence[str]) -> dict[str, Any]:
+    answerable = frame[~frame["abstention"]]
+    out: dict[str, Any] = {"n_queries": int(len(frame)), "n_answerable": int(len(answerable))}
+    out.update({m: float(answerable[m].mean()) if len(answerable) else None for m in metrics})
+    abstaining = frame[frame["abstention"]]
+    if len(abstaining):
+        out["abstention_n"] = int(len(abstaining))
+        out["abstention_top_score_mean"] = (
+            float(abstaining["top_score"].mean()) if abstaining["top_score"].notna().any() else None
+        )
+        out["abstention_returned_nothing"] = int((abstaining["n_returned"] == 0).sum())
+    return out
+
+
+def summarize(frame: pd.DataFrame, metrics: Sequence[str], *, seed: int = 0) -> dict[str, Any]:
+    """The metrics.json content: overall (with bootstrap 95% CIs), per label value, latency, leaks."""
+    overall = _aggregate(frame, metrics)
+    latency = frame["latency_ms"].dropna()
+    overall["latency_ms_p50"] = float(np.percentile(latency, 50)) if len(latency) else None
+    overall["latency_ms_p95"] = float(np.percentile(latency, 95)) if len(latency) else None
+    answerable = frame[~frame["abstention"]]
+    ci = {m: list(bootstrap_ci(answerable[m].to_numpy(), seed=seed)) for m in metrics if len(answerable)}
+    by_label: dict[str, dict[str, Any]] = {}
+    for column in (c for c in frame.columns if c.startswith("label.")):
+        name = column.removeprefix("label.")
+        by_label[name] = {
+            str(value): _aggregate(group, metrics)
+            for value, group in frame.groupby(column, sort=True, dropna=True)
+        }
+    return {
+        "overall": overall,
+        "overall_ci95": ci,
+        "by_label": by_label,
+        "n_queries": int(len(frame)),
+        "scope_leaks": int(frame["scope_leaks"].sum()),
+        "queries_returning_nothing": frame.index[frame["n_returned"] == 0].tolist(),
+    }
+
+
+def evaluate(
+    suite: Suite, output: RunOutput, metrics: Sequence[str] = DEFAULT_METRICS, *, seed: int = 0
+) -> Evaluation:
+    frame = per_query_table(suite, output, metrics)
+    summary = summarize(frame, metrics, seed=seed)
+    summary["build_ms"] = dict(output.build_ms)
+    summary["prefix_cache_hit"] = output.prefix_cache_hit
+    return Evaluation(frame, summary)

@@ -1,0 +1,150 @@
+"""`memeval-run` / `python -m experiments.run`: score one variant on one suite, as a Hydra app.
+
+    python -m experiments.run suite=beam suite.path=../shared/beam/100K variant=hybrid
+    python -m experiments.run -m variant=exp05 stage.instruction_boost.weight=0,0.1,0.2
+
+Writes into the Hydra output directory: metrics.json, per_query.csv, run.trec, qrels.tsv,
+config.yaml; prints a results table; logs the same to MLflow (local SQLite by default). Returns the
+objective metric, so Hydra sweepers (Optuna) can optimise it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import hydra
+import pandas as pd
+from hydra.core.hydra_config import HydraConfig
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from experiments.evaluate import Evaluation, evaluate
+from experiments.suites.jsonl import write_qrels
+from experiments.suites.suite import Suite, SuiteError
+from experiments.tracking import MlflowTracker, TrackingError, flatten, git_commit, mlflow_metrics
+from experiments.trec import write_run
+from retrieval.pipeline import CandidateCache, Pipeline, PipelineConfigError, RunOutput
+
+
+def load_suite_from_config(cfg: DictConfig) -> Suite:
+    # `report_label` is for the console table, not the loader.
+    loader_cfg = OmegaConf.masked_copy(cfg.suite, [k for k in cfg.suite if k != "report_label"])
+    suite = instantiate(loader_cfg, _convert_="all")
+    if not isinstance(suite, Suite):
+        raise TypeError(f"suite config must build a Suite, got {type(suite).__name__}")
+    return suite
+
+
+def build_pipeline(cfg: DictConfig) -> Pipeline:
+    return Pipeline.from_config(list(cfg.variant.stages), cfg.stage, depth=cfg.depth)
+
+
+def results_table(evaluation: Evaluation, metrics: list[str], label: str | None) -> pd.DataFrame:
+    """Overall and per-label means, one row each, for the console."""
+    summary = evaluation.metrics
+    rows = {"overall": summary["overall"]}
+    if label and label in summary["by_label"]:
+        rows.update(summary["by_label"][label])
+    table = pd.DataFrame.from_dict(rows, orient="index")
+    cols = ["n_queries", *[m for m in metrics if m in table.columns]]
+    return table[cols]
+
+
+def write_outputs(run_dir: Path, suite: Suite, output: RunOutput, evaluation: Evaluation, tag: str) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    evaluation.per_query.to_csv(run_dir / "per_query.csv")
+    write_run(output.ranked, run_dir / "run.trec", tag=tag)
+    write_qrels(suite.qrels, run_dir / "qrels.tsv")
+    # metrics.json last: its presence marks a finished run directory.
+    tmp = run_dir / ".metrics.json.tmp"
+    tmp.write_text(json.dumps(evaluation.metrics, indent=2, sort_keys=False, default=str))
+    tmp.replace(run_dir / "metrics.json")
+
+
+def run_experiment(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
+    suite = load_suite_from_config(cfg)  # validates: bad input fails here, before any work
+    pipeline = build_pipeline(cfg)
+    print(
+        f"suite {suite.name}: {len(suite.memories):,} memories, {len(suite.queries):,} queries "
+        f"({suite.content_hash[:12]}); variant {cfg.variant.name}: "
+        + " -> ".join(s.name for s in pipeline.stages)
+    )
+    for note in suite.notes:
+        print(f"  note: {note}")
+    started = time.perf_counter()
+    cache = CandidateCache(Path(cfg.cache_dir) / "candidates") if cfg.cache_dir else None
+    output = pipeline.run(
+        suite.memories, suite.queries, suite_hash=suite.content_hash, cache=cache, progress=cfg.progress
+    )
+    evaluation = evaluate(suite, output, list(cfg.metrics), seed=cfg.seed)
+    evaluation.metrics["wall_s"] = time.perf_counter() - started
+    evaluation.metrics["suite"] = {
+        **suite.summary(),
+        "content_hash": suite.content_hash,
+        "notes": list(suite.notes),
+    }
+    evaluation.metrics["variant"] = cfg.variant.name
+    write_outputs(run_dir, suite, output, evaluation, tag=str(cfg.variant.name))
+    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+
+    with pd.option_context("display.width", 200, "display.max_columns", 30, "display.precision", 3):
+        print(results_table(evaluation, list(cfg.metrics), cfg.report_label))
+    overall = evaluation.metrics["overall"]
+    print(
+        f"latency ms p50 {overall['latency_ms_p50']:.1f} p95 {overall['latency_ms_p95']:.1f}; "
+        f"scope leaks {evaluation.metrics['scope_leaks']}; "
+        f"prefix cache {'hit' if output.prefix_cache_hit else 'miss'}"
+    )
+    print(f"results in {run_dir}")
+
+    if cfg.tracking.enabled:
+        tracker: MlflowTracker = instantiate(cfg.tracking.tracker)
+        run_id = tracker.log(
+            run_name=f"{suite.name}-{cfg.variant.name}",
+            params=flatten(OmegaConf.to_container(cfg, resolve=True)),
+            metrics=mlflow_metrics(evaluation.metrics),
+            tags=_tags(cfg, suite, pipeline),
+            run_dir=run_dir,
+            config_text=OmegaConf.to_yaml(cfg, resolve=True),
+        )
+        print(f"MLflow run {run_id} in {tracker.experiment}")
+    return evaluation.metrics
+
+
+def _tags(cfg: DictConfig, suite: Suite, pipeline: Pipeline) -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        package_version = version("memeval")
+    except PackageNotFoundError:
+        package_version = "unknown"
+    revisions = {s.name: s.encoder.fingerprint() for s in pipeline.stages if hasattr(s, "encoder")}
+    return {
+        "suite": suite.name,
+        "suite_hash": suite.content_hash,
+        "variant": str(cfg.variant.name),
+        "pipeline": " -> ".join(s.name for s in pipeline.stages),
+        "model_revisions": json.dumps(revisions) if revisions else "none",
+        "git_commit": git_commit(),
+        "memeval_version": package_version,
+    }
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="config")
+def main(cfg: DictConfig) -> float | None:
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    try:
+        metrics = run_experiment(cfg, run_dir)
+    except (SuiteError, PipelineConfigError, TrackingError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
+    value = metrics["overall"].get(cfg.objective)
+    return None if value is None else float(value)
+
+
+if __name__ == "__main__":
+    main()

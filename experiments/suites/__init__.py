@@ -1,0 +1,1 @@
+"""Suites: loaders, the canonical format, generators."""

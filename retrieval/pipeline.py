@@ -1,0 +1,210 @@
+"""A retrieval variant as a pipeline of stages, and its execution over a set of queries.
+
+    ingest stages -> index per scope -> channel candidates -> fusion -> rank stages -> cut to depth
+
+The stages come in that order (a variant reads top to bottom as its stages). Disabled stages are
+dropped before anything runs, so a variant with a stage switched off is the same pipeline, with the
+same fingerprints and the same numbers, as one without it.
+
+Caching: the candidate lists after the retrieval prefix (ingest + channels + fusion) are stored on
+disk under the prefix's fingerprint (suite content hash + every prefix stage's fingerprint), so a
+sweep over a later stage's weight re-runs only the rank stages.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from retrieval.stage import Fusion, IngestStage, RankStage, Retriever, Stage
+from retrieval.types import Candidates, Corpus, Memory, Query, RankedList
+
+
+class PipelineConfigError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class RunOutput:
+    """Ranked lists in query order, plus what the run cost and what it could reuse."""
+
+    ranked: list[RankedList]
+    corpus: Corpus
+    build_ms: Mapping[str, float]
+    prefix_cache_hit: bool
+    prefix_fingerprint: str
+
+
+@dataclass(frozen=True)
+class CandidateCache:
+    """On-disk store of retrieval-prefix candidates, one pickle per prefix fingerprint."""
+
+    folder: str | Path
+
+    def _path(self, key: str) -> Path:
+        return Path(self.folder) / f"{key}.pkl"
+
+    def load(self, key: str) -> dict | None:
+        path = self._path(key)
+        if not path.is_file():
+            return None
+        with path.open("rb") as fh:
+            return pickle.load(fh)
+
+    def save(self, key: str, value: dict) -> None:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{uuid.uuid4().hex}.tmp")
+        with tmp.open("wb") as fh:
+            pickle.dump(value, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)  # atomic, so parallel sweep jobs never read half a file
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    stages: tuple[Stage, ...]
+    depth: int = 100
+    ingest: tuple[IngestStage, ...] = field(init=False)
+    retrievers: tuple[Retriever, ...] = field(init=False)
+    fusion: Fusion | None = field(init=False)
+    rank: tuple[RankStage, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        active = tuple(s for s in self.stages if s.enabled)
+        kinds = [_kind(s) for s in active]
+        expected = sorted(kinds, key=["ingest", "retriever", "fusion", "rank"].index)
+        if kinds != expected:
+            raise PipelineConfigError(
+                "stages must come in the order ingest -> retriever -> fusion -> rank; got "
+                + ", ".join(f"{s.name} ({k})" for s, k in zip(active, kinds, strict=True))
+            )
+        retrievers = tuple(s for s in active if isinstance(s, Retriever))
+        fusions = [s for s in active if isinstance(s, Fusion)]
+        if not retrievers:
+            raise PipelineConfigError("a pipeline needs at least one retriever stage (bm25, dense...)")
+        if len(fusions) > 1 or (len(retrievers) > 1 and not fusions):
+            raise PipelineConfigError("several retrievers need exactly one fusion stage (rrf or weighted)")
+        channels = [r.channel for r in retrievers]
+        if len(set(channels)) != len(channels):
+            raise PipelineConfigError(f"two retrievers share a channel name: {channels}")
+        object.__setattr__(self, "stages", active)
+        object.__setattr__(self, "ingest", tuple(s for s in active if isinstance(s, IngestStage)))
+        object.__setattr__(self, "retrievers", retrievers)
+        object.__setattr__(self, "fusion", fusions[0] if fusions else None)
+        object.__setattr__(self, "rank", tuple(s for s in active if isinstance(s, RankStage)))
+
+    @classmethod
+    def from_config(cls, order: Sequence[str], stages: Mapping[str, Any], depth: int = 100) -> Pipeline:
+        """Build from a variant's stage order and the `stage` config mapping (Hydra `_target_` nodes)."""
+        from hydra.utils import instantiate
+
+        missing = [name for name in order if name not in stages]
+        if missing:
+            raise PipelineConfigError(f"variant names stages with no config under `stage`: {missing}")
+        built = []
+        for name in order:
+            stage = instantiate(stages[name], _convert_="all")
+            if not isinstance(stage, Stage):
+                raise PipelineConfigError(f"stage.{name} does not build a Stage: {type(stage).__name__}")
+            built.append(stage)
+        return cls(tuple(built), depth=depth)
+
+    def prefix_fingerprint(self, suite_hash: str, query_ids: Sequence[str]) -> str:
+        prefix = [*self.ingest, *self.retrievers, *([self.fusion] if self.fusion else [])]
+        chain = [suite_hash, hashlib.sha256("\n".join(query_ids).encode()).hexdigest()]
+        chain += [s.fingerprint() for s in prefix]
+        return hashlib.sha256("|".join(chain).encode()).hexdigest()[:24]
+
+    def ingest_memories(self, memories: Sequence[Memory]) -> list[Memory]:
+        out = list(memories)
+        for stage in self.ingest:
+            out = stage(out)
+        return out
+
+    def run(
+        self,
+        memories: Sequence[Memory],
+        queries: Sequence[Query],
+        *,
+        suite_hash: str | None = None,
+        cache: CandidateCache | None = None,
+        progress: bool = True,
+    ) -> RunOutput:
+        build_ms: dict[str, float] = {}
+        t0 = time.perf_counter()
+        corpus = Corpus(tuple(self.ingest_memories(memories)))
+        build_ms["ingest"] = (time.perf_counter() - t0) * 1000
+
+        key = self.prefix_fingerprint(suite_hash or "", [q.id for q in queries])
+        cached = cache.load(key) if cache is not None and suite_hash else None
+        if cached is None:
+            prefix = self._retrieve(corpus, queries, build_ms, progress)
+            if cache is not None and suite_hash:
+                cache.save(key, prefix)
+        else:
+            prefix = cached
+
+        ranked = []
+        for query in tqdm(queries, desc="rank", disable=not progress or not self.rank, leave=False):
+            index, columns, timings = prefix[query.id]
+            candidates = Candidates(corpus, index, columns)
+            timings = dict(timings)
+            for stage in self.rank:
+                t = time.perf_counter()
+                candidates = stage(query, candidates)
+                timings[stage.name] = timings.get(stage.name, 0.0) + (time.perf_counter() - t) * 1000
+            top = candidates.top(self.depth)
+            ranked.append(
+                RankedList(query.id, tuple(corpus.ids[top.index]), top.score, dict(top.columns), timings)
+            )
+        return RunOutput(ranked, corpus, build_ms, cached is not None, key)
+
+    def _retrieve(self, corpus: Corpus, queries: Sequence[Query], build_ms: dict, progress: bool) -> dict:
+        indexes = {}
+        for retriever in self.retrievers:
+            t = time.perf_counter()
+            indexes[retriever.channel] = retriever.build(corpus)
+            build_ms[f"index_{retriever.channel}"] = (time.perf_counter() - t) * 1000
+        out = {}
+        for query in tqdm(queries, desc="retrieve", disable=not progress, leave=False):
+            timings, channels = {}, {}
+            for retriever in self.retrievers:
+                t = time.perf_counter()
+                channels[retriever.channel] = indexes[retriever.channel].search(query)
+                timings[retriever.name] = (time.perf_counter() - t) * 1000
+            t = time.perf_counter()
+            if self.fusion is not None:
+                candidates = self.fusion(corpus, channels)
+                timings[self.fusion.name] = (time.perf_counter() - t) * 1000
+            else:
+                candidates = _single_channel(corpus, *next(iter(channels.items())))
+            out[query.id] = (candidates.index, dict(candidates.columns), timings)
+        return out
+
+
+def _single_channel(corpus: Corpus, channel: str, hits: tuple[np.ndarray, np.ndarray]) -> Candidates:
+    index, scores = hits
+    rank = np.arange(1, len(index) + 1)
+    return Candidates(corpus, index, {channel: scores, f"{channel}_rank": rank, "score": scores})
+
+
+def _kind(stage: Stage) -> str:
+    for kind, cls in (
+        ("ingest", IngestStage),
+        ("retriever", Retriever),
+        ("fusion", Fusion),
+        ("rank", RankStage),
+    ):
+        if isinstance(stage, cls):
+            return kind
+    raise PipelineConfigError(f"{type(stage).__name__} is not an ingest, retriever, fusion or rank stage")

@@ -1,0 +1,79 @@
+"""BM25 channel: one lexical index per scope, behind two interchangeable backends.
+
+`rank_bm25` is the reference implementation; `bm25s` (sparse, precomputed scores) is much faster
+and the default. Both score the same model, Robertson's BM25 with negative IDF clipped to 0
+(rank-bm25 with epsilon=0; bm25s method="robertson"), over the same tokens, so they rank the same
+(bm25s omits the constant (k1+1) factor, which changes no order). tests/ and the benchmark check it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from retrieval.stage import Retriever, top_n
+from retrieval.tokenize import tokenize
+from retrieval.types import Corpus, Query
+
+Backend = Literal["bm25s", "rank_bm25"]
+
+
+def _scorer(backend: Backend, docs: list[list[str]], k1: float, b: float):
+    """A function query-tokens -> score per document, for one scope's documents."""
+    if backend == "rank_bm25":
+        from rank_bm25 import BM25Okapi
+
+        # rank_bm25 divides by zero on an empty corpus or all-empty documents.
+        if not any(docs):
+            return lambda tokens: np.zeros(len(docs))
+        model = BM25Okapi(docs, k1=k1, b=b, epsilon=0.0)
+        return lambda tokens: np.asarray(model.get_scores(tokens), dtype=np.float64)
+    if backend == "bm25s":
+        import bm25s
+
+        model = bm25s.BM25(k1=k1, b=b, method="robertson")
+        model.index(docs, show_progress=False)
+        vocab = model.vocab_dict
+
+        def score(tokens: list[str]) -> np.ndarray:
+            known = [t for t in tokens if t in vocab]
+            if not known:
+                return np.zeros(len(docs))
+            return model.get_scores(known).astype(np.float64)
+
+        return score
+    raise ValueError(f"unknown BM25 backend {backend!r}: choose 'bm25s' or 'rank_bm25'")
+
+
+class _BM25Index:
+    def __init__(self, corpus: Corpus, retriever: BM25Retriever):
+        self._top_n = retriever.top_n
+        self._scopes = {}
+        texts = corpus.texts()
+        for key in corpus.scopes:
+            part = corpus.partition(key)
+            docs = [tokenize(texts[i]) for i in part]
+            self._scopes[key] = (part, _scorer(retriever.backend, docs, retriever.k1, retriever.b))
+
+    def search(self, query: Query) -> tuple[np.ndarray, np.ndarray]:
+        if query.scope_key not in self._scopes:
+            return np.empty(0, dtype=np.int64), np.empty(0)
+        part, score = self._scopes[query.scope_key]
+        scores = score(tokenize(query.text))
+        best = top_n(scores, self._top_n)
+        best = best[scores[best] > 0]  # a document sharing no query term is not a lexical match
+        return part[best], scores[best]
+
+
+@dataclass(frozen=True, kw_only=True)
+class BM25Retriever(Retriever):
+    name = "bm25"
+    channel: str = "bm25"
+    backend: Backend = "bm25s"
+    k1: float = 1.5
+    b: float = 0.75
+
+    def build(self, corpus: Corpus) -> _BM25Index:
+        return _BM25Index(corpus, self)

@@ -1,0 +1,186 @@
+"""The records the retrieval system works on: memories, queries, columnar candidates, ranked lists.
+
+Data flow: a suite's `Memory` and `Query` records enter the pipeline; ingest stages return new
+memories; retrieval produces `Candidates` (columnar numpy arrays, one per query); rank stages return
+new `Candidates`; the pipeline cuts them into a `RankedList` per query.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+# Keys that ingest stages own. A suite's own metadata may not set them: a dataset that arrived
+# already "tagged" would make a tagging stage's effect unmeasurable.
+RESERVED_METADATA_KEYS = frozenset({"fact_role"})
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+def scope_key(scope: Mapping[str, str]) -> str:
+    """Canonical string for a scope mapping; a query sees only memories with the same key."""
+    return "|".join(f"{k}={scope[k]}" for k in sorted(scope))
+
+
+@dataclass(frozen=True, eq=False)
+class Memory:
+    """One stored memory (a message, an insight, a fact). Suites own every field but `annotations`."""
+
+    id: str
+    text: str
+    scope: Mapping[str, str]
+    created_at: str | None = None
+    tier: str | None = None
+    tags: tuple[str, ...] = ()
+    importance: str | None = None
+    confidence: float | None = None
+    strength: float | None = None
+    deleted: bool = False
+    role: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    # Written by ingest stages only (e.g. fact_role, action_domain, embed_text).
+    annotations: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+
+    @property
+    def scope_key(self) -> str:
+        return scope_key(self.scope)
+
+    def annotate(self, **values: Any) -> Memory:
+        """A copy with extra stage-owned annotations (inputs are never mutated)."""
+        return replace(self, annotations=MappingProxyType({**self.annotations, **values}))
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """A field by name: record fields, then stage annotations, then suite metadata."""
+        if name in _MEMORY_FIELDS:
+            return getattr(self, name)
+        if name in self.annotations:
+            return self.annotations[name]
+        return self.metadata.get(name, default)
+
+
+_MEMORY_FIELDS = frozenset(Memory.__dataclass_fields__) - {"metadata", "annotations"}
+
+
+@dataclass(frozen=True, eq=False)
+class Query:
+    """One evaluation query with its scope, labels (ability, category...) and optional tool context."""
+
+    id: str
+    text: str
+    scope: Mapping[str, str]
+    labels: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    now: str | None = None
+    context: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    noise_patterns: tuple[str, ...] = ()
+    expected_domains: tuple[str, ...] = ()
+
+    @property
+    def scope_key(self) -> str:
+        return scope_key(self.scope)
+
+
+class Corpus:
+    """The ingested memories as a columnar table, partitioned by scope.
+
+    Rank stages read memory attributes through `column(name)[candidates.index]`, so they stay
+    vectorised. Columns are built lazily, once.
+    """
+
+    def __init__(self, memories: tuple[Memory, ...]):
+        self.memories = memories
+        self.ids = np.array([m.id for m in memories], dtype=object)
+        keys = np.array([m.scope_key for m in memories], dtype=object)
+        self._partitions: dict[str, np.ndarray] = {}
+        if len(keys):
+            order = np.argsort(keys, kind="stable")
+            uniq, starts = np.unique(keys[order], return_index=True)
+            for key, part in zip(uniq, np.split(order, starts[1:]), strict=True):
+                self._partitions[str(key)] = part
+        self._columns: dict[str, np.ndarray] = {}
+
+    def __len__(self) -> int:
+        return len(self.memories)
+
+    @property
+    def scopes(self) -> list[str]:
+        return list(self._partitions)
+
+    def partition(self, key: str) -> np.ndarray:
+        """Indices (ascending) of the memories in one scope; empty for an unknown scope."""
+        return self._partitions.get(key, np.empty(0, dtype=np.int64))
+
+    def column(self, name: str) -> np.ndarray:
+        if name not in self._columns:
+            values = [m.get(name) for m in self.memories]
+            arr = np.array(values, dtype=object)
+            if values and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+                arr = arr.astype(np.float64)
+            self._columns[name] = arr
+        return self._columns[name]
+
+    def texts(self) -> list[str]:
+        """The text each retriever indexes: an ingest stage may set `embed_text` (enrichment)."""
+        return [m.annotations.get("embed_text", m.text) for m in self.memories]
+
+
+@dataclass(frozen=True, eq=False)
+class Candidates:
+    """One query's candidates, columnar: corpus indices plus every score column, in rank order.
+
+    `columns["score"]` is the ranking score; stages add a column for their own contribution and
+    set a new score, so a report can explain any ranking from the kept columns.
+    """
+
+    corpus: Corpus
+    index: np.ndarray
+    columns: Mapping[str, np.ndarray]
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    @property
+    def score(self) -> np.ndarray:
+        return self.columns["score"]
+
+    def attribute(self, name: str) -> np.ndarray:
+        """A memory attribute aligned with the candidates (e.g. fact_role, tags, created_at)."""
+        return self.corpus.column(name)[self.index]
+
+    def with_score(
+        self, column: str, score: np.ndarray, *, extra: Mapping[str, np.ndarray] = _EMPTY
+    ) -> Candidates:
+        """Record a stage's score column and make it the ranking score, re-sorted (stable)."""
+        score = np.asarray(score, dtype=np.float64)
+        cols = {**self.columns, **extra, column: score, "score": score}
+        return Candidates(self.corpus, self.index, cols).sorted()
+
+    def sorted(self) -> Candidates:
+        # Stable descending sort: ties keep their previous order, so re-sorting is deterministic.
+        order = np.argsort(-self.score, kind="stable")
+        return self.select(order)
+
+    def select(self, which: np.ndarray) -> Candidates:
+        """Keep a subset (boolean mask or positions), in the given order."""
+        return Candidates(self.corpus, self.index[which], {k: v[which] for k, v in self.columns.items()})
+
+    def top(self, k: int) -> Candidates:
+        return self.select(np.arange(min(k, len(self))))
+
+
+@dataclass(frozen=True, eq=False)
+class RankedList:
+    """The pipeline's answer to one query: memory ids best first, with score breakdown and timings."""
+
+    query_id: str
+    memory_ids: tuple[str, ...]
+    scores: np.ndarray
+    columns: Mapping[str, np.ndarray]
+    timings_ms: Mapping[str, float]
+
+    @property
+    def latency_ms(self) -> float:
+        return float(sum(self.timings_ms.values()))
