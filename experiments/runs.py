@@ -1,0 +1,157 @@
+"""Finished runs read back as plain records, from a run directory or from an MLflow store.
+
+Sits at the end of the data flow, after `experiments.run` wrote a run directory (metrics.json,
+per_query.csv, config.yaml) and, when tracking was on, logged the same files to MLflow. The gate
+and the comparison report read runs only through `RunRecord`, so both work offline from run
+directories and from a team's MLflow store alike.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from experiments.metrics import parse_metric
+from experiments.tracking import flatten, resolve_uri
+
+PROVENANCE_TAGS = ("suite_hash", "model_revisions", "git_commit", "memeval_version")
+
+
+class RunError(ValueError):
+    """A run cannot be read: missing files, or an MLflow query that matched nothing."""
+
+
+@dataclass(frozen=True, eq=False)
+class RunRecord:
+    """One finished run: where it came from, its flattened config, metrics.json and per-query table."""
+
+    source: str  # run directory or `mlflow:<run id>`
+    params: Mapping[str, str]
+    summary: Mapping[str, Any]
+    per_query: pd.DataFrame  # index query_id; label.*, abstention, latency_ms, ms.*, metric columns
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def variant(self) -> str:
+        return str(self.summary.get("variant") or self.params.get("variant.name") or "?")
+
+    @property
+    def suite_hash(self) -> str:
+        return str(self.summary.get("suite", {}).get("content_hash") or self.tags.get("suite_hash") or "")
+
+    @property
+    def suite_name(self) -> str:
+        return str(self.summary.get("suite", {}).get("name") or self.tags.get("suite") or "?")
+
+    @property
+    def metrics(self) -> list[str]:
+        """Relevance metric columns of the per-query table, in their order."""
+        return [c for c in self.per_query.columns if _is_metric(c)]
+
+    def answerable(self) -> pd.DataFrame:
+        """Rows of queries with a relevant memory: the ones every relevance metric averages over."""
+        return self.per_query[~self.per_query["abstention"].astype(bool)]
+
+
+def _is_metric(name: str) -> bool:
+    try:
+        parse_metric(name)
+    except ValueError:
+        return False
+    return True
+
+
+def read_per_query(path: Path) -> pd.DataFrame:
+    frame = pd.read_csv(path, index_col="query_id", dtype={"query_id": str})
+    frame.index = frame.index.astype(str)
+    return frame
+
+
+def load_run_dir(path: str | Path) -> RunRecord:
+    """A run directory written by `experiments.run` (metrics.json marks it finished)."""
+    root = Path(path)
+    missing = [n for n in ("metrics.json", "per_query.csv") if not (root / n).is_file()]
+    if missing:
+        raise RunError(f"{root} is not a finished run directory: missing {', '.join(missing)}")
+    summary = json.loads((root / "metrics.json").read_text())
+    config = yaml.safe_load((root / "config.yaml").read_text()) if (root / "config.yaml").is_file() else {}
+    tags = json.loads((root / "tags.json").read_text()) if (root / "tags.json").is_file() else {}
+    return RunRecord(str(root), flatten(config or {}), summary, read_per_query(root / "per_query.csv"), tags)
+
+
+def find_run_dirs(paths: list[str | Path]) -> list[Path]:
+    """Each path is a run directory, or a folder (e.g. a Hydra multirun) searched for them, sorted."""
+    found: list[Path] = []
+    for path in map(Path, paths):
+        if (path / "metrics.json").is_file():
+            found.append(path)
+        elif path.is_dir():
+            found.extend(sorted(p.parent for p in path.rglob("metrics.json")))
+        else:
+            raise RunError(f"{path} does not exist")
+    if not found:
+        raise RunError(f"no finished run directory (with metrics.json) under {', '.join(map(str, paths))}")
+    return found
+
+
+def load_mlflow_runs(
+    *,
+    experiment: str | None = None,
+    parent_run_id: str | None = None,
+    tags: Mapping[str, str] | None = None,
+    uri: str | None = None,
+) -> list[RunRecord]:
+    """Finished MLflow runs selected by experiment name, parent run and/or tags, oldest first.
+
+    Per-query values and metrics.json come from each run's artifacts (what `experiments.run` logs).
+    """
+    import mlflow
+
+    tracking_uri = resolve_uri(uri)
+    client = mlflow.MlflowClient(tracking_uri)
+    if experiment:
+        found = client.get_experiment_by_name(experiment)
+        if found is None:
+            raise RunError(f"no MLflow experiment named {experiment!r} in {tracking_uri}")
+        experiment_ids = [found.experiment_id]
+    else:
+        experiment_ids = [e.experiment_id for e in client.search_experiments()]
+    clauses = ["attributes.status = 'FINISHED'"]
+    if parent_run_id:
+        clauses.append(f"tags.`mlflow.parentRunId` = '{parent_run_id}'")
+    for key, value in (tags or {}).items():
+        clauses.append(f"tags.`{key}` = '{value}'")
+    runs = client.search_runs(experiment_ids, " and ".join(clauses), order_by=["attributes.start_time ASC"])
+    if not runs:
+        raise RunError(
+            f"no finished MLflow run in {tracking_uri} matches {' and '.join(clauses[1:]) or 'all'}"
+        )
+    records = []
+    with tempfile.TemporaryDirectory(prefix="memeval-report-") as tmp:
+        for run in runs:
+            have = {a.path for a in client.list_artifacts(run.info.run_id)}
+            if not {"metrics.json", "per_query.csv"} <= have:
+                continue  # e.g. a sweep's parent run: it holds no results of its own
+            target = Path(tmp) / run.info.run_id
+            target.mkdir()
+            for name in ("metrics.json", "per_query.csv"):
+                client.download_artifacts(run.info.run_id, name, str(target))
+            records.append(
+                RunRecord(
+                    f"mlflow:{run.info.run_id}",
+                    dict(run.data.params),
+                    json.loads((target / "metrics.json").read_text()),
+                    read_per_query(target / "per_query.csv"),
+                    {k: v for k, v in run.data.tags.items() if not k.startswith("mlflow.")},
+                )
+            )
+    if not records:
+        raise RunError(f"the MLflow runs matched in {tracking_uri} have no per_query.csv artifact")
+    return records

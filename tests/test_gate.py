@@ -1,0 +1,152 @@
+"""The CI regression gate: passes an unchanged run, fails a worse one naming its queries, refuses a baseline
+recorded on another suite version, and only `--refresh` writes a baseline.
+
+Runs are real: `experiments.run` with the bm25 variant on a tiny suite saved in the canonical format.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from types import MappingProxyType
+
+import pandas as pd
+import pytest
+import yaml
+
+from experiments.gate import main
+from experiments.suites.jsonl import save_suite
+from experiments.suites.suite import Suite
+from retrieval.types import Memory, Query
+
+TOPICS = [
+    "python formatter black line length", "postgres connection pool size", "kubernetes pod memory limit",
+    "react component state hooks", "rust borrow checker lifetimes", "docker image layer caching",
+    "git rebase interactive squash", "redis cache eviction policy", "terraform state locking backend",
+    "pytest fixture scope session", "nginx reverse proxy timeout", "graphql schema resolver batching",
+]  # fmt: skip
+
+
+def gate_suite(name: str = "gate-tiny", extra: str = "") -> Suite:
+    scope = MappingProxyType({"project": "p1"})
+    memories = [
+        Memory(id=f"m{i}", text=f"note about {t} {extra}".strip(), scope=scope) for i, t in enumerate(TOPICS)
+    ]
+    memories += [
+        Memory(id=f"noise{i}", text=f"meeting notes number {i} about lunch", scope=scope) for i in range(4)
+    ]
+    queries = [
+        Query(
+            id=f"q{i}",
+            text=f"what about {t}",
+            scope=scope,
+            labels=MappingProxyType({"category": f"c{i % 3}"}),
+        )
+        for i, t in enumerate(TOPICS)
+    ]
+    qrels = {f"q{i}": {f"m{i}": 1} for i in range(len(TOPICS))}
+    return Suite(name=name, memories=tuple(memories), queries=tuple(queries), qrels=qrels, k=5)
+
+
+@pytest.fixture
+def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
+    suite_dir = save_suite(gate_suite(), tmp_path / "suite")
+    gate_file = tmp_path / "tiny.yaml"
+    gate_file.write_text(
+        yaml.safe_dump(
+            {
+                "name": "tiny",
+                "overrides": ["suite=jsonl", f"suite.path={suite_dir}", "cache_dir=null"],
+                "metrics": ["P@5", "RR"],
+                "floors": {"P@5": 0.1},
+                "tolerance": {"P@5": 0.01, "RR": 0.1},
+                "alpha": 0.05,
+            }
+        )
+    )
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    run_dir = tmp_path / "run"
+    baseline = tmp_path / "baselines" / "tiny-bm25.json"
+    args = [str(gate_file), "bm25", "--baseline", str(baseline)]
+    assert main([*args, "--out", str(run_dir), "--refresh"]) == 0
+    return {"tmp": tmp_path, "gate": gate_file, "run": run_dir, "baseline": baseline, "args": args}
+
+
+def test_refresh_writes_the_per_query_baseline_with_suite_hash_and_config(setup):
+    saved = json.loads(setup["baseline"].read_text())
+    metrics = json.loads((setup["run"] / "metrics.json").read_text())
+    assert saved["suite_hash"] == metrics["suite"]["content_hash"]
+    assert saved["variant"] == "bm25" and saved["config"]["variant.name"] == "bm25"
+    assert sorted(saved["per_query"]["P@5"]) == sorted(f"q{i}" for i in range(len(TOPICS)))
+    per_query = pd.read_csv(setup["run"] / "per_query.csv", index_col="query_id")
+    assert saved["means"]["RR"] == pytest.approx(per_query["RR"].mean())
+    assert "--refresh" in saved["command"]
+
+
+def test_gate_passes_an_unchanged_run_and_never_touches_its_baseline(setup, capsys):
+    before = setup["baseline"].read_bytes()
+    summary = setup["tmp"] / "summary.md"
+    code = main([*setup["args"], "--run-dir", str(setup["run"]), "--summary", str(summary)])
+    assert code == 0
+    assert "**PASS**" in capsys.readouterr().out
+    assert "No query regressed" in summary.read_text()
+    assert setup["baseline"].read_bytes() == before
+
+
+def test_gate_reruns_the_suite_itself_and_passes(setup):
+    assert main([*setup["args"], "--out", str(setup["tmp"] / "rerun")]) == 0
+
+
+def _degraded_copy(run: Path, target: Path, queries: list[str]) -> Path:
+    shutil.copytree(run, target)
+    frame = pd.read_csv(target / "per_query.csv", index_col="query_id")
+    frame.loc[queries, ["P@5", "RR"]] = 0.0
+    frame.to_csv(target / "per_query.csv")
+    return target
+
+
+def test_gate_fails_a_worse_run_with_exit_1_and_names_the_regressed_queries(setup, capsys, monkeypatch):
+    worse = [f"q{i}" for i in range(8)]
+    run = _degraded_copy(setup["run"], setup["tmp"] / "worse", worse)
+    step_summary = setup["tmp"] / "step_summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step_summary))
+    assert main([*setup["args"], "--run-dir", str(run)]) == 1
+    out = capsys.readouterr().out
+    assert "**FAIL**" in out
+    assert "P@5 mean dropped by" in out and "drop is significant" in out
+    listed = {q for q in (f"q{i}" for i in range(len(TOPICS))) if f"`{q}`" in out}
+    assert listed == set(worse)
+    assert "**FAIL**" in step_summary.read_text()
+
+
+def test_one_lost_query_is_within_tolerance_of_rr_but_not_of_p_at_5(setup, capsys):
+    run = _degraded_copy(setup["run"], setup["tmp"] / "one", ["q3"])
+    assert main([*setup["args"], "--run-dir", str(run)]) == 1
+    out = capsys.readouterr().out
+    assert "P@5 mean dropped by" in out and "RR mean dropped" not in out
+    assert "significant" not in out.split("Failures:")[1].split("W/T/L")[0]  # 1 of 12 queries: no evidence
+
+
+def test_a_baseline_for_another_suite_version_is_a_clear_error(setup, capsys):
+    other_dir = save_suite(gate_suite(extra="v2"), setup["tmp"] / "suite_v2")
+    gate = yaml.safe_load(setup["gate"].read_text())
+    gate["overrides"][1] = f"suite.path={other_dir}"
+    setup["gate"].write_text(yaml.safe_dump(gate))
+    assert main([*setup["args"], "--out", str(setup["tmp"] / "v2")]) == 2
+    err = capsys.readouterr().err
+    assert "suite hash mismatch" in err and "--refresh" in err
+
+
+def test_a_missing_baseline_says_how_to_create_it(setup, capsys):
+    args = [str(setup["gate"]), "bm25", "--baseline", str(setup["tmp"] / "none.json")]
+    assert main([*args, "--run-dir", str(setup["run"])]) == 2
+    assert "--refresh" in capsys.readouterr().err
+
+
+def test_committed_gate_configs_load(tmp_path):
+    from experiments.gate import GateConfig
+
+    for name in ("spark25", "beam100k"):
+        gate = GateConfig.load(name)
+        assert gate.metrics and set(gate.floors) <= set(gate.metrics)
