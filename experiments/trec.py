@@ -1,9 +1,10 @@
 """TREC run files (`qid Q0 docid rank score tag`), so trec_eval, ranx and ir_measures can re-check us.
 
 Those tools re-sort by score and break ties by document id, which would reorder our tied
-candidates (RRF produces many ties). A score equal to the one above it is written one float step
-lower (numpy.nextafter), so the file's order is exactly the harness's order and every score still
-reads as the same value to 15 digits.
+candidates (RRF produces many ties), and pytrec_eval resolves scores only to about float32
+precision. So a score that does not sit clearly below the one above it is written 2e-6 (relative)
+lower: the file's order is exactly the harness's order, and a written score differs from the
+harness's only where it tied, in the sixth significant digit.
 """
 
 from __future__ import annotations
@@ -15,12 +16,15 @@ import numpy as np
 
 from retrieval.types import RankedList
 
+TIE_GAP = 2e-6  # relative; float32 resolves ~1.2e-7
+
 
 def strictly_decreasing(scores: np.ndarray) -> np.ndarray:
     out = np.asarray(scores, dtype=np.float64).copy()
     for i in range(1, len(out)):
-        if not out[i] < out[i - 1]:
-            out[i] = np.nextafter(out[i - 1], -np.inf)
+        gap = max(abs(out[i - 1]), 1e-9) * TIE_GAP
+        if out[i] > out[i - 1] - gap:
+            out[i] = out[i - 1] - gap
     return out
 
 

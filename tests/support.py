@@ -1,0 +1,50 @@
+"""Test support: paths to the real data and caches, tiny suites built in code."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from types import MappingProxyType
+
+from experiments.suites.suite import Suite
+from retrieval.types import Memory, Query
+
+REPO = Path(__file__).resolve().parents[1]
+# ../shared/beam beside the checkout (DEVELOPERS.md); MEMEVAL_BEAM_DIR points elsewhere.
+BEAM_DIR = Path(os.environ.get("MEMEVAL_BEAM_DIR", REPO.parent / "shared" / "beam"))
+# Embeddings are cached across test runs (keyed by model revision and text), like a user's cache.
+CACHE_DIR = REPO / ".memeval_cache"
+
+
+def memory(mid: str, text: str, scope: str = "c1", **fields) -> Memory:
+    return Memory(id=mid, text=text, scope=MappingProxyType({"conversation": scope}), **fields)
+
+
+def query(qid: str, text: str, scope: str = "c1", **fields) -> Query:
+    return Query(id=qid, text=text, scope=MappingProxyType({"conversation": scope}), **fields)
+
+
+def tiny_suite() -> Suite:
+    """Two scopes with the same texts: any cross-scope result is a leak."""
+    texts = [
+        "always format code snippets with syntax highlighting",
+        "the flask app uses sqlite for transactions",
+        "my budget limit for travel is 2000 dollars",
+        "deploy the app on a free hosting service",
+        "chart.js renders the monthly expense chart",
+    ]
+    memories = [memory(f"{s}:{i}", t, s) for s in ("c1", "c2") for i, t in enumerate(texts)]
+    queries = [
+        query(
+            "c1:q0", "how should code snippets be formatted", "c1", labels=MappingProxyType({"ability": "if"})
+        ),
+        query(
+            "c1:q1", "which database stores transactions", "c1", labels=MappingProxyType({"ability": "ie"})
+        ),
+        query("c2:q0", "what is my travel budget", "c2", labels=MappingProxyType({"ability": "ie"})),
+        query(
+            "c2:q1", "what is my favourite colour", "c2", labels=MappingProxyType({"ability": "abstention"})
+        ),
+    ]
+    qrels = {"c1:q0": {"c1:0": 1}, "c1:q1": {"c1:1": 1}, "c2:q0": {"c2:2": 1}}
+    return Suite(name="tiny", memories=tuple(memories), queries=tuple(queries), qrels=qrels)
