@@ -1,0 +1,152 @@
+"""Cross-encoder relevance scores with an on-disk cache, for the cross-encoder rerank stage.
+
+A cross-encoder reads (query, memory) together and returns one relevance logit per pair. It is the
+costly part of a rerank, so scores are cached by (model fingerprint, query text, memory text): a
+sweep over the stage's mode or weight re-scores nothing. Entries live in append-only `.npz` shards
+under one folder per model fingerprint (name, weights hash, max_length), as in `encoder.py`, so
+parallel sweep workers never write the same file.
+
+The model is loaded lazily, once per process. No trained cross-encoder ships on PyPI, so the
+default is a local directory written by `memeval-train-reranker`; users with hub access may name
+any published cross-encoder. A model that cannot be found is a clear error, never a fallback.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from retrieval.encoder import ModelNotFoundError, model_revision
+
+TRAINED_DEFAULT = "./models/cross-encoder-beam500k"
+
+
+def _how_to_provide(model: str) -> str:
+    return (
+        f"cross-encoder model {model!r} not found. Train one here with `memeval-train-reranker` "
+        f"(python -m experiments.train_reranker; it writes {TRAINED_DEFAULT}), point "
+        "stage.cross_encoder.scorer.model at a local directory holding a CrossEncoder, or, where the "
+        "Hugging Face hub is reachable, name a published one (e.g. cross-encoder/ms-marco-MiniLM-L-6-v2)"
+    )
+
+
+def _looks_local(model: str) -> bool:
+    return model.startswith((".", "/", "~")) or model.count("/") > 1 or os.sep != "/" and os.sep in model
+
+
+def resolve_cross_encoder_path(model: str) -> str:
+    """A local directory as given; a path-like name that does not exist is an error at once."""
+    folder = Path(model).expanduser()
+    if folder.is_dir():
+        return str(folder.resolve())
+    if _looks_local(model):
+        raise ModelNotFoundError(_how_to_provide(model))
+    return model  # a hub name
+
+
+@functools.lru_cache(maxsize=4)
+def load_cross_encoder(path: str, max_length: int, device: str = "cpu"):
+    from sentence_transformers import CrossEncoder
+
+    kwargs = {"num_labels": 1, "max_length": max_length, "device": device}
+    if Path(path).is_dir():
+        return CrossEncoder(path, **kwargs)
+    try:  # a hub name: the local HF cache first, so an offline machine fails fast
+        return CrossEncoder(path, local_files_only=True, **kwargs)
+    except OSError as err:
+        if os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE"):
+            raise ModelNotFoundError(_how_to_provide(path)) from err
+    try:
+        return CrossEncoder(path, **kwargs)
+    except OSError as err:
+        raise ModelNotFoundError(_how_to_provide(path)) from err
+
+
+@dataclass(frozen=True, kw_only=True)
+class CrossEncoderScorer:
+    """Relevance logits for (query, memory) pairs from a sentence-transformers CrossEncoder, cached."""
+
+    model: str = TRAINED_DEFAULT
+    max_length: int = 128
+    batch_size: int = 32
+    cache_dir: str | None = ".memeval_cache/rerank_scores"
+    device: str = "cpu"
+    # Per-process state (not config): loaded cache shards and hit counters.
+    _memory: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def path(self) -> str:
+        return resolve_cross_encoder_path(self.model)
+
+    def fingerprint(self) -> str:
+        """What changes a score: model, weights, truncation length (not batch size or cache dir)."""
+        try:
+            revision = model_revision(self.path)
+        except ModelNotFoundError:
+            revision = "missing"
+        return f"{self.model}@{revision}|max_length={self.max_length}"
+
+    @property
+    def stats(self) -> dict[str, int]:
+        return self._memory.setdefault("stats", {"hits": 0, "misses": 0})
+
+    def score(self, query: str, texts: Sequence[str]) -> np.ndarray:
+        """One raw logit (float64) per memory text, for one query; higher is more relevant."""
+        keys = [_pair_key(query, t) for t in texts]
+        store = self._store()
+        missing = dict((k, t) for k, t in zip(keys, texts, strict=True) if k not in store)
+        self.stats["hits"] += len(keys) - sum(k not in store for k in keys)
+        self.stats["misses"] += sum(k not in store for k in keys)
+        if missing:
+            import torch
+
+            model = load_cross_encoder(self.path, self.max_length, self.device)
+            logits = model.predict(
+                [(query, t) for t in missing.values()],
+                batch_size=self.batch_size,
+                activation_fn=torch.nn.Identity(),  # raw logits: modes normalise or rank them
+                show_progress_bar=False,
+            )
+            new = dict(zip(missing, np.asarray(logits, dtype=np.float64).reshape(-1), strict=True))
+            store.update(new)
+            self._write_shard(new)
+        return np.array([store[k] for k in keys], dtype=np.float64)
+
+    def _folder(self) -> Path | None:
+        if not self.cache_dir:
+            return None
+        slug = Path(self.model).name[-60:] or "model"
+        return Path(self.cache_dir) / f"{slug}-{hashlib.sha256(self.fingerprint().encode()).hexdigest()[:16]}"
+
+    def _store(self) -> dict[str, float]:
+        if "store" not in self._memory:
+            store: dict[str, float] = {}
+            folder = self._folder()
+            if folder is not None and folder.is_dir():
+                for shard in sorted(folder.glob("*.npz")):
+                    with np.load(shard) as data:
+                        store.update(zip(data["keys"].tolist(), data["scores"].tolist(), strict=True))
+            self._memory["store"] = store
+        return self._memory["store"]
+
+    def _write_shard(self, new: dict[str, float]) -> None:
+        folder = self._folder()
+        if folder is None:
+            return
+        folder.mkdir(parents=True, exist_ok=True)
+        name = uuid.uuid4().hex
+        tmp = folder / f".{name}.tmp.npz"
+        np.savez(tmp, keys=np.array(list(new), dtype="U64"), scores=np.array(list(new.values())))
+        os.replace(tmp, folder / f"{name}.npz")  # atomic: a reader never sees half a shard
+
+
+def _pair_key(query: str, text: str) -> str:
+    # Length-prefixed so ("ab", "c") and ("a", "bc") never share a key.
+    return hashlib.sha256(f"{len(query)}:{query}\x00{text}".encode()).hexdigest()
