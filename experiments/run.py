@@ -10,7 +10,9 @@ objective metric, so Hydra sweepers (Optuna) can optimise it.
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -20,19 +22,44 @@ import hydra
 import pandas as pd
 from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.evaluate import Evaluation, evaluate
 from experiments.suites.jsonl import write_qrels
 from experiments.suites.suite import Suite, SuiteError
+from experiments.sweep_tracking import read_parent
+from experiments.sweeps import CONFIG_HASH_TAG, config_hash, find_finished, record_finished, resume_enabled
 from experiments.tracking import MlflowTracker, TrackingError, flatten, git_commit, mlflow_metrics
 from experiments.trec import write_run
-from retrieval.pipeline import CandidateCache, Pipeline, PipelineConfigError, RunOutput
+from retrieval.pipeline import CandidateCache, Pipeline, PipelineConfigError, ProcessMemo, RunOutput
 
 
-def load_suite_from_config(cfg: DictConfig) -> Suite:
+@functools.cache
+def process_memo() -> ProcessMemo:
+    """This process's reusable corpora, indexes and candidates, shared by the jobs of a multirun."""
+    return ProcessMemo()
+
+
+def _files_signature(path: Any) -> tuple:
+    """(name, size, mtime) of every file under a suite path, so a memoised suite is never stale."""
+    root = Path(str(path))
+    files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
+    return tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files)
+
+
+@functools.lru_cache(maxsize=2)
+def _load_suite_memoised(loader_yaml: str, cwd: str, signature: tuple) -> Suite:
+    return load_suite_from_config(OmegaConf.create({"suite": OmegaConf.create(loader_yaml)}))
+
+
+def load_suite_from_config(cfg: DictConfig, *, memoise: bool = False) -> Suite:
+    """The suite a config names; `memoise` reuses the one this process loaded (same config, same files)."""
     # `report_label` is for the console table, not the loader.
     loader_cfg = OmegaConf.masked_copy(cfg.suite, [k for k in cfg.suite if k != "report_label"])
+    if memoise:
+        signature = _files_signature(loader_cfg.get("path", ""))
+        return _load_suite_memoised(OmegaConf.to_yaml(loader_cfg, resolve=True), os.getcwd(), signature)
     suite = instantiate(loader_cfg, _convert_="all")
     if not isinstance(suite, Suite):
         raise TypeError(f"suite config must build a Suite, got {type(suite).__name__}")
@@ -65,9 +92,29 @@ def write_outputs(run_dir: Path, suite: Suite, output: RunOutput, evaluation: Ev
     tmp.replace(run_dir / "metrics.json")
 
 
-def run_experiment(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
-    suite = load_suite_from_config(cfg)  # validates: bad input fails here, before any work
+def run_experiment(
+    cfg: DictConfig, run_dir: Path, *, multirun: bool = False, parent: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """Run, evaluate, write, log. In a multirun (`multirun`) the process memo is reused, finished jobs
+    are skipped (see experiments.sweeps), and `parent` (the sweep's MLflow parent) makes it a child run.
+    """
+    suite = load_suite_from_config(cfg, memoise=multirun)  # validates: bad input fails here, before work
     pipeline = build_pipeline(cfg)
+    cfg_hash = config_hash(cfg)
+    tracker: MlflowTracker | None = (
+        instantiate(cfg.tracking.tracker, **(parent or {})) if cfg.tracking.enabled else None
+    )
+    if resume_enabled(cfg.get("resume", "auto"), multirun):
+        names = list(dict.fromkeys([*cfg.metrics, cfg.objective]))
+        finished = find_finished(
+            cache_dir=cfg.cache_dir,
+            cfg_hash=cfg_hash,
+            suite_hash=suite.content_hash,
+            tracker=tracker,
+            names=names,
+        )
+        if finished is not None:
+            return _skip(run_dir, cfg_hash, finished, tracker)
     print(
         f"suite {suite.name}: {len(suite.memories):,} memories, {len(suite.queries):,} queries "
         f"({suite.content_hash[:12]}); variant {cfg.variant.name}: "
@@ -78,7 +125,12 @@ def run_experiment(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     started = time.perf_counter()
     cache = CandidateCache(Path(cfg.cache_dir) / "candidates") if cfg.cache_dir else None
     output = pipeline.run(
-        suite.memories, suite.queries, suite_hash=suite.content_hash, cache=cache, progress=cfg.progress
+        suite.memories,
+        suite.queries,
+        suite_hash=suite.content_hash,
+        cache=cache,
+        progress=cfg.progress,
+        memo=process_memo() if multirun else None,
     )
     evaluation = evaluate(suite, output, list(cfg.metrics), seed=cfg.seed)
     evaluation.metrics["wall_s"] = time.perf_counter() - started
@@ -88,8 +140,10 @@ def run_experiment(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         "notes": list(suite.notes),
     }
     evaluation.metrics["variant"] = cfg.variant.name
+    evaluation.metrics["config_hash"] = cfg_hash
     write_outputs(run_dir, suite, output, evaluation, tag=str(cfg.variant.name))
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    record_finished(cfg.cache_dir, cfg_hash, suite.content_hash, run_dir, None)
 
     with pd.option_context("display.width", 200, "display.max_columns", 30, "display.precision", 3):
         print(results_table(evaluation, list(cfg.metrics), cfg.report_label))
@@ -101,18 +155,41 @@ def run_experiment(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     )
     print(f"results in {run_dir}")
 
-    if cfg.tracking.enabled:
-        tracker: MlflowTracker = instantiate(cfg.tracking.tracker)
+    if tracker is not None:
         run_id = tracker.log(
             run_name=f"{suite.name}-{cfg.variant.name}",
             params=flatten(OmegaConf.to_container(cfg, resolve=True)),
             metrics=mlflow_metrics(evaluation.metrics),
-            tags=_tags(cfg, suite, pipeline),
+            tags={**_tags(cfg, suite, pipeline), CONFIG_HASH_TAG: cfg_hash},
             run_dir=run_dir,
             config_text=OmegaConf.to_yaml(cfg, resolve=True),
         )
         print(f"MLflow run {run_id} in {tracker.experiment}")
+        record_finished(cfg.cache_dir, cfg_hash, suite.content_hash, run_dir, run_id)
     return evaluation.metrics
+
+
+def _skip(run_dir: Path, cfg_hash: str, finished: Any, tracker: MlflowTracker | None) -> dict[str, Any]:
+    """A finished run answers this job: log nothing new, point to it, return its metrics."""
+    where = finished.run_dir or f"MLflow run {finished.mlflow_run_id}"
+    print(f"skipped: config {cfg_hash} already has a finished run ({finished.source}: {where})")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    note = {
+        "config_hash": cfg_hash,
+        "source": finished.source,
+        "run_dir": finished.run_dir,
+        "mlflow_run_id": finished.mlflow_run_id,
+    }
+    (run_dir / "skipped.json").write_text(json.dumps(note, indent=2))
+    if tracker is not None and tracker.parent_run_id and finished.mlflow_run_id:
+        import mlflow
+
+        from experiments.sweeps import REUSED_TAG_PREFIX
+        from experiments.tracking import resolve_uri
+
+        client = mlflow.MlflowClient(tracking_uri=resolve_uri(tracker.uri))
+        client.set_tag(tracker.parent_run_id, f"{REUSED_TAG_PREFIX}{cfg_hash}", finished.mlflow_run_id)
+    return {"overall": dict(finished.overall), "skipped": note}
 
 
 def _tags(cfg: DictConfig, suite: Suite, pipeline: Pipeline) -> dict[str, str]:
@@ -136,9 +213,12 @@ def _tags(cfg: DictConfig, suite: Suite, pipeline: Pipeline) -> dict[str, str]:
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> float | None:
-    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    hydra_cfg = HydraConfig.get()
+    run_dir = Path(hydra_cfg.runtime.output_dir)
+    multirun = hydra_cfg.mode == RunMode.MULTIRUN
+    parent = read_parent(hydra_cfg.sweep.dir) if multirun and cfg.tracking.enabled else {}
     try:
-        metrics = run_experiment(cfg, run_dir)
+        metrics = run_experiment(cfg, run_dir, multirun=multirun, parent=parent)
     except (SuiteError, PipelineConfigError, TrackingError) as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)

@@ -13,12 +13,14 @@ sweep over a later stage's weight re-runs only the rank stages.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import pickle
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,6 +70,34 @@ class CandidateCache:
         with tmp.open("wb") as fh:
             pickle.dump(value, fh, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(tmp, path)  # atomic, so parallel sweep jobs never read half a file
+
+
+@dataclass(frozen=True)
+class ProcessMemo:
+    """What one process reuses between runs (the jobs of a multirun): ingested corpora, built indexes
+    and retrieval-prefix candidates, keyed by suite hash + fingerprints; a few entries per kind (LRU).
+    """
+
+    max_entries: int = 4
+    _kinds: dict = field(default_factory=dict, repr=False)
+
+    def get(self, kind: str, key: Any) -> Any | None:
+        entries = self._kinds.setdefault(kind, OrderedDict())
+        if key not in entries:
+            return None
+        entries.move_to_end(key)
+        return entries[key]
+
+    def put(self, kind: str, key: Any, value: Any) -> Any:
+        entries = self._kinds.setdefault(kind, OrderedDict())
+        entries[key] = value
+        while len(entries) > self.max_entries:
+            entries.popitem(last=False)
+        return value
+
+    def get_or_make(self, kind: str, key: Any, make: Callable[[], Any]) -> Any:
+        value = self.get(kind, key)
+        return self.put(kind, key, make()) if value is None else value
 
 
 @dataclass(frozen=True)
@@ -139,24 +169,38 @@ class Pipeline:
         suite_hash: str | None = None,
         cache: CandidateCache | None = None,
         progress: bool = True,
+        memo: ProcessMemo | None = None,
     ) -> RunOutput:
+        """`memo` (needs `suite_hash`) reuses this process's corpus, indexes and candidates across runs."""
+        memo = memo if suite_hash else None
         build_ms: dict[str, float] = {}
         t0 = time.perf_counter()
-        corpus = Corpus(tuple(self.ingest_memories(memories)))
+        ingest_key = (suite_hash, tuple(s.fingerprint() for s in self.ingest))
+
+        def ingest() -> Corpus:
+            return Corpus(tuple(self.ingest_memories(memories)))
+
+        corpus = memo.get_or_make("corpus", ingest_key, ingest) if memo is not None else ingest()
         build_ms["ingest"] = (time.perf_counter() - t0) * 1000
 
         key = self.prefix_fingerprint(suite_hash or "", [q.id for q in queries])
-        cached = cache.load(key) if cache is not None and suite_hash else None
+        cached = memo.get("prefix", key) if memo is not None else None
+        if cached is None and cache is not None and suite_hash:
+            cached = cache.load(key)
         if cached is None:
-            prefix = self._retrieve(corpus, queries, build_ms, progress)
+            prefix = self._retrieve(corpus, queries, build_ms, progress, memo, ingest_key)
             if cache is not None and suite_hash:
                 cache.save(key, prefix)
         else:
             prefix = cached
+        if memo is not None:
+            memo.put("prefix", key, prefix)
 
         ranked = []
         for query in tqdm(queries, desc="rank", disable=not progress or not self.rank, leave=False):
             index, columns, timings = prefix[query.id]
+            if memo is not None:  # shared with later runs: a stage must never see another run's edits
+                index, columns = index.copy(), {k: v.copy() for k, v in columns.items()}
             candidates = Candidates(corpus, index, columns)
             timings = dict(timings)
             for stage in self.rank:
@@ -169,11 +213,24 @@ class Pipeline:
             )
         return RunOutput(ranked, corpus, build_ms, cached is not None, key)
 
-    def _retrieve(self, corpus: Corpus, queries: Sequence[Query], build_ms: dict, progress: bool) -> dict:
+    def _retrieve(
+        self,
+        corpus: Corpus,
+        queries: Sequence[Query],
+        build_ms: dict,
+        progress: bool,
+        memo: ProcessMemo | None = None,
+        ingest_key: tuple = (),
+    ) -> dict:
         indexes = {}
         for retriever in self.retrievers:
             t = time.perf_counter()
-            indexes[retriever.channel] = retriever.build(corpus)
+            if memo is not None:
+                key = (*ingest_key, retriever.fingerprint())
+                build = functools.partial(retriever.build, corpus)
+                indexes[retriever.channel] = memo.get_or_make("index", key, build)
+            else:
+                indexes[retriever.channel] = retriever.build(corpus)
             build_ms[f"index_{retriever.channel}"] = (time.perf_counter() - t) * 1000
         out = {}
         for query in tqdm(queries, desc="retrieve", disable=not progress, leave=False):

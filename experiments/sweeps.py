@@ -1,0 +1,167 @@
+"""Skip and resume for sweeps: the config hash, and where a job looks for its finished run.
+
+Sits between the runner's config and its work: `experiments.run` asks `find_finished` before it
+runs anything, and calls `record_finished` once the run's files (and its MLflow run) are complete.
+
+A job is "finished" when a run with the same config hash and the same suite content hash exists and
+completed. Two places know it, and agree by construction:
+
+- MLflow (when tracking is on and the store answers): a run in the experiment tagged
+  `memeval.config_hash` and `suite_hash`, with status FINISHED. A job killed by SIGKILL leaves its
+  run RUNNING, a job that raised leaves it FAILED; neither counts, so a re-run does that job again.
+- The disk (the source of truth when the store is down or tracking is off): a small index entry
+  `<cache_dir>/finished/<config_hash>-<suite_hash>.json` naming the run directory, whose
+  `metrics.json` (written last and atomically by the runner) must exist and carry the same hashes.
+
+When the store answers, it decides (a run on disk but missing from MLflow is re-run, so it gets
+logged); when it does not, the disk decides.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+# Keys that change how a run is shown or where it is stored, never its numbers.
+VOLATILE_KEYS = frozenset({"hydra", "progress", "show_progress", "cache_dir", "tracking", "resume"})
+CONFIG_HASH_TAG = "memeval.config_hash"
+# On a sweep's parent run: a job answered by a finished run of another sweep names it here.
+REUSED_TAG_PREFIX = "memeval.reused."
+
+
+@dataclass(frozen=True)
+class FinishedRun:
+    """A run that already answered this job: where it is and its overall metrics."""
+
+    source: str  # "mlflow" | "disk"
+    overall: Mapping[str, Any]
+    run_dir: str | None = None
+    mlflow_run_id: str | None = None
+
+
+def _strip(node: Any) -> Any:
+    if isinstance(node, Mapping):
+        return {k: _strip(v) for k, v in node.items() if k not in VOLATILE_KEYS}
+    if isinstance(node, list):
+        return [_strip(v) for v in node]
+    return node
+
+
+def config_hash(cfg: DictConfig | Mapping[str, Any]) -> str:
+    """sha256 (16 hex) of the resolved config minus volatile keys, independent of key order."""
+    container = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
+    text = json.dumps(_strip(container), sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def resume_enabled(setting: Any, multirun: bool) -> bool:
+    """`resume`: auto (skip finished jobs in multiruns only), true, false."""
+    if isinstance(setting, bool):
+        return setting
+    if str(setting).lower() == "auto":
+        return multirun
+    raise ValueError(f"resume must be auto, true or false, not {setting!r}")
+
+
+def _index_path(cache_dir: str | Path, cfg_hash: str, suite_hash: str) -> Path:
+    return Path(cache_dir) / "finished" / f"{cfg_hash}-{suite_hash[:16]}.json"
+
+
+def record_finished(
+    cache_dir: str | Path | None, cfg_hash: str, suite_hash: str, run_dir: Path, mlflow_run_id: str | None
+) -> None:
+    """Point the disk index at a run directory whose metrics.json is complete (atomic write)."""
+    if not cache_dir:
+        return
+    path = _index_path(cache_dir, cfg_hash, suite_hash)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    entry = {
+        "config_hash": cfg_hash,
+        "suite_hash": suite_hash,
+        "run_dir": str(Path(run_dir).resolve()),
+        "mlflow_run_id": mlflow_run_id,
+    }
+    tmp = path.with_name(f".{uuid.uuid4().hex}.tmp")
+    tmp.write_text(json.dumps(entry, indent=2))
+    os.replace(tmp, path)
+
+
+def finished_on_disk(cache_dir: str | Path | None, cfg_hash: str, suite_hash: str) -> FinishedRun | None:
+    if not cache_dir:
+        return None
+    path = _index_path(cache_dir, cfg_hash, suite_hash)
+    try:
+        entry = json.loads(path.read_text())
+        metrics = json.loads((Path(entry["run_dir"]) / "metrics.json").read_text())
+    except (OSError, ValueError, KeyError):
+        return None  # no entry, or its run directory is gone or half-written: not finished
+    if metrics.get("config_hash") != cfg_hash or metrics.get("suite", {}).get("content_hash") != suite_hash:
+        return None
+    return FinishedRun("disk", metrics["overall"], entry["run_dir"], entry.get("mlflow_run_id"))
+
+
+def finished_in_mlflow(
+    uri: str,
+    experiment: str,
+    experiment_id: str | None,
+    cfg_hash: str,
+    suite_hash: str,
+    names: list[str],
+) -> FinishedRun | None:
+    """The newest FINISHED run with these hashes; raises if the store cannot be asked."""
+    import mlflow
+
+    from experiments.tracking import mlflow_metrics
+
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    if experiment_id is None:
+        found = client.get_experiment_by_name(experiment)
+        if found is None:
+            return None
+        experiment_id = found.experiment_id
+    runs = client.search_runs(
+        [experiment_id],
+        filter_string=(
+            f"tags.`{CONFIG_HASH_TAG}` = '{cfg_hash}' and tags.suite_hash = '{suite_hash}' "
+            "and attributes.status = 'FINISHED'"
+        ),
+        order_by=["attributes.start_time DESC"],
+        max_results=1,
+    )
+    if not runs:
+        return None
+    stored = runs[0].data.metrics
+    # metrics.json names -> MLflow keys (`nDCG@10` -> `nDCG_at_10`), so a sweeper reads its objective.
+    keys = {name: next(iter(mlflow_metrics({"overall": {name: 0.0}}))) for name in names}
+    overall = {name: stored[key] for name, key in keys.items() if key in stored}
+    return FinishedRun("mlflow", overall, None, runs[0].info.run_id)
+
+
+def find_finished(
+    *,
+    cache_dir: str | Path | None,
+    cfg_hash: str,
+    suite_hash: str,
+    tracker: Any | None,
+    names: list[str],
+) -> FinishedRun | None:
+    """MLflow decides when tracking is on and the store answers; otherwise the disk index does."""
+    if tracker is not None:
+        from experiments.tracking import resolve_uri
+
+        uri = resolve_uri(tracker.uri)
+        try:
+            return finished_in_mlflow(
+                uri, tracker.experiment, tracker.experiment_id, cfg_hash, suite_hash, names
+            )
+        except Exception as err:  # store down: the on-disk results are the source of truth
+            print(f"warning: cannot ask the MLflow store {uri} for finished runs ({err}); using the disk")
+    return finished_on_disk(cache_dir, cfg_hash, suite_hash)

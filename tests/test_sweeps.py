@@ -1,0 +1,146 @@
+"""Sweeps without an MLflow store: config hash, the on-disk finished-run index, the process memo, skip
+and resume of a multirun on a tiny suite (variant=bm25: no model needed)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hydra import compose, initialize_config_dir
+
+from experiments.sweeps import config_hash, finished_on_disk, record_finished, resume_enabled
+from retrieval.pipeline import Pipeline, ProcessMemo
+from retrieval.retrievers.bm25 import BM25Retriever
+from tests.support import REPO, tiny_suite
+from tests.sweep_support import job_dirs, sweep, write_tiny_suite
+
+
+def compose_with(*overrides: str):
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides))
+
+
+def test_config_hash_is_stable_and_ignores_only_volatile_keys():
+    base = compose_with("variant=bm25")
+    assert config_hash(base) == config_hash(compose_with("variant=bm25"))
+    assert len(config_hash(base)) == 16
+    for volatile in ("progress=false", "cache_dir=/elsewhere", "tracking=none", "resume=false"):
+        assert config_hash(compose_with("variant=bm25", volatile)) == config_hash(base), volatile
+    for meaningful in ("stage.bm25.k1=1.2", "depth=50", "variant=dense", "seed=1", "suite.path=/x"):
+        assert config_hash(compose_with("variant=bm25", meaningful)) != config_hash(base), meaningful
+
+
+def test_config_hash_ignores_key_order_and_nested_progress_flags():
+    a = {"stage": {"dense": {"top_n": 100, "encoder": {"model": "m", "show_progress": True}}}, "depth": 5}
+    b = {"depth": 5, "stage": {"dense": {"encoder": {"show_progress": False, "model": "m"}, "top_n": 100}}}
+    assert config_hash(a) == config_hash(b)
+    assert config_hash(a) != config_hash({**a, "depth": 6})
+
+
+def test_config_hash_is_the_same_in_another_process():
+    code = (
+        "from hydra import compose, initialize_config_dir; from experiments.sweeps import config_hash\n"
+        f"with initialize_config_dir(config_dir={str(REPO / 'conf')!r}, version_base='1.3'):\n"
+        "    print(config_hash(compose(config_name='config', overrides=['variant=bm25'])))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == config_hash(compose_with("variant=bm25"))
+
+
+def test_resume_auto_means_multiruns_only():
+    assert resume_enabled("auto", multirun=True) and not resume_enabled("auto", multirun=False)
+    assert resume_enabled(True, multirun=False) and not resume_enabled(False, multirun=True)
+    with pytest.raises(ValueError, match="resume"):
+        resume_enabled("sometimes", multirun=True)
+
+
+def test_disk_index_needs_a_complete_metrics_json_with_the_same_hashes(tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    record_finished(tmp_path / "cache", "abc", "suitehash", run_dir, None)
+    assert finished_on_disk(tmp_path / "cache", "abc", "suitehash") is None  # killed before metrics.json
+    metrics = {"config_hash": "abc", "suite": {"content_hash": "suitehash"}, "overall": {"nDCG@10": 0.5}}
+    (run_dir / "metrics.json").write_text(json.dumps(metrics))
+    found = finished_on_disk(tmp_path / "cache", "abc", "suitehash")
+    assert found is not None and found.overall["nDCG@10"] == 0.5 and found.source == "disk"
+    assert finished_on_disk(tmp_path / "cache", "abc", "othersuite") is None
+    (run_dir / "metrics.json").write_text(json.dumps({**metrics, "config_hash": "zzz"}))
+    assert finished_on_disk(tmp_path / "cache", "abc", "suitehash") is None
+    assert finished_on_disk(None, "abc", "suitehash") is None
+
+
+def test_process_memo_evicts_the_least_recently_used_entry():
+    memo = ProcessMemo(max_entries=2)
+    memo.put("k", 1, "a")
+    memo.put("k", 2, "b")
+    assert memo.get("k", 1) == "a"  # 1 is now the most recent
+    memo.put("k", 3, "c")
+    assert memo.get("k", 2) is None and memo.get("k", 1) == "a" and memo.get("k", 3) == "c"
+    assert memo.get_or_make("other", 1, lambda: "made") == "made"
+
+
+def test_a_memoised_pipeline_gives_the_same_rankings_and_reuses_corpus_and_candidates():
+    suite = tiny_suite()
+    pipeline = Pipeline((BM25Retriever(top_n=5),))
+    memo = ProcessMemo()
+    plain = pipeline.run(suite.memories, suite.queries, suite_hash=suite.content_hash, progress=False)
+    first = pipeline.run(suite.memories, suite.queries, suite_hash="h", progress=False, memo=memo)
+    second = pipeline.run(suite.memories, suite.queries, suite_hash="h", progress=False, memo=memo)
+    assert not first.prefix_cache_hit and second.prefix_cache_hit
+    assert second.corpus is first.corpus
+    for a, b, c in zip(plain.ranked, first.ranked, second.ranked, strict=True):
+        assert a.memory_ids == b.memory_ids == c.memory_ids
+        np.testing.assert_array_equal(a.scores, c.scores)
+    # A stage editing its arrays in place must not leak into the next run of the process.
+    second.ranked[0].columns["bm25"][:] = -1
+    third = pipeline.run(suite.memories, suite.queries, suite_hash="h", progress=False, memo=memo)
+    np.testing.assert_array_equal(third.ranked[0].columns["bm25"], first.ranked[0].columns["bm25"])
+
+
+@pytest.fixture(scope="module")
+def disk_sweep(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("disk_sweep")
+    suite = write_tiny_suite(tmp)
+    first = sweep(tmp, suite, tmp / "first", "stage.bm25.k1=1.2,1.5,1.8")
+    return tmp, suite, first
+
+
+def test_a_multirun_writes_a_finished_run_per_job(disk_sweep):
+    tmp, _, first = disk_sweep
+    jobs = job_dirs(tmp / "first")
+    assert len(jobs) == 3
+    hashes = {json.loads((j / "metrics.json").read_text())["config_hash"] for j in jobs}
+    assert len(hashes) == 3
+    assert "skipped" not in first.stdout
+
+
+def test_rerunning_a_sweep_skips_finished_jobs_and_runs_only_new_points(disk_sweep):
+    tmp, suite, _ = disk_sweep
+    again = sweep(tmp, suite, tmp / "again", "stage.bm25.k1=1.2,1.5,1.8,2.0")
+    jobs = job_dirs(tmp / "again")
+    skipped = [j for j in jobs if (j / "skipped.json").is_file()]
+    ran = [j for j in jobs if (j / "metrics.json").is_file()]
+    assert [j.name for j in skipped] == ["0", "1", "2"] and [j.name for j in ran] == ["3"]
+    assert again.stdout.count("skipped: config") == 3
+    pointed = {json.loads((j / "skipped.json").read_text())["run_dir"] for j in skipped}
+    assert pointed == {str(j.resolve()) for j in job_dirs(tmp / "first")}
+
+
+def test_an_interrupted_job_without_metrics_json_is_run_again(disk_sweep):
+    tmp, suite, _ = disk_sweep
+    (job_dirs(tmp / "first")[1] / "metrics.json").unlink()  # as if killed before its last write
+    sweep(tmp, suite, tmp / "resumed", "stage.bm25.k1=1.2,1.5,1.8")
+    jobs = job_dirs(tmp / "resumed")
+    assert [(j / "skipped.json").is_file() for j in jobs] == [True, False, True]
+    assert (jobs[1] / "metrics.json").is_file()
+
+
+def test_resume_false_runs_every_job_again(disk_sweep):
+    tmp, suite, _ = disk_sweep
+    sweep(tmp, suite, tmp / "forced", "stage.bm25.k1=1.2,1.5", "resume=false")
+    assert all(
+        (j / "metrics.json").is_file() and not (j / "skipped.json").exists() for j in job_dirs(tmp / "forced")
+    )
