@@ -23,6 +23,8 @@ from pathlib import Path
 import numpy as np
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+SHARD_TEXTS = 4096  # texts encoded (and persisted) per shard
+MAX_SHARDS = 64  # more shards than this are compacted into one on load
 
 
 class ModelNotFoundError(RuntimeError):
@@ -113,16 +115,19 @@ class SentenceEncoder:
         self.stats["misses"] += n_missing
         if missing:
             model = load_sentence_transformer(self.path, self.device)
-            vectors = model.encode(
-                [prompt + t for _, t in missing],
-                batch_size=self.batch_size,
-                normalize_embeddings=self.normalize,
-                convert_to_numpy=True,
-                show_progress_bar=self.show_progress and len(missing) > 2 * self.batch_size,
-            ).astype(np.float32)
-            new = dict(zip((k for k, _ in missing), vectors, strict=True))
-            store.update(new)
-            self._write_shard(role, prompt, new)
+            # Encode and persist in chunks, so an interrupted run keeps what it already paid for.
+            for start in range(0, len(missing), SHARD_TEXTS):
+                chunk = missing[start : start + SHARD_TEXTS]
+                vectors = model.encode(
+                    [prompt + t for _, t in chunk],
+                    batch_size=self.batch_size,
+                    normalize_embeddings=self.normalize,
+                    convert_to_numpy=True,
+                    show_progress_bar=self.show_progress and len(chunk) > 2 * self.batch_size,
+                ).astype(np.float32)
+                new = dict(zip((k for k, _ in chunk), vectors, strict=True))
+                store.update(new)
+                self._write_shard(role, prompt, new)
         dim = next(iter(store.values())).shape[0] if store else 0
         return np.stack([store[k] for k in keys]) if keys else np.empty((0, dim), dtype=np.float32)
 
@@ -139,18 +144,36 @@ class SentenceEncoder:
             store: dict[str, np.ndarray] = {}
             folder = self._folder(role, prompt)
             if folder is not None and folder.is_dir():
-                for shard in sorted(folder.glob("*.npz")):
-                    with np.load(shard) as data:
-                        store.update(zip(data["keys"].tolist(), data["vectors"], strict=True))
+                shards = sorted(folder.glob("[!.]*.npz"))
+                loaded = []
+                for shard in shards:
+                    try:
+                        with np.load(shard) as data:
+                            store.update(zip(data["keys"].tolist(), data["vectors"], strict=True))
+                        loaded.append(shard)
+                    except FileNotFoundError:  # compacted away by another process meanwhile
+                        continue
+                if len(loaded) > MAX_SHARDS and store:
+                    self._compact(folder, store, loaded)
             self._memory[slot] = store
         return self._memory[slot]
 
     def _write_shard(self, role: str, prompt: str, new: dict[str, np.ndarray]) -> None:
         folder = self._folder(role, prompt)
-        if folder is None:
-            return
-        folder.mkdir(parents=True, exist_ok=True)
-        name = uuid.uuid4().hex
-        tmp = folder / f".{name}.tmp.npz"
-        np.savez(tmp, keys=np.array(list(new), dtype="U64"), vectors=np.stack(list(new.values())))
-        os.replace(tmp, folder / f"{name}.npz")  # atomic: a reader never sees half a shard
+        if folder is not None:
+            _write_npz(folder, new)
+
+    @staticmethod
+    def _compact(folder: Path, store: dict[str, np.ndarray], shards: list[Path]) -> None:
+        """Many small shards (one per run's new queries) load slowly: merge them into one."""
+        _write_npz(folder, store)  # written before the old ones go: a reader never sees less
+        for shard in shards:
+            shard.unlink(missing_ok=True)
+
+
+def _write_npz(folder: Path, new: dict[str, np.ndarray]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    name = uuid.uuid4().hex
+    tmp = folder / f".{name}.tmp.npz"
+    np.savez(tmp, keys=np.array(list(new), dtype="U64"), vectors=np.stack(list(new.values())))
+    os.replace(tmp, folder / f"{name}.npz")  # atomic: a reader never sees half a shard

@@ -1,4 +1,4 @@
-"""Every config composes and builds (lightning-hydra-template's rule): a broken YAML fails here, not in a sweep."""
+"""Every config composes and builds (lightning-hydra-template's rule): a broken YAML fails here."""
 
 from __future__ import annotations
 

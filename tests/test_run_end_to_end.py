@@ -1,4 +1,4 @@
-"""The runner end to end on real BEAM 100K: files on disk, a real MLflow SQLite store, numbers re-checkable."""
+"""The runner end to end on real BEAM 100K: files on disk, a real MLflow store, re-checkable numbers."""
 
 from __future__ import annotations
 
