@@ -21,8 +21,9 @@ from typing import Any
 import hydra
 import pandas as pd
 from hydra.core.hydra_config import HydraConfig
-from hydra.utils import instantiate
+from hydra.errors import InstantiationException
 from hydra.types import RunMode
+from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.evaluate import Evaluation, evaluate
@@ -60,7 +61,10 @@ def load_suite_from_config(cfg: DictConfig, *, memoise: bool = False) -> Suite:
     if memoise:
         signature = _files_signature(loader_cfg.get("path", ""))
         return _load_suite_memoised(OmegaConf.to_yaml(loader_cfg, resolve=True), os.getcwd(), signature)
-    suite = instantiate(loader_cfg, _convert_="all")
+    try:
+        suite = instantiate(loader_cfg, _convert_="all")
+    except InstantiationException as err:  # Hydra wraps the loader's own error: surface it
+        raise err.__cause__ if isinstance(err.__cause__, SuiteError) else err
     if not isinstance(suite, Suite):
         raise TypeError(f"suite config must build a Suite, got {type(suite).__name__}")
     return suite

@@ -136,6 +136,7 @@ class Pipeline:
     @classmethod
     def from_config(cls, order: Sequence[str], stages: Mapping[str, Any], depth: int = 100) -> Pipeline:
         """Build from a variant's stage order and the `stage` config mapping (Hydra `_target_` nodes)."""
+        from hydra.errors import InstantiationException
         from hydra.utils import instantiate
 
         missing = [name for name in order if name not in stages]
@@ -143,7 +144,10 @@ class Pipeline:
             raise PipelineConfigError(f"variant names stages with no config under `stage`: {missing}")
         built = []
         for name in order:
-            stage = instantiate(stages[name], _convert_="all")
+            try:
+                stage = instantiate(stages[name], _convert_="all")
+            except InstantiationException as err:  # e.g. a misspelt field: name the stage
+                raise PipelineConfigError(f"stage.{name}: {err.__cause__ or err}") from err
             if not isinstance(stage, Stage):
                 raise PipelineConfigError(f"stage.{name} does not build a Stage: {type(stage).__name__}")
             built.append(stage)
