@@ -1,0 +1,12 @@
+"""Comparison reports: finished runs (MLflow or run directories) -> reports/<name>/report.md + index.html.
+
+    python -m experiments.report --name exp05_sweep --experiment exp05-sweep
+    python -m experiments.report --name local --run-dir multirun/2026-11-23_04-00-00
+
+`build.build_report` is the one call; `analysis` computes the tables (paired tests, Holm),
+`plots` draws the figures (matplotlib Agg), `render` writes Markdown and self-contained HTML.
+"""
+
+from experiments.report.build import build_report
+
+__all__ = ["build_report"]

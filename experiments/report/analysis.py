@@ -1,0 +1,254 @@
+"""The numbers of a comparison report, computed from per-query values of finished runs.
+
+Runs come in as `RunRecord`s (run directories or MLflow runs); this module names them, finds the
+numeric parameter a sweep varied, picks the baseline, and computes every table the report shows:
+means with significance marks (paired test from `experiments.statistics`, Holm across all the
+comparisons of the report), per-label deltas, per-query wins and losses, latency and provenance.
+Plots and rendering live in `plots.py` and `render.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from experiments.runs import RunError, RunRecord
+from experiments.statistics import bootstrap_ci, compare, holm
+
+# Params that say where or how a run was executed, not what was measured.
+_IGNORED_PARAM_PREFIXES = (
+    "tracking.", "hydra", "cache_dir", "progress", "metrics", "objective", "report_label",
+    "suite.report_label",
+)  # fmt: skip
+# Encoder settings that change speed or logging, not the vectors (wherever the encoder is interpolated).
+_IGNORED_PARAM_SUFFIXES = ("encoder.cache_dir", "encoder.show_progress", "encoder.batch_size")
+BASELINE_VARIANTS = ("baseline", "hybrid")
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Runs of one suite, named and aligned on the baseline's answerable queries."""
+
+    runs: tuple[RunRecord, ...]
+    labels: tuple[str, ...]  # display name per run, unique
+    baseline: str
+    sweep_param: str | None  # the one numeric param the runs vary, if any
+    sweep_values: tuple[float, ...]  # per run, NaN when there is no sweep param
+    metrics: tuple[str, ...]
+    label_column: str | None  # e.g. label.ability
+    values: dict[str, pd.DataFrame]  # metric -> (queries x run labels) per-query values
+
+    @property
+    def run_by_label(self) -> dict[str, RunRecord]:
+        return dict(zip(self.labels, self.runs, strict=True))
+
+
+def _relevant_params(run: RunRecord) -> dict[str, str]:
+    return {
+        k: v
+        for k, v in run.params.items()
+        if not k.startswith(_IGNORED_PARAM_PREFIXES) and not k.endswith(_IGNORED_PARAM_SUFFIXES)
+    }
+
+
+def _is_number(text: str) -> bool:
+    try:
+        return np.isfinite(float(text))
+    except (TypeError, ValueError):
+        return False
+
+
+def _short(key: str) -> str:
+    return ".".join(key.split(".")[-2:]) if key.startswith("stage.") else key
+
+
+def varying_params(runs: Sequence[RunRecord]) -> list[str]:
+    params = [_relevant_params(r) for r in runs]
+    keys = sorted(set().union(*params))
+    # A key only some runs have (a field added to a stage since, with its default) does not tell runs apart.
+    return [k for k in keys if len({p[k] for p in params if k in p}) > 1]
+
+
+def name_runs(runs: Sequence[RunRecord]) -> tuple[list[str], str | None]:
+    """A unique label per run (variant, plus the params that tell same-variant runs apart), and the
+    sweep parameter: the only numeric param that varies among runs of one variant."""
+    labels = [r.variant for r in runs]
+    numeric: set[str] = set()
+    for variant in dict.fromkeys(labels):
+        group = [i for i, r in enumerate(runs) if r.variant == variant]
+        if len(group) < 2:
+            continue
+        keys = varying_params([runs[i] for i in group])
+        numeric |= {k for k in keys if all(_is_number(runs[i].params.get(k, "")) for i in group)}
+        for i in group:
+            parts = [f"{_short(k)}={runs[i].params.get(k, '–')}" for k in keys]
+            labels[i] = f"{runs[i].variant}[{', '.join(parts)}]" if parts else runs[i].variant
+    seen: dict[str, int] = {}
+    for i, label in enumerate(labels):  # identical configs (repeats) still need distinct names
+        seen[label] = seen.get(label, 0) + 1
+        if seen[label] > 1:
+            labels[i] = f"{label} #{seen[label]}"
+    return labels, (numeric.pop() if len(numeric) == 1 else None)
+
+
+def build_comparison(
+    runs: Sequence[RunRecord],
+    *,
+    baseline: str | None = None,
+    metrics: Sequence[str] | None = None,
+    label: str | None = None,
+) -> Comparison:
+    if not runs:
+        raise RunError("no runs to compare")
+    hashes = {r.suite_hash for r in runs}
+    if len(hashes) > 1:
+        found = ", ".join(f"{r.source}: {r.suite_hash[:12]}" for r in runs)
+        raise RunError(f"runs are on different suite versions; a paired comparison needs one: {found}")
+    labels, sweep = name_runs(runs)
+    values = [
+        float(r.params[sweep]) if sweep and _is_number(r.params.get(sweep, "")) else np.nan for r in runs
+    ]
+    if sweep:  # a sweep reads in the order of its parameter
+        order = sorted(range(len(runs)), key=lambda i: (runs[i].variant, values[i]))
+        runs, labels, values = (
+            [runs[i] for i in order],
+            [labels[i] for i in order],
+            [values[i] for i in order],
+        )
+    chosen = _pick_baseline(runs, labels, values, baseline)
+    common = [m for m in runs[0].metrics if all(m in r.per_query.columns for r in runs)]
+    metrics = tuple(metrics or common)
+    missing = [m for m in metrics if m not in common]
+    if missing:
+        raise RunError(f"metrics {missing} are not in every run's per-query table (have {common})")
+    reference = runs[labels.index(chosen)].answerable().index
+    frames = {}
+    for metric in metrics:
+        columns = {}
+        for lab, run in zip(labels, runs, strict=True):
+            series = run.answerable()[metric].astype(float)
+            if set(series.index) != set(reference):
+                raise RunError(f"run {lab} was scored on other queries than the baseline {chosen}")
+            columns[lab] = series.reindex(reference)
+        frames[metric] = pd.DataFrame(columns)
+    label_columns = [c for c in runs[0].per_query.columns if c.startswith("label.")]
+    wanted = label or runs[0].params.get("report_label") or runs[0].params.get("suite.report_label")
+    label_column = f"label.{wanted}" if wanted and f"label.{wanted}" in label_columns else None
+    if label_column is None and label_columns:
+        label_column = label_columns[0]
+    return Comparison(tuple(runs), tuple(labels), chosen, sweep, tuple(values), metrics, label_column, frames)
+
+
+def _pick_baseline(runs, labels, values, wanted: str | None) -> str:
+    if wanted:
+        if wanted in labels:
+            return wanted
+        matches = [lab for lab, r in zip(labels, runs, strict=True) if r.variant == wanted]
+        if matches:
+            return matches[0]
+        raise RunError(f"baseline {wanted!r} is none of the runs: {labels}")
+    if any(np.isfinite(values)):  # a sweep: its lowest setting (e.g. boost weight 0 = the stage's off)
+        return labels[int(np.nanargmin(values))]
+    for variant in BASELINE_VARIANTS:
+        for lab, run in zip(labels, runs, strict=True):
+            if run.variant == variant:
+                return lab
+    return labels[0]
+
+
+def significance(
+    comp: Comparison, *, test: str = "randomization", alpha: float = 0.05, seed: int = 0
+) -> pd.DataFrame:
+    """Every run against the baseline on every metric, one row per (metric, run), Holm across all rows.
+
+    Columns from `statistics.compare` (mean, CI, delta with CI, p_value, wins/ties/losses), with
+    p_holm and significant recomputed over the whole report's family of comparisons.
+    """
+    parts = []
+    for metric in comp.metrics:
+        table = compare(comp.values[metric], comp.baseline, test=test, alpha=alpha, seed=seed)  # type: ignore[arg-type]
+        parts.append(table.reset_index().assign(metric=metric))
+    table = pd.concat(parts, ignore_index=True)
+    rows = table["run"] != comp.baseline
+    table.loc[rows, "p_holm"] = holm(table.loc[rows, "p_value"].to_numpy())
+    table["significant"] = rows & (table["p_holm"] < alpha)
+    table.attrs.update(test=test, alpha=alpha, correction="holm", comparisons=int(rows.sum()))
+    return table
+
+
+def by_label(comp: Comparison, metric: str, *, seed: int = 0) -> pd.DataFrame:
+    """Mean, CI and delta vs the baseline of `metric` per label value per run (long format)."""
+    frame = comp.values[metric]
+    if comp.label_column is None:
+        groups = {"all": frame.index}
+    else:
+        labels = comp.run_by_label[comp.baseline].per_query[comp.label_column].reindex(frame.index)
+        groups = {str(k): idx for k, idx in frame.groupby(labels.astype(str)).groups.items()}
+    rows = []
+    for value, index in sorted(groups.items()):
+        part = frame.loc[index]
+        for lab in comp.labels:
+            low, high = bootstrap_ci(part[lab].to_numpy(), seed=seed, n_resamples=2000)
+            delta = float(part[lab].mean() - part[comp.baseline].mean())
+            rows.append(dict(label=value, run=lab, n=len(part), mean=float(part[lab].mean()),
+                             ci_low=low, ci_high=high, delta=delta))  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def biggest_changes(comp: Comparison, metric: str, run: str, n: int = 10) -> pd.DataFrame:
+    """The queries `run` gained most and lost most on vs the baseline, with their label."""
+    frame = comp.values[metric]
+    delta = (frame[run] - frame[comp.baseline]).rename("delta")
+    table = pd.DataFrame({"baseline": frame[comp.baseline], "run": frame[run], "delta": delta})
+    if comp.label_column:
+        per_query = comp.run_by_label[comp.baseline].per_query
+        table.insert(0, "label", per_query[comp.label_column].reindex(frame.index).astype(str))
+    gains = table[table["delta"] > 0].sort_values("delta", ascending=False, kind="stable").head(n)
+    losses = table[table["delta"] < 0].sort_values("delta", kind="stable").head(n)
+    return pd.concat([gains, losses])
+
+
+def latency(comp: Comparison) -> pd.DataFrame:
+    """p50 / p95 of per-query latency per run, overall and per stage (ms.* columns)."""
+    rows = {}
+    for lab, run in zip(comp.labels, comp.runs, strict=True):
+        frame = run.per_query
+        row = {
+            "p50 ms": np.nanpercentile(frame["latency_ms"], 50),
+            "p95 ms": np.nanpercentile(frame["latency_ms"], 95),
+        }
+        for column in (c for c in frame.columns if c.startswith("ms.")):
+            row[f"{column.removeprefix('ms.')} p50"] = np.nanpercentile(frame[column], 50)
+        rows[lab] = row
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def provenance(comp: Comparison) -> pd.DataFrame:
+    rows = {}
+    for lab, run in zip(comp.labels, comp.runs, strict=True):
+        rows[lab] = {
+            "source": run.source,
+            "suite": run.suite_name,
+            "suite hash": run.suite_hash[:12] or "not recorded",
+            "model revisions": run.tags.get("model_revisions") or _model_from_params(run),
+            "git commit": (run.tags.get("git_commit") or "not recorded")[:10],
+            "memeval": run.tags.get("memeval_version", "not recorded"),
+            "pipeline": run.tags.get("pipeline") or " -> ".join(_stages(run)),
+        }
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def _model_from_params(run: RunRecord) -> str:
+    uses_encoder = any(
+        run.params.get(f"stage.{s}._target_", "").endswith("DenseRetriever") for s in _stages(run)
+    )
+    model = run.params.get("encoder.model")
+    return f"{model} (revision not recorded)" if model and uses_encoder else "none"
+
+
+def _stages(run: RunRecord) -> list[str]:
+    text = run.params.get("variant.stages", "")
+    return [s.strip(" '\"") for s in text.strip("[]").split(",") if s.strip()]

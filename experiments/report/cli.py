@@ -1,0 +1,80 @@
+"""`memeval-report` / `python -m experiments.report`: reports/<name>/ from MLflow runs or run directories.
+
+    memeval-report --name exp05_sweep --experiment exp05 --tag suite=beam
+    memeval-report --name sweep --parent 1f2e...      # the children of one multirun parent run
+    memeval-report --name local --run-dir outputs/beam/hybrid/... --run-dir outputs/beam/bm25/...
+
+`--command` (repeatable) records how the runs were produced; the report command itself is added.
+Exit 2 when the runs cannot be compared (none found, other suite versions, missing metrics).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from experiments.report.build import TEST_NAMES, build_report
+from experiments.runs import RunError, find_run_dirs, load_mlflow_runs, load_run_dir
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="memeval-report", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--name", required=True, help="report folder: <out-root>/<name>/")
+    parser.add_argument("--title", help="report title (default: the name)")
+    parser.add_argument("--out-root", type=Path, default=Path("reports"))
+    source = parser.add_argument_group("runs (MLflow selectors combine; or run directories)")
+    source.add_argument("--experiment", help="MLflow experiment name")
+    source.add_argument("--parent", help="MLflow parent run id: its child runs")
+    source.add_argument(
+        "--tag", action="append", default=[], metavar="KEY=VALUE", help="MLflow run tag filter"
+    )
+    source.add_argument("--tracking-uri", help="MLflow store (default MLFLOW_TRACKING_URI, else ./mlflow.db)")
+    source.add_argument(
+        "--run-dir", action="append", type=Path, default=[], help="a run dir, or a folder searched for them"
+    )
+    parser.add_argument("--baseline", help="run label or variant compared against (default: see README)")
+    parser.add_argument("--metrics", nargs="+", help="metrics in the table (default: all in the runs)")
+    parser.add_argument(
+        "--primary", help="metric for curves per label, heat map, wins/losses (default: first)"
+    )
+    parser.add_argument("--label", help="label for per-label views (default: the suite's report_label)")
+    parser.add_argument("--test", choices=sorted(TEST_NAMES), default="randomization")
+    parser.add_argument("--alpha", type=float, default=0.05)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--command", action="append", default=[], help="command that produced the runs")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    tags = dict(t.split("=", 1) for t in args.tag if "=" in t)
+    try:
+        if args.run_dir:
+            runs = [load_run_dir(p) for p in find_run_dirs(args.run_dir)]
+            source = "run directories"
+        elif args.experiment or args.parent or tags:
+            runs = load_mlflow_runs(
+                experiment=args.experiment, parent_run_id=args.parent, tags=tags, uri=args.tracking_uri
+            )
+            selector = [f"experiment {args.experiment}"] * bool(args.experiment)
+            selector += [f"parent run {args.parent}"] * bool(args.parent)
+            selector += [f"tag {k}={v}" for k, v in tags.items()]
+            source = "MLflow: " + ", ".join(selector)
+        else:
+            print("error: give --run-dir, or an MLflow --experiment / --parent / --tag", file=sys.stderr)
+            return 2
+        this = "python -m experiments.report " + shlex.join(sys.argv[1:] if argv is None else list(argv))
+        out_dir = args.out_root / args.name
+        comp = build_report(
+            runs, out_dir, title=args.title or args.name, baseline=args.baseline, metrics=args.metrics,
+            primary=args.primary, label=args.label, test=args.test, alpha=args.alpha, seed=args.seed,
+            commands=[*args.command, this], source=source,
+        )  # fmt: skip
+    except (RunError, ValueError, KeyError) as err:
+        print(f"report error: {err}", file=sys.stderr)
+        return 2
+    print(f"wrote {out_dir}/report.md and index.html: {len(comp.runs)} runs, baseline {comp.baseline}")
+    return 0

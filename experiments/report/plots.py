@@ -1,0 +1,116 @@
+"""The report's figures, drawn with matplotlib's Agg backend (no display) and returned as PNG bytes.
+
+Each function takes tables from `analysis.py` and returns one PNG; `render.py` writes them beside
+report.md and embeds them as base64 in index.html.
+"""
+
+from __future__ import annotations
+
+import io
+
+import matplotlib
+
+matplotlib.use("Agg")  # before pyplot: reports are built on headless CI machines
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from experiments.report.analysis import Comparison  # noqa: E402
+
+
+def _png(fig: plt.Figure) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def metric_curves(comp: Comparison, significance: pd.DataFrame) -> bytes:
+    """Mean of each metric vs the swept parameter, with its bootstrap 95% CI band, one panel per metric."""
+    metrics = list(comp.metrics)
+    cols = min(3, len(metrics))
+    rows = int(np.ceil(len(metrics) / cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.2 * rows), squeeze=False)
+    x = np.asarray(comp.sweep_values)
+    for ax, metric in zip(axes.flat, metrics, strict=False):
+        table = significance[significance["metric"] == metric].set_index("run").loc[list(comp.labels)]
+        ax.plot(x, table["mean"], marker="o", ms=3, color="C0")
+        ax.fill_between(x, table["ci_low"], table["ci_high"], alpha=0.2, color="C0", label="95% bootstrap CI")
+        marked = table["significant"].to_numpy(bool)
+        ax.scatter(x[marked], table["mean"].to_numpy()[marked], marker="*", s=80, color="C3", zorder=3,
+                   label="significant vs baseline (Holm)")  # fmt: skip
+        ax.set_title(metric)
+        ax.set_xlabel(comp.sweep_param)
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(metrics) :]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=7, loc="best")
+    fig.suptitle(f"metrics vs {comp.sweep_param}")
+    fig.tight_layout()
+    return _png(fig)
+
+
+def label_curves(comp: Comparison, per_label: pd.DataFrame, metric: str) -> bytes:
+    """`metric` vs the swept parameter, one line (with CI band) per label value, e.g. per BEAM ability."""
+    fig, ax = plt.subplots(figsize=(9, 5.2))
+    x = np.asarray(comp.sweep_values)
+    colours = plt.get_cmap("tab10")
+    for i, (value, part) in enumerate(per_label.groupby("label", sort=True)):
+        part = part.set_index("run").loc[list(comp.labels)]
+        colour = colours(i % 10)
+        ax.plot(
+            x, part["mean"], marker="o", ms=3, color=colour, label=f"{value} (n={int(part['n'].iloc[0])})"
+        )
+        ax.fill_between(x, part["ci_low"], part["ci_high"], alpha=0.08, color=colour)
+    ax.set_xlabel(comp.sweep_param)
+    ax.set_ylabel(metric)
+    ax.set_title(
+        f"{metric} per {(comp.label_column or 'label').removeprefix('label.')} (bands: bootstrap 95% CI)"
+    )
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    return _png(fig)
+
+
+def delta_heatmap(comp: Comparison, per_label: pd.DataFrame, metric: str) -> bytes:
+    """Delta of `metric` vs the baseline, label values x runs, diverging colours centred on 0."""
+    table = per_label.pivot(index="label", columns="run", values="delta")
+    runs = [lab for lab in comp.labels if lab != comp.baseline]
+    table = table[runs]
+    overall = comp.values[metric]
+    table.loc["(overall)"] = [float((overall[r] - overall[comp.baseline]).mean()) for r in runs]
+    limit = max(float(np.nanmax(np.abs(table.to_numpy()))), 1e-9)
+    width = min(2.0 + 0.75 * len(runs), 22)
+    fig, ax = plt.subplots(figsize=(width, 1.2 + 0.42 * len(table)))
+    image = ax.imshow(table.to_numpy(), cmap="RdBu", vmin=-limit, vmax=limit, aspect="auto")
+    ax.set_xticks(range(len(runs)), [_short_label(r) for r in runs], rotation=60, ha="right", fontsize=7)
+    ax.set_yticks(range(len(table)), table.index, fontsize=8)
+    if table.size <= 300:
+        for (i, j), value in np.ndenumerate(table.to_numpy()):
+            ax.text(j, i, f"{value:+.2f}", ha="center", va="center", fontsize=6,
+                    color="white" if abs(value) > 0.6 * limit else "black")  # fmt: skip
+    fig.colorbar(image, ax=ax, label=f"Δ {metric} vs {comp.baseline}")
+    ax.set_title(f"Δ {metric} vs baseline {comp.baseline}")
+    return _png(fig)
+
+
+def wins_losses(significance: pd.DataFrame, comp: Comparison, metric: str) -> bytes:
+    """Per-query wins / ties / losses of every run against the baseline, as stacked bars."""
+    table = significance[(significance["metric"] == metric) & (significance["run"] != comp.baseline)]
+    fig, ax = plt.subplots(figsize=(8, 0.9 + 0.32 * len(table)))
+    y = np.arange(len(table))
+    left = np.zeros(len(table))
+    for column, colour in (("wins", "#2b8a3e"), ("ties", "#c7c7c7"), ("losses", "#c92a2a")):
+        counts = table[column].to_numpy(float)
+        ax.barh(y, counts, left=left, color=colour, label=column)
+        left += counts
+    ax.set_yticks(y, [_short_label(r) for r in table["run"]], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"queries ({metric} vs {comp.baseline})")
+    ax.legend(fontsize=7, ncols=3, loc="lower right")
+    return _png(fig)
+
+
+def _short_label(label: str, width: int = 40) -> str:
+    return label if len(label) <= width else label[: width - 1] + "…"

@@ -1,0 +1,225 @@
+"""Comparison reports built from real runs: `experiments.run` (bm25, three k1 values) on a tiny suite,
+logged to a temporary SQLite MLflow store, read back by experiment name; the HTML is parsed and must hold
+the table and every plot as an embedded PNG.
+"""
+
+from __future__ import annotations
+
+import base64
+import shutil
+from dataclasses import replace
+from html.parser import HTMLParser
+from pathlib import Path
+from types import MappingProxyType
+
+import pandas as pd
+import pytest
+
+from experiments.report.cli import main
+from experiments.suites.jsonl import save_suite
+from experiments.suites.suite import Suite
+from retrieval.types import Memory, Query
+
+TOPICS = [
+    "python formatter black line length", "postgres connection pool size", "kubernetes pod memory limit",
+    "react component state hooks", "rust borrow checker lifetimes", "docker image layer caching",
+    "git rebase interactive squash", "redis cache eviction policy", "terraform state locking backend",
+]  # fmt: skip
+K1_VALUES = ("0.3", "1.2", "3.0")
+
+
+def report_suite() -> Suite:
+    scope = MappingProxyType({"project": "p1"})
+    # Short distractors repeat one query word: a large k1 (weak term-frequency saturation) ranks them first.
+    words = [t.split() for t in TOPICS]
+    memories = [
+        Memory(
+            id=f"m{i}",
+            text=f"we decided on {t} after a long review of the options with the team",
+            scope=scope,
+        )
+        for i, t in enumerate(TOPICS)
+    ]
+    memories += [
+        Memory(id=f"d{i}", text=" ".join([w[0]] * 5 + [w[1]]), scope=scope) for i, w in enumerate(words)
+    ]
+    memories += [Memory(id=f"e{i}", text=" ".join([w[2]] * 4), scope=scope) for i, w in enumerate(words)]
+    queries = [
+        Query(
+            id=f"q{i}",
+            text=t,
+            scope=scope,
+            labels=MappingProxyType({"category": ("code", "ops", "data")[i % 3]}),
+        )
+        for i, t in enumerate(TOPICS)
+    ]
+    qrels = {f"q{i}": {f"m{i}": 1} for i in range(len(TOPICS))}
+    return Suite(name="report-tiny", memories=tuple(memories), queries=tuple(queries), qrels=qrels, k=5)
+
+
+def run(suite_dir: Path, out: Path, overrides: list[str]) -> Path:
+    from hydra import compose, initialize_config_dir
+
+    from experiments.gate import CONF_DIR
+    from experiments.run import run_experiment
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(
+            "config",
+            overrides=[
+                "suite=jsonl",
+                f"suite.path={suite_dir}",
+                "cache_dir=null",
+                "progress=false",
+                *overrides,
+            ],
+        )
+    run_experiment(cfg, out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict:
+    tmp = tmp_path_factory.mktemp("report")
+    suite_dir = save_suite(report_suite(), tmp / "suite")
+    uri = f"sqlite:///{tmp / 'mlflow.db'}"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(tmp)  # MLflow puts artifacts under ./mlruns of the working directory
+        mp.delenv("MLFLOW_TRACKING_URI", raising=False)
+        dirs = [
+            run(
+                suite_dir,
+                tmp / "runs" / f"k1_{k1}",
+                [
+                    "variant=bm25",
+                    f"stage.bm25.k1={k1}",
+                    "tracking=mlflow",
+                    f"tracking.tracker.uri={uri}",
+                    "tracking.tracker.experiment=report-test",
+                ],
+            )  # fmt: skip
+            for k1 in K1_VALUES
+        ]
+    return {"tmp": tmp, "uri": uri, "dirs": dirs, "suite_dir": suite_dir}
+
+
+class _Html(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.images: list[str] = []
+        self.tables = 0
+        self.headers: list[str] = []
+        self._in_th = False
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "img":
+            self.images.append(dict(attrs)["src"])
+        self.tables += tag == "table"
+        self._in_th = tag == "th"
+
+    def handle_endtag(self, tag):
+        self._in_th = self._in_th and tag != "th"
+
+    def handle_data(self, data):
+        if self._in_th:
+            self.headers.append(data.strip())
+
+
+def test_report_from_mlflow_experiment_has_table_curves_heatmap_and_embedded_plots(runs, monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    out_root = runs["tmp"] / "reports"
+    argv = ["--name", "k1", "--out-root", str(out_root), "--experiment", "report-test", "--tracking-uri",
+            runs["uri"], "--metrics", "P@5", "RR", "nDCG@10", "--command", "make the runs"]  # fmt: skip
+    assert main(argv) == 0
+    folder = out_root / "k1"
+    markdown = (folder / "report.md").read_text()
+    assert markdown.index("make the runs") < markdown.index("## Variants × metrics")
+    for k1 in K1_VALUES:
+        assert f"bm25[bm25.k1={k1}]" in markdown
+    assert "Holm correction" in markdown and "randomization" in markdown
+    assert "The runs vary `stage.bm25.k1`" in markdown
+    table = markdown.split("## Variants × metrics")[1].split("\n\n")[1].splitlines()
+    rr_cells = [line.strip("|").split("|")[2].strip() for line in table[2:]]
+    assert rr_cells[0].startswith("**") and not rr_cells[0].endswith("‡")
+    assert rr_cells[2].endswith("‡") and not rr_cells[2].startswith("**")  # k1=3 ranks the distractors first
+    parser = _Html()
+    parser.feed((folder / "index.html").read_text())
+    pngs = [
+        base64.b64decode(src.split(",", 1)[1])
+        for src in parser.images
+        if src.startswith("data:image/png;base64,")
+    ]
+    assert len(pngs) == len(parser.images) == 4  # curves, curves per category, heat map, wins/losses
+    assert all(png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 2000 for png in pngs)
+    assert sorted(p.name for p in folder.glob("*.png")) == [
+        "curves.png",
+        "curves_by_category.png",
+        "heatmap.png",
+        "wins_losses.png",
+    ]
+    assert parser.tables >= 5 and {"P@5", "RR", "nDCG@10"} <= set(parser.headers)
+    provenance = [
+        line for line in markdown.split("## Provenance")[1].splitlines() if line.startswith("| bm25")
+    ]
+    assert len(provenance) == 3 and all("mlflow:" in line for line in provenance)
+    assert not any("not recorded" in line for line in provenance)  # suite hash, commit: MLflow run tags
+
+
+def test_sweep_baseline_is_the_lowest_setting_and_means_match_per_query_files(runs):
+    out_root = runs["tmp"] / "reports_dirs"
+    assert (
+        main(
+            [
+                "--name",
+                "dirs",
+                "--out-root",
+                str(out_root),
+                "--run-dir",
+                str(runs["tmp"] / "runs"),
+                "--metrics",
+                "P@5",
+                "RR",
+            ]
+        )
+        == 0
+    )
+    markdown = (out_root / "dirs" / "report.md").read_text()
+    assert f"Baseline: **bm25[bm25.k1={K1_VALUES[0]}]**" in markdown
+    table = markdown.split("## Variants × metrics")[1].split("\n\n")[1].splitlines()
+    header = [c.strip() for c in table[0].strip("|").split("|")]
+    for line in table[2:]:
+        cells = [c.strip().strip("*†‡") for c in line.strip("|").split("|")]
+        k1 = cells[0].split("=")[1].rstrip("]")
+        frame = pd.read_csv(runs["tmp"] / "runs" / f"k1_{k1}" / "per_query.csv")
+        answerable = frame[~frame["abstention"]]
+        for metric in ("P@5", "RR"):
+            assert float(cells[header.index(metric)].replace("*", "")) == pytest.approx(
+                answerable[metric].mean(), abs=5e-4
+            )
+
+
+def test_a_significantly_worse_run_is_marked_and_listed_as_losing(runs):
+    worse = runs["tmp"] / "worse_runs" / "bad"
+    shutil.copytree(runs["dirs"][1], worse)
+    frame = pd.read_csv(worse / "per_query.csv", index_col="query_id")
+    frame.loc[frame.index[:8], ["P@5", "RR"]] = 0.0
+    frame.to_csv(worse / "per_query.csv")
+    out_root = runs["tmp"] / "reports_worse"
+    argv = ["--name", "w", "--out-root", str(out_root), "--run-dir", str(runs["dirs"][1]),
+            "--run-dir", str(worse), "--metrics", "RR", "P@5", "--baseline", "bm25"]  # fmt: skip
+    assert main(argv) == 0
+    markdown = (out_root / "w" / "report.md").read_text()
+    table = markdown.split("## Variants × metrics")[1].split("\n\n")[1]
+    assert table.splitlines()[3].startswith("| bm25 #2 |") and "‡" in table.splitlines()[3]
+    assert "‡" not in table.splitlines()[2]
+    losers = markdown.split("## Per-query wins and losses")[1].split("## Latency")[0]
+    assert all(f"| q{i} |" in losers for i in range(8))
+
+
+def test_runs_on_different_suite_versions_are_refused(runs, capsys):
+    other = save_suite(replace(report_suite(), qrels={"q0": {"m0": 1}}), runs["tmp"] / "suite_other")
+    other_run = run(other, runs["tmp"] / "other_runs" / "x", ["variant=bm25", "tracking=none"])
+    argv = ["--name", "x", "--out-root", str(runs["tmp"] / "r"), "--run-dir", str(runs["dirs"][0]),
+            "--run-dir", str(other_run)]  # fmt: skip
+    assert main(argv) == 2
+    assert "different suite versions" in capsys.readouterr().err
