@@ -1,0 +1,62 @@
+"""Cross-tier fusion: merge the tiered channel's RRF scores across tiers into one ranking.
+
+    score = tiered x weight[tier] x boost x strength x confidence
+    boost = high_confidence_weight where a stated confidence > high_confidence, else 1
+
+Sits after `TieredRetriever` (retrieval/stages/tiered.py). A missing strength or confidence counts as
+1.0; a tier with no configured weight gets 1.0. Every candidate carries its tier as the `tier` column
+(object array), next to `tier_weight`, `strength`, `confidence`, so a report can explain the order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from retrieval.stage import Fusion
+from retrieval.tiering import pd_isnull, tier_labels, unit_factor
+from retrieval.types import Candidates, Corpus
+
+
+@dataclass(frozen=True, kw_only=True)
+class TierFusion(Fusion):
+    name = "tier_fusion"
+    channel: str = "tiered"
+    default_tier: str = "observation"
+    weights: dict[str, float] = field(default_factory=dict)  # per-tier fusion weight (missing -> 1.0)
+    high_confidence: float = 0.85  # confidence above this earns high_confidence_weight
+    high_confidence_weight: float = 1.2
+    factors: bool = True  # multiply by strength x confidence
+
+    def __call__(self, corpus: Corpus, channels: Mapping[str, tuple[np.ndarray, np.ndarray]]) -> Candidates:
+        if set(channels) != {self.channel}:
+            raise ValueError(f"tier_fusion merges the {self.channel!r} channel only, got {sorted(channels)}")
+        index, raw = channels[self.channel]
+        index = np.asarray(index, dtype=np.int64)
+        raw = np.asarray(raw, dtype=np.float64)
+        tiers = tier_labels(corpus, index, self.default_tier)
+        weight = np.array([float(self.weights.get(t, 1.0)) for t in tiers])
+        strength = unit_factor(corpus.column("strength")[index])
+        stated = corpus.column("confidence")[index]
+        confidence = unit_factor(stated)
+        # Only a stated confidence earns the boost; a missing one counts 1.0 as a factor, nothing more.
+        boost = np.where(
+            ~pd_isnull(stated) & (confidence > self.high_confidence), self.high_confidence_weight, 1.0
+        )
+        fused = raw * weight * boost
+        if self.factors:
+            fused = fused * strength * confidence
+        order = np.lexsort((index, -fused))
+        cols = {
+            self.channel: raw,
+            f"{self.channel}_rank": np.arange(1, len(index) + 1),
+            "tier": tiers,
+            "tier_weight": weight * boost,
+            "strength": strength,
+            "confidence": confidence,
+            "fused": fused,
+            "score": fused,
+        }
+        return Candidates(corpus, index[order], {k: v[order] for k, v in cols.items()})

@@ -1,0 +1,142 @@
+"""Tiered retrieval channel: the same BM25 + dense RRF over every memory tier, capped per tier.
+
+Sits where retrievers sit (retriever -> fusion): `build(corpus)` makes one BM25 and one dense index
+over the searched tiers (per scope, so a query sees only its own agent/project scope in every tier);
+`search` takes each channel's top `cap` hits per tier (the per-tier cap before fusion) and fuses them
+by RRF. `ranking` says where the ranks come from: "global" (default) ranks the capped hits of all
+searched tiers together, so scores stay comparable across tiers; "tier" runs RRF inside each tier (the
+literal design), where every tier's best match scores alike whatever its relevance (measured in
+reports/stages/tiering.md). `TierFusion` then applies per-tier weights and strength x confidence, so a
+variant reads `stages: [tiered, fusion]`.
+
+Rules: deleted memories and memories with confidence below `confidence_floor` are never indexed, so
+never returned. `high_order: false` searches `base_tiers` only (observations), the switch the cost
+measurement flips. Two tier modes serve the advisory policy (issue 3): `always` tiers return all their
+in-scope memories (matched ones by RRF, the rest after them with score 0); `escalation` tiers are
+searched only when the other tiers returned fewer than `escalate_below` memories or the query's
+context says `escalate: true` (with a dense channel the first rarely happens: dense returns every
+in-scope memory up to the cap).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from retrieval.fusion import rrf_fuse
+from retrieval.retrievers.bm25 import BM25Retriever
+from retrieval.retrievers.dense import DenseRetriever
+from retrieval.stage import Retriever, top_n
+from retrieval.tiering import HIGH_ORDER_TIERS, tier_of
+from retrieval.types import Corpus, Query
+
+_EMPTY = (np.empty(0, dtype=np.int64), np.empty(0))
+
+
+def _by_score(index: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    order = np.lexsort((index, -scores))  # best first; ties by corpus index (deterministic)
+    return index[order], scores[order]
+
+
+class _TieredIndex:
+    """One BM25 (+ dense) index per scope over the eligible memories of every searched tier.
+
+    One shared index, not one per tier: a query costs one BM25 scoring and one matrix product over
+    its scope's observations plus the (few) high-order memories, so searching the high-order tiers
+    adds time in proportion to their size, and BM25's IDF and the ranks are comparable across tiers.
+    Each channel's ranked hits are then split by tier and cut to the tier's cap.
+    """
+
+    def __init__(self, corpus: Corpus, retriever: TieredRetriever):
+        self.r = retriever
+        searched = retriever.searched_tiers()
+        labels = np.array([tier_of(m, retriever.default_tier) for m in corpus.memories], dtype=object)
+        eligible = np.array(
+            [
+                not m.deleted and (m.confidence is None or m.confidence >= retriever.confidence_floor)
+                for m in corpus.memories
+            ],
+            dtype=bool,
+        )
+        self.members = np.flatnonzero(eligible & np.isin(labels, searched))
+        self.labels = labels[self.members]  # tier per sub-corpus position
+        self.tiers = [t for t in searched if np.any(self.labels == t)]
+        self.sub = Corpus(tuple(corpus.memories[i] for i in self.members))
+        depth = retriever.search_depth
+        self.channels = {"bm25": replace(retriever.bm25, top_n=depth).build(self.sub)}
+        if retriever.dense is not None:
+            self.channels["dense"] = replace(retriever.dense, top_n=depth).build(self.sub)
+
+    def _capped(self, local: np.ndarray, tiers: list[str]) -> np.ndarray:
+        """Positions into a channel's ranked hits: each tier's first `cap`, for the given tiers only."""
+        tier = self.labels[local]
+        keep = [np.flatnonzero(tier == t)[: self.r.caps.get(t, self.r.cap)] for t in tiers]
+        return np.sort(np.concatenate(keep or [np.empty(0, dtype=np.int64)]))
+
+    def _fuse(self, hits: dict, query: Query, tiers: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        r = self.r
+        if r.ranking == "tier":  # RRF inside each tier: every tier's best match scores alike
+            parts = []
+            for t in tiers:
+                per = {
+                    name: (loc[pos], sc[pos])
+                    for name, (loc, sc) in hits.items()
+                    for pos in [self._capped(loc, [t])]
+                }
+                index, fused, _ = rrf_fuse(per, k=r.rrf_k)
+                best = top_n(fused, r.caps.get(t, r.cap))
+                parts.append((index[best], fused[best]))
+        else:  # "global": ranks over all searched tiers, after the per-tier cap
+            capped = {
+                name: (loc[pos], sc[pos])
+                for name, (loc, sc) in hits.items()
+                for pos in [self._capped(loc, tiers)]
+            }
+            index, fused, _ = rrf_fuse(capped, k=r.rrf_k)
+            parts = [(index, fused)]
+        for t in (t for t in tiers if t in r.always):  # unmatched members still come, last, scored 0
+            scope = self.sub.partition(query.scope_key)
+            rest = np.setdiff1d(scope[self.labels[scope] == t], np.concatenate([p[0] for p in parts]))
+            parts.append((rest, np.zeros(len(rest))))
+        local = np.concatenate([p[0] for p in parts]).astype(np.int64)
+        scores = np.concatenate([p[1] for p in parts]).astype(np.float64)
+        return _by_score(self.members[local], scores)
+
+    def search(self, query: Query) -> tuple[np.ndarray, np.ndarray]:
+        if not self.tiers:
+            return _EMPTY
+        hits = {name: index.search(query) for name, index in self.channels.items()}
+        main = [t for t in self.tiers if t not in self.r.escalation]
+        index, scores = self._fuse(hits, query, main)
+        escalated = [t for t in self.tiers if t in self.r.escalation]
+        if escalated and (len(index) < self.r.escalate_below or bool(query.context.get("escalate", False))):
+            index, scores = self._fuse(hits, query, main + escalated)
+        return index, scores
+
+
+@dataclass(frozen=True, kw_only=True)
+class TieredRetriever(Retriever):
+    name = "tiered"
+    channel: str = "tiered"
+    bm25: BM25Retriever
+    dense: DenseRetriever | None = None
+    rrf_k: int = 60
+    tiers: tuple[str, ...] = HIGH_ORDER_TIERS  # searched, in this order
+    default_tier: str = "observation"  # a memory with no tier (and no policy annotation)
+    high_order: bool = True  # false: search base_tiers only
+    base_tiers: tuple[str, ...] = ("observation",)
+    cap: int = 50  # per-tier candidate cap before fusion
+    caps: dict[str, int] = field(default_factory=dict)  # per-tier override of `cap`
+    confidence_floor: float = 0.3
+    always: tuple[str, ...] = ()  # tiers whose in-scope memories are always candidates (pinned)
+    escalation: tuple[str, ...] = ()  # tiers searched only on escalation (archive)
+    escalate_below: int = 3
+    search_depth: int = 1000  # hits per channel before the per-tier cut; raise it for scopes larger than this
+    ranking: str = "global"  # "global": channel ranks across tiers; "tier": RRF within each tier
+
+    def searched_tiers(self) -> list[str]:
+        return [t for t in self.tiers if self.high_order or t in self.base_tiers]
+
+    def build(self, corpus: Corpus) -> _TieredIndex:
+        return _TieredIndex(corpus, self)
