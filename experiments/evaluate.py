@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from experiments.metrics import per_query as relevance_per_query
+from experiments.noise import noise_table
 from experiments.statistics import bootstrap_ci
 from experiments.suites.suite import Suite
 from retrieval.pipeline import RunOutput
@@ -116,7 +117,11 @@ def evaluate(
     suite: Suite, output: RunOutput, metrics: Sequence[str] = DEFAULT_METRICS, *, seed: int = 0
 ) -> Evaluation:
     frame = per_query_table(suite, output, metrics)
-    summary = summarize(frame, metrics, seed=seed)
+    # noise@5 (experiments/noise.py) only for suites whose queries carry noise patterns.
+    run = {r.query_id: r.memory_ids for r in output.ranked}
+    noise = noise_table(suite.queries, run, {m.id: m.text for m in suite.memories})
+    frame = frame.join(noise)
+    summary = summarize(frame, [*metrics, *noise.columns], seed=seed)
     summary["build_ms"] = dict(output.build_ms)
     summary["prefix_cache_hit"] = output.prefix_cache_hit
     return Evaluation(frame, summary)

@@ -104,6 +104,8 @@ def test_action_domain_rejects_a_malformed_rule():
         ("WebSearch", {"query": "rrf fusion paper"}, "", "research"),
         ("WebFetch", {"url": "https://example.org"}, "", "research"),
         ("x_post_tweet", {"text": "hello"}, "", "social"),
+        ("XReply", {"text": "thanks!"}, "", "social"),
+        ("Xargs", {}, "", None),
         ("Write", {"file_path": "draft.md"}, "draft a tweet about the release", "code_edit"),
         ("Task", {}, "draft a tweet thread about the release", "social"),
         ("Read", {"file_path": "README.md"}, "", "explore"),

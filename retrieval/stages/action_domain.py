@@ -44,7 +44,7 @@ DEFAULT_RULES: tuple[tuple[str, str, str], ...] = (
     # What a user said or prefers: reported speech, or a verbatim conversational request.
     ("user_context", "text", r"^\s*(the )?user (prefers|wants|likes|dislikes|asked|said|is|was|says)\b"),
     ("user_context", "text", r'^\s*["“]?(now|ok|okay|so|hey|also),?\s+(can|could|would|should) (we|you)\b'),
-    ("user_context", "category", r"user|preference|communication"),
+    ("user_context", "category", r"user|preference"),
     ("x_social", "text", _SOCIAL_WORDS),
     ("code", "text", _CODE_WORDS),
     ("system", "text", _SYSTEM_WORDS),

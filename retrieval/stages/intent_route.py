@@ -37,7 +37,8 @@ _ERRORS = (
 _SOCIAL = r"\b(tweet\w*|retweet\w*|twitter|x\.com|post(ing)? (on|to) x|reply to @|hashtags?)\b"
 
 DEFAULT_INTENTS: tuple[tuple[str, str, str], ...] = (
-    ("social", r"tweet|twitter|(^|_)x(_|$)|social", ""),
+    # X-platform tools: XPost, x_reply, TweetCompose... (the X prefix is case-sensitive: "Xargs" is not one)
+    ("social", r"tweet|twitter|social|(?-i:^X[A-Z])|(^|_)x(_|$)", ""),
     ("research", r"^web_?(search|fetch)$|browse\w*|search_web|fetch_url", ""),
     ("code_edit", r"^(edit|write|multi_?edit|notebook_?edit|str_replace\w*|create_file|apply_patch)$", ""),
     ("debugging", _SHELL, _ERRORS),

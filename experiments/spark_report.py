@@ -1,0 +1,285 @@
+"""`python -m experiments.spark_report`: the four advisory phases on spark25, as reports/spark25/phases.md.
+
+    python -m experiments.spark_report                    # phases 0-3 + leave-one-out ablations
+    python -m experiments.spark_report --out /tmp/x      # somewhere else
+
+Sits after the runner in the data flow: composes each variant `spark_phase0..3` with Hydra (the same
+configs `python -m experiments.run suite=spark25 variant=spark_phaseN` uses), runs it on the suite,
+evaluates it (P@5, nDCG@5, R@5, noise@5 per query) and writes one Markdown file with
+- per phase and category: P@5, noise@5, nDCG@5, R@5 and p95 latency;
+- overall, with bootstrap 95% CIs, and paired randomization tests against phase 0 and against the
+  phase before (Holm across the comparisons of one metric), with per-query win/tie/loss;
+- a leave-one-out ablation of the last phase: each of its stages switched off in turn;
+- how often each gate's fallback fired.
+Latency: each variant runs twice without the candidate cache and the second run is timed, so model
+loading is not counted; query embeddings come from the on-disk cache in both runs, so the time to
+encode a query is measured apart and reported beside the table. The machine is shared: the file says
+so. Numbers are never typed by hand: rerun this command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from hydra import compose, initialize_config_dir
+
+from experiments.evaluate import Evaluation, evaluate
+from experiments.run import build_pipeline, load_suite_from_config
+from experiments.statistics import bootstrap_ci, compare, holm
+from experiments.suites.suite import Suite
+from experiments.tracking import git_commit
+from retrieval.pipeline import Pipeline, RunOutput
+
+ROOT = Path(__file__).resolve().parent.parent
+PHASES = ("spark_phase0", "spark_phase1", "spark_phase2", "spark_phase3")
+METRICS = ("P@5", "nDCG@5", "R@5")
+REPORTED = ("P@5", "noise@5", "nDCG@5", "R@5")
+COMMAND = "python -m experiments.spark_report"
+
+
+@dataclass(frozen=True)
+class PhaseResult:
+    name: str
+    stages: tuple[str, ...]
+    evaluation: Evaluation
+    output: RunOutput
+
+
+def compose_variant(variant: str, overrides: Sequence[str] = ()):
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        return compose(
+            config_name="config",
+            overrides=[
+                "suite=spark25",
+                f"suite.path={ROOT / 'datasets' / 'spark25'}",
+                f"variant={variant}",
+                "tracking=none",
+                "progress=false",
+                f"cache_dir={ROOT / '.memeval_cache'}",
+                *overrides,
+            ],
+        )
+
+
+def run_phase(
+    variant: str, overrides: Sequence[str] = (), name: str | None = None
+) -> tuple[Suite, PhaseResult]:
+    cfg = compose_variant(variant, overrides)
+    suite = load_suite_from_config(cfg)
+    pipeline: Pipeline = build_pipeline(cfg)
+    pipeline.run(suite.memories, suite.queries, progress=False)  # warm-up: models, embedding cache
+    output = pipeline.run(suite.memories, suite.queries, progress=False)  # timed, no candidate cache
+    evaluation = evaluate(suite, output, list(METRICS), seed=int(cfg.seed))
+    stages = tuple(s.name for s in pipeline.stages)
+    return suite, PhaseResult(name or variant, stages, evaluation, output)
+
+
+def query_encoding_ms(cfg, texts: Sequence[str]) -> np.ndarray:
+    """Time to embed each query text with the bi-encoder, uncached (what a live system pays)."""
+    from retrieval.encoder import load_sentence_transformer, resolve_model_path
+
+    model = load_sentence_transformer(resolve_model_path(cfg.encoder.model))
+    model.encode([texts[0]], show_progress_bar=False)  # warm-up
+    out = []
+    for text in texts:
+        start = time.perf_counter()
+        model.encode([text], show_progress_bar=False, normalize_embeddings=True)
+        out.append((time.perf_counter() - start) * 1000)
+    return np.array(out)
+
+
+def _fmt(value: float, digits: int = 3) -> str:
+    return "–" if value is None or (isinstance(value, float) and np.isnan(value)) else f"{value:.{digits}f}"
+
+
+def category_table(results: Sequence[PhaseResult], label: str = "label.category") -> str:
+    rows = []
+    for result in results:
+        frame = result.evaluation.per_query
+        answerable = frame[~frame["abstention"]]
+        groups = [("**all**", answerable, frame)] + [
+            (str(cat), answerable[answerable[label] == cat], frame[frame[label] == cat])
+            for cat in sorted(frame[label].dropna().unique())
+        ]
+        for cat, part, every in groups:
+            rows.append(
+                [result.name, cat, str(len(part))]
+                + [_fmt(part[m].mean()) for m in REPORTED]
+                + [_fmt(float(np.percentile(every["latency_ms"], 95)), 1)]
+            )
+    head = ["phase", "category", "n", *REPORTED, "p95 ms"]
+    return _markdown(head, rows)
+
+
+def overall_table(results: Sequence[PhaseResult], seed: int = 0) -> str:
+    rows = []
+    for result in results:
+        frame = result.evaluation.per_query
+        answerable = frame[~frame["abstention"]]
+        cells = []
+        for metric in REPORTED:
+            values = answerable[metric].to_numpy(dtype=float)
+            low, high = bootstrap_ci(values, seed=seed)
+            cells.append(f"{values.mean():.3f} [{low:.3f}, {high:.3f}]")
+        latency = frame["latency_ms"].to_numpy()
+        rows.append(
+            [
+                result.name,
+                *cells,
+                _fmt(float(np.percentile(latency, 50)), 1),
+                _fmt(float(np.percentile(latency, 95)), 1),
+            ]
+        )
+    return _markdown(["phase", *(f"{m} [95% CI]" for m in REPORTED), "p50 ms", "p95 ms"], rows)
+
+
+def comparison_table(pairs: Sequence[tuple[PhaseResult, PhaseResult]], seed: int = 0) -> str:
+    """Paired tests of each (variant, base) pair; Holm across the pairs, within one metric."""
+    rows = []
+    for metric in REPORTED:
+        tables = [
+            compare(
+                {"base": _answerable(base, metric), "variant": _answerable(variant, metric)},
+                "base",
+                seed=seed,
+            )
+            for variant, base in pairs
+        ]
+        adjusted = holm(np.array([t.loc["variant", "p_value"] for t in tables]))
+        for (variant, base), table, p_holm in zip(pairs, tables, adjusted, strict=True):
+            row = table.loc["variant"]
+            rows.append(
+                [
+                    metric,
+                    f"{variant.name} vs {base.name}",
+                    f"{row['delta']:+.3f} [{row['delta_ci_low']:+.3f}, {row['delta_ci_high']:+.3f}]",
+                    f"{row['p_value']:.4f}",
+                    f"{p_holm:.4f}",
+                    f"{int(row['wins'])}/{int(row['ties'])}/{int(row['losses'])}",
+                ]
+            )
+    head = ["metric", "comparison", "Δ mean [95% CI]", "p", "p (Holm)", "higher/tie/lower"]
+    return _markdown(head, rows)
+
+
+def _answerable(result: PhaseResult, metric: str) -> pd.Series:
+    frame = result.evaluation.per_query
+    return frame.loc[~frame["abstention"], metric].astype(float)
+
+
+def fallback_counts(result: PhaseResult) -> dict[str, int]:
+    """Per gate, how many queries' returned lists hold an item the gate's fallback let back."""
+    counts: dict[str, int] = {}
+    for ranked in result.output.ranked:
+        for column, values in ranked.columns.items():
+            if column.endswith("_relaxed"):
+                gate = column.removesuffix("_relaxed")
+                counts[gate] = counts.get(gate, 0) + int(np.asarray(values[:5], dtype=bool).any())
+    return counts
+
+
+def _markdown(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(map(str, row)) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=str(ROOT / "reports" / "spark25"), help="output folder")
+    parser.add_argument("--no-ablation", action="store_true", help="skip the leave-one-out ablation")
+    args = parser.parse_args(argv)
+
+    started = time.perf_counter()
+    results, suite = [], None
+    for variant in PHASES:
+        suite, result = run_phase(variant)
+        results.append(result)
+        print(f"{variant}: P@5 {result.evaluation.metrics['overall']['P@5']:.3f}", flush=True)
+    last = results[-1]
+    ablations = []
+    if not args.no_ablation:
+        cfg = compose_variant(PHASES[-1])
+        rank_and_ingest = [s for s in cfg.variant.stages if s not in ("bm25", "dense", "fusion", "tiered")]
+        for stage in rank_and_ingest:
+            _, result = run_phase(
+                PHASES[-1], [f"stage.{stage}.enabled=false"], name=f"{PHASES[-1]} − {stage}"
+            )
+            ablations.append(result)
+    encode_ms = query_encoding_ms(compose_variant(PHASES[0]), [q.text for q in suite.queries])
+
+    lines = [
+        "# spark25: the advisory phases, per category",
+        "",
+        f"Generated by `{COMMAND}` (experiments/spark_report.py) — do not edit by hand.",
+        f"Suite `{suite.name}` v{suite.version}, content hash `{suite.content_hash[:12]}`; "
+        f"{len(suite.memories)} insights, {len(suite.queries)} scenarios "
+        f"({sum(suite.is_abstention(q.id) for q in suite.queries)} abstention, left out of the relevance and "
+        f"noise means as in every memeval run); git `{git_commit()[:12]}`; "
+        f"{datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}; {time.perf_counter() - started:.0f} s.",
+        "",
+        "Metrics per answerable scenario, then averaged: P@5 (hits in the top 5 over 5), noise@5 (share of"
+        " the returned top 5 whose text matches the scenario's noise patterns; experiments/noise.py), nDCG@5,"
+        " R@5. Latency: per query, the sum of the stage timings, on a warm second run without the candidate"
+        " cache; p95 over the 25 scenarios (per category: 4-8 scenarios, so p95 is about the maximum).",
+        "",
+        "## Phases",
+        "",
+        *(f"- `{r.name}`: {' → '.join(r.stages)}" for r in results),
+        "",
+        "## Overall",
+        "",
+        overall_table(results),
+        "",
+        f"Query embedding is read from the on-disk cache in these runs; a live system encodes each query:"
+        f" {np.percentile(encode_ms, 50):.1f} ms p50, {np.percentile(encode_ms, 95):.1f} ms p95 on this"
+        " machine, to add to every phase's latency. The machine's 2 cores are shared with other jobs, so"
+        " latencies are noisy.",
+        "",
+        "## Per category",
+        "",
+        category_table(results),
+        "",
+        "## Paired comparisons (randomization test over answerable scenarios, Holm within a metric)",
+        "",
+        "Δ = first minus second; for noise@5 lower is better. Per query, higher/tie/lower counts how often"
+        " the first scored above, equal to, or below the second.",
+        "",
+        comparison_table(
+            [(results[i], results[0]) for i in range(1, len(results))]
+            + [(results[i], results[i - 1]) for i in range(2, len(results))]
+        ),
+        "",
+        "## Fallbacks",
+        "",
+        "Queries (of 25) whose returned top 5 holds an item a gate's fallback let back (fewer than"
+        " `min_results` passed, or for intent routing fewer than `min_pool`):",
+        "",
+        *(f"- `{r.name}`: {fallback_counts(r) or 'none'}" for r in results[1:]),
+    ]
+    if ablations:
+        lines += [
+            "",
+            f"## Leave-one-out on `{last.name}`",
+            "",
+            "Each stage switched off in turn (`stage.<name>.enabled=false`, bit-identical to its absence);"
+            " Δ is the full phase minus the ablated one, so a positive Δ P@5 means the stage helps and a"
+            " negative Δ noise@5 means it removes noise.",
+            "",
+            comparison_table([(last, ablated) for ablated in ablations]),
+        ]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "phases.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print(f"wrote {out / 'phases.md'}")
+
+
+if __name__ == "__main__":
+    main()
