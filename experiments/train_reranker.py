@@ -1,0 +1,284 @@
+"""`memeval-train-reranker` / `python -m experiments.train_reranker`: train the cross-encoder reranker.
+
+No trained cross-encoder can be downloaded on these machines (DESIGN.md, "Models, offline"), so
+the harness trains one: a `CrossEncoder` built from the bundled MiniLM bi-encoder (sentence-
+transformers adds a fresh one-logit head) is fine-tuned on a training suite that shares no
+conversation with the evaluation suite (BEAM 500K by default; BEAM 100K is evaluated).
+
+    training suite -> split by conversation (train / validation)
+                   -> first stage (bm25 by default) top `negative_depth` per query
+                   -> pairs: evidence = positives, first-stage non-evidence = hard negatives
+                   -> binary cross-entropy, AdamW, linear warm-up/decay, fixed seed
+                   -> every `eval_every` steps: rerank validation queries' top N, nDCG@8;
+                      keep the best weights, stop after `patience` validations without gain
+                   -> save to `output_dir`; config + validation curve to MLflow and the run dir
+
+A plain torch loop, not `CrossEncoder.fit`: `fit` needs the `datasets` and `accelerate` packages,
+which the project does not install, and the loop is short enough to read.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import hydra
+import numpy as np
+from hydra.core.hydra_config import HydraConfig
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+from tqdm.auto import tqdm
+
+from experiments.metrics import per_query
+from experiments.suites.suite import Suite, SuiteError
+from experiments.tracking import MlflowTracker, TrackingError, flatten, git_commit
+from retrieval.encoder import resolve_model_path
+from retrieval.pipeline import CandidateCache, Pipeline, PipelineConfigError
+from retrieval.types import Query
+
+
+@dataclass(frozen=True)
+class Pair:
+    query: str
+    text: str
+    label: float
+
+
+@dataclass(frozen=True)
+class Split:
+    train: list[Query]
+    validation: list[Query]
+
+
+def split_by_conversation(suite: Suite, val_fraction: float, seed: int) -> Split:
+    """Hold out whole scopes (conversations), so no validation query sees a training conversation."""
+    scopes = sorted({q.scope_key for q in suite.queries})
+    if len(scopes) < 2:
+        raise ValueError(f"suite {suite.name!r} has {len(scopes)} conversation(s); a split needs 2 or more")
+    rng = np.random.default_rng(seed)
+    n_val = min(len(scopes) - 1, max(1, round(val_fraction * len(scopes))))
+    held_out = set(rng.permutation(scopes)[:n_val].tolist())
+    answerable = [q for q in suite.queries if not suite.is_abstention(q.id)]
+    return Split(
+        train=[q for q in answerable if q.scope_key not in held_out],
+        validation=[q for q in answerable if q.scope_key in held_out],
+    )
+
+
+def first_stage_lists(
+    cfg: DictConfig, suite: Suite, queries: Sequence[Query], depth: int
+) -> dict[str, list[int]]:
+    """The first stage's top `depth` corpus indices per query (cached like any run's prefix)."""
+    pipeline = Pipeline.from_config(list(cfg.first_stage.order), cfg.first_stage.stage, depth=depth)
+    cache = CandidateCache(Path(cfg.cache_dir) / "candidates") if cfg.cache_dir else None
+    output = pipeline.run(
+        suite.memories, queries, suite_hash=suite.content_hash, cache=cache, progress=cfg.progress
+    )
+    index_of = {mid: i for i, mid in enumerate(output.corpus.ids)}
+    return {r.query_id: [index_of[m] for m in r.memory_ids[:depth]] for r in output.ranked}
+
+
+def training_pairs(
+    suite: Suite, queries: Sequence[Query], lists: dict[str, list[int]], cfg: DictConfig, rng
+) -> list[Pair]:
+    """Evidence as positives, first-stage non-evidence as hard negatives; capped at `max_pairs`."""
+    text = [m.text for m in suite.memories]
+    index_of = {m.id: i for i, m in enumerate(suite.memories)}
+    per_query: list[list[Pair]] = []
+    for q in queries:
+        relevant = [index_of[m] for m, g in suite.qrels.get(q.id, {}).items() if g > 0]
+        positives = rng.permutation(relevant)[: cfg.max_positives_per_query]
+        negatives = [i for i in lists.get(q.id, []) if i not in set(relevant)]
+        negatives = rng.permutation(negatives)[: cfg.negatives_per_query] if negatives else []
+        per_query.append(
+            [Pair(q.text, text[i], 1.0) for i in positives] + [Pair(q.text, text[i], 0.0) for i in negatives]
+        )
+    pairs: list[Pair] = []
+    for i in rng.permutation(len(per_query)):  # whole queries, in random order, up to the budget
+        if len(pairs) + len(per_query[i]) > cfg.max_pairs:
+            break
+        pairs.extend(per_query[i])
+    return pairs
+
+
+def validation_ndcg(model, suite: Suite, queries, lists, metric: str, cfg: DictConfig) -> float:
+    """`metric` of the validation queries' first-stage top N reordered by the model's scores."""
+    import torch
+
+    run = {}
+    ids = [m.id for m in suite.memories]
+    model.model.eval()
+    for q in queries:
+        cands = lists.get(q.id, [])
+        if not cands:
+            run[q.id] = []
+            continue
+        scores = model.predict(
+            [(q.text, suite.memories[i].text) for i in cands],
+            batch_size=cfg.batch_size * 2,
+            activation_fn=torch.nn.Identity(),
+            show_progress_bar=False,
+        )
+        order = np.argsort(-np.asarray(scores), kind="stable")
+        run[q.id] = [ids[cands[j]] for j in order]
+    qrels = {q.id: suite.qrels[q.id] for q in queries}
+    return float(per_query(qrels, run, [metric])[metric].mean())
+
+
+def first_stage_ndcg(suite: Suite, queries, lists, metric: str) -> float:
+    ids = [m.id for m in suite.memories]
+    run = {q.id: [ids[i] for i in lists.get(q.id, [])] for q in queries}
+    return float(per_query({q.id: suite.qrels[q.id] for q in queries}, run, [metric])[metric].mean())
+
+
+def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
+    import torch
+    from sentence_transformers import CrossEncoder
+    from transformers import get_linear_schedule_with_warmup
+
+    started = time.perf_counter()
+    torch.manual_seed(cfg.seed)
+    rng = np.random.default_rng(cfg.seed)
+    suite = instantiate(cfg.train_suite, _convert_="all")
+    split = split_by_conversation(suite, cfg.val_fraction, cfg.seed)
+    val_queries = list(rng.permutation(np.array(split.validation, dtype=object))[: cfg.val_max_queries])
+    lists = first_stage_lists(cfg, suite, split.train + val_queries, cfg.negative_depth)
+    pairs = training_pairs(suite, split.train, lists, cfg, rng)
+    n_pos = sum(p.label > 0 for p in pairs)
+    print(
+        f"training suite {suite.name}: {len(split.train)} train / {len(split.validation)} validation queries "
+        f"({len(val_queries)} used); {len(pairs)} pairs ({n_pos} positive); "
+        f"negatives from {' -> '.join(cfg.first_stage.order)} top {cfg.negative_depth}"
+    )
+    if not pairs:
+        raise ValueError("no training pairs: the training suite has no answerable training query")
+
+    model = CrossEncoder(
+        resolve_model_path(cfg.base_model), num_labels=1, max_length=cfg.max_length, device="cpu"
+    )
+    net, tokenizer = model.model, model.tokenizer
+    steps_per_epoch = -(-len(pairs) // cfg.batch_size)
+    total = steps_per_epoch * cfg.epochs
+    optimizer = torch.optim.AdamW(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    schedule = get_linear_schedule_with_warmup(optimizer, int(cfg.warmup_ratio * total), total)
+    loss_fn = torch.nn.BCEWithLogitsLoss()
+
+    baseline = first_stage_ndcg(suite, val_queries, lists, cfg.val_metric)
+    history = [{"step": 0, "val": validation_ndcg(model, suite, val_queries, lists, cfg.val_metric, cfg)}]
+    best = {"step": 0, "val": history[0]["val"], "state": copy.deepcopy(net.state_dict())}
+    print(f"validation {cfg.val_metric}: first stage {baseline:.4f}, untrained head {history[0]['val']:.4f}")
+    step, stale, stopped_early, losses = 0, 0, False, []
+    bar = tqdm(total=total, desc="train reranker", disable=not cfg.progress)
+    for _epoch in range(cfg.epochs):
+        order = rng.permutation(len(pairs))
+        for start in range(0, len(pairs), cfg.batch_size):
+            net.train()
+            batch = [pairs[i] for i in order[start : start + cfg.batch_size]]
+            features = tokenizer(
+                [p.query for p in batch],
+                [p.text for p in batch],
+                padding=True,
+                truncation="longest_first",
+                max_length=cfg.max_length,
+                return_tensors="pt",
+            )
+            logits = net(**features).logits.view(-1)
+            loss = loss_fn(logits, torch.tensor([p.label for p in batch], dtype=logits.dtype))
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+            optimizer.step()
+            schedule.step()
+            optimizer.zero_grad()
+            step += 1
+            losses.append(loss.item())
+            bar.update(1)
+            bar.set_postfix(loss=f"{np.mean(losses[-20:]):.3f}", best=f"{best['val']:.3f}")
+            if step % cfg.eval_every == 0 or step == total:
+                val = validation_ndcg(model, suite, val_queries, lists, cfg.val_metric, cfg)
+                history.append(
+                    {"step": step, "val": val, "train_loss": float(np.mean(losses[-cfg.eval_every :]))}
+                )
+                if val > best["val"]:
+                    best, stale = {"step": step, "val": val, "state": copy.deepcopy(net.state_dict())}, 0
+                else:
+                    stale += 1
+                if stale >= cfg.patience:
+                    stopped_early = True
+                    break
+                if cfg.max_train_minutes and time.perf_counter() - started > 60 * cfg.max_train_minutes:
+                    stopped_early = True  # the time budget, on a validation boundary: best weights kept
+                    print(f"time budget of {cfg.max_train_minutes} min reached at step {step}")
+                    break
+        if stopped_early:
+            break
+    bar.close()
+    net.load_state_dict(best["state"])
+    output_dir = Path(cfg.output_dir)
+    model.save(str(output_dir))
+    summary = {
+        "train_suite": suite.name,
+        "train_suite_hash": suite.content_hash,
+        "pairs": len(pairs),
+        "positive_pairs": n_pos,
+        "train_queries": len(split.train),
+        "validation_queries": len(val_queries),
+        "steps": step,
+        "stopped_early": stopped_early,
+        "best_step": best["step"],
+        f"val_{cfg.val_metric}_first_stage": baseline,
+        f"val_{cfg.val_metric}_untrained": history[0]["val"],
+        f"val_{cfg.val_metric}_best": best["val"],
+        "final_train_loss": float(np.mean(losses[-cfg.eval_every :])),
+        "train_s": time.perf_counter() - started,
+        "history": history,
+        "config": OmegaConf.to_container(cfg, resolve=True),
+    }
+    for folder in (run_dir, output_dir):
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "training.json").write_text(json.dumps(summary, indent=2, default=str))
+    print(
+        f"best validation {cfg.val_metric} {best['val']:.4f} at step {best['step']} of {step} "
+        f"(first stage {baseline:.4f}); saved to {output_dir} in {summary['train_s']:.0f} s"
+    )
+    if cfg.tracking.enabled:
+        _log(cfg, summary, run_dir)
+    return summary
+
+
+def _log(cfg: DictConfig, summary: dict[str, Any], run_dir: Path) -> None:
+    tracker: MlflowTracker = instantiate(cfg.tracking.tracker)
+    metrics = {k.replace("@", "_at_"): float(v) for k, v in summary.items() if isinstance(v, (int, float))}
+    run_id = tracker.log(
+        run_name=f"train-reranker-{summary['train_suite']}",
+        params=flatten(OmegaConf.to_container(cfg, resolve=True)),
+        metrics=metrics,
+        tags={
+            "kind": "train_reranker",
+            "suite_hash": summary["train_suite_hash"],
+            "git_commit": git_commit(),
+        },
+        run_dir=run_dir,
+        config_text=OmegaConf.to_yaml(cfg, resolve=True),
+    )
+    print(f"MLflow run {run_id} in {tracker.experiment}")
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="train_reranker")
+def main(cfg: DictConfig) -> float:
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    try:
+        summary = train(cfg, run_dir)
+    except (SuiteError, PipelineConfigError, TrackingError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
+    return float(summary[f"val_{cfg.val_metric}_best"])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""memeval-train-reranker: split by conversation, evidence positives and first-stage hard negatives,
+and a step or two of training from the bundled MiniLM that writes a loadable model, logged to MLflow."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hydra import compose, initialize_config_dir
+
+from experiments.suites.jsonl import save_suite
+from experiments.train_reranker import split_by_conversation, train, training_pairs
+from retrieval.reranker import CrossEncoderScorer
+from tests.support import REPO, tiny_suite
+from tests.test_cross_encoder import build_tiny_cross_encoder
+
+
+def compose_training(*overrides: str):
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        return compose(config_name="train_reranker", overrides=list(overrides))
+
+
+def test_the_default_training_suite_is_beam_500k_with_bm25_negatives():
+    cfg = compose_training()
+    assert cfg.train_suite.path.endswith("beam/500K")
+    assert list(cfg.first_stage.order) == ["bm25"]
+    assert cfg.output_dir == "models/cross-encoder-beam500k"
+
+
+def test_validation_holds_out_whole_conversations():
+    suite = tiny_suite()
+    split = split_by_conversation(suite, val_fraction=0.5, seed=0)
+    assert split.train and split.validation
+    assert not {q.scope_key for q in split.train} & {q.scope_key for q in split.validation}
+    assert not any(suite.is_abstention(q.id) for q in split.train + split.validation)
+
+
+def test_pairs_are_evidence_positives_and_first_stage_non_evidence_negatives():
+    suite = tiny_suite()
+    cfg = compose_training("negatives_per_query=2", "max_positives_per_query=4", "max_pairs=100")
+    index_of = {m.id: i for i, m in enumerate(suite.memories)}
+    query = suite.queries[0]  # c1:q0, evidence c1:0
+    lists = {query.id: [index_of[m] for m in ("c1:0", "c1:3", "c1:4", "c1:1")]}
+    pairs = training_pairs(suite, [query], lists, cfg, np.random.default_rng(0))
+    positives = [p.text for p in pairs if p.label == 1.0]
+    negatives = [p.text for p in pairs if p.label == 0.0]
+    assert positives == [suite.memories[index_of["c1:0"]].text]
+    assert len(negatives) == 2 and suite.memories[index_of["c1:0"]].text not in negatives
+    assert set(negatives) <= {suite.memories[index_of[m]].text for m in ("c1:3", "c1:4", "c1:1")}
+
+
+def test_pairs_stop_at_the_budget_by_whole_queries():
+    suite = tiny_suite()
+    cfg = compose_training("negatives_per_query=4", "max_pairs=3")
+    index_of = {m.id: i for i, m in enumerate(suite.memories)}
+    lists = {
+        q.id: [index_of[m.id] for m in suite.memories if m.scope_key == q.scope_key] for q in suite.queries
+    }
+    pairs = training_pairs(suite, suite.queries[:3], lists, cfg, np.random.default_rng(0))
+    assert len(pairs) <= 3
+
+
+def short_training(tmp_path, *overrides: str):
+    save_suite(tiny_suite(), tmp_path / "suite")
+    return compose_training(
+        "train_suite._target_=experiments.suites.jsonl.load_suite",
+        f"train_suite.path={tmp_path / 'suite'}",
+        "train_suite.name=tiny",
+        f"output_dir={tmp_path / 'model'}",
+        "val_fraction=0.5",
+        "max_length=32",
+        "batch_size=2",
+        "epochs=1",
+        "eval_every=1",
+        "patience=5",
+        "max_pairs=4",
+        "negatives_per_query=1",
+        "cache_dir=null",
+        "progress=false",
+        *overrides,
+    )
+
+
+def test_a_short_training_run_writes_a_loadable_model_and_its_validation_curve(tmp_path):
+    base = build_tiny_cross_encoder(tmp_path / "tiny")
+    cfg = short_training(tmp_path, f"base_model={base}", "tracking=none")
+    summary = train(cfg, tmp_path / "run")
+    assert 1 <= summary["steps"] <= 2 and summary["pairs"] <= 4
+    assert len(summary["history"]) == summary["steps"] + 1  # step 0 (untrained head) + each step
+    saved = json.loads((tmp_path / "model" / "training.json").read_text())
+    assert saved["config"]["seed"] == 0 and saved["best_step"] == summary["best_step"]
+    assert (tmp_path / "run" / "training.json").is_file()
+    model = str(tmp_path / "model")
+    scores = CrossEncoderScorer(model=model, max_length=32, cache_dir=None).score("travel budget", ["a", "b"])
+    assert scores.shape == (2,) and np.isfinite(scores).all()
+
+
+def test_training_is_reproducible_with_its_seed(tmp_path):
+    base = build_tiny_cross_encoder(tmp_path / "tiny")
+    runs = [
+        train(short_training(tmp_path / str(i), f"base_model={base}", "tracking=none"), tmp_path / f"run{i}")
+        for i in range(2)
+    ]
+    assert [h["val"] for h in runs[0]["history"]] == [h["val"] for h in runs[1]["history"]]
+    assert runs[0]["final_train_loss"] == runs[1]["final_train_loss"]
+
+
+@pytest.mark.slow
+def test_training_from_the_bundled_minilm_logs_config_and_validation_to_mlflow(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    cfg = short_training(tmp_path, f"tracking.tracker.uri={uri}", "tracking.tracker.experiment=train-test")
+    summary = train(cfg, tmp_path / "run")
+    assert summary["steps"] >= 1
+    scorer = CrossEncoderScorer(model=str(tmp_path / "model"), max_length=32, cache_dir=None)
+    assert np.isfinite(scorer.score("travel budget", ["a", "b"])).all()
+
+    import mlflow
+
+    mlflow.set_tracking_uri(uri)
+    runs = mlflow.search_runs(experiment_names=["train-test"], output_format="list")
+    assert len(runs) == 1
+    run = runs[0]
+    assert run.data.params["max_pairs"] == "4" and run.data.params["first_stage.order"] == "['bm25']"
+    assert "val_nDCG_at_8_best" in run.data.metrics and run.data.tags["kind"] == "train_reranker"
+
+
+def test_a_suite_of_one_conversation_cannot_be_split():
+    suite = tiny_suite()
+    one = type(suite)(
+        name="one",
+        memories=tuple(m for m in suite.memories if m.scope_key.endswith("c1")),
+        queries=tuple(q for q in suite.queries if q.scope_key.endswith("c1")),
+        qrels={k: v for k, v in suite.qrels.items() if k.startswith("c1")},
+    )
+    with pytest.raises(ValueError, match="split needs 2"):
+        split_by_conversation(one, val_fraction=0.2, seed=0)
