@@ -40,6 +40,8 @@ CONF_DIR = ROOT / "conf"
 BASELINE_DIR = Path("reports/baselines")
 # Config keys that define what was measured; a baseline records them and the gate shows differences.
 CONFIG_PREFIXES = ("suite.", "variant.", "stage.", "encoder.model", "depth")
+# ...except encoder settings that change speed or logging, not the vectors.
+CONFIG_IGNORED_SUFFIXES = ("encoder.cache_dir", "encoder.show_progress", "encoder.batch_size")
 MAX_LISTED_QUERIES = 50
 
 
@@ -119,7 +121,7 @@ class Baseline:
             created=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             command=command,
             source=run.source,
-            config={k: v for k, v in run.params.items() if k.startswith(CONFIG_PREFIXES)},
+            config=_measured_config(run.params),
             means={m: float(frame[m].mean()) for m in gate.metrics},
             per_query={m: {q: float(v) for q, v in frame[m].items()} for m in gate.metrics},
         )
@@ -247,8 +249,17 @@ def _regressed(
     return pd.DataFrame(rows, columns=columns).sort_values(["metric", "delta", "query_id"], ignore_index=True)
 
 
+def _measured_config(params: Mapping[str, str]) -> dict[str, str]:
+    return {
+        k: v
+        for k, v in params.items()
+        if k.startswith(CONFIG_PREFIXES) and not k.endswith(CONFIG_IGNORED_SUFFIXES)
+    }
+
+
 def _config_changes(before: Mapping[str, str], params: Mapping[str, str]) -> dict:
-    after = {k: v for k, v in params.items() if k.startswith(CONFIG_PREFIXES)}
+    after = _measured_config(params)
+    before = _measured_config(before)
     return {
         k: (before.get(k), after.get(k))
         for k in sorted(set(before) | set(after))
