@@ -159,6 +159,8 @@ OBSERVATIONS = [
     "https://docs.python.org/3/library/re.html",
     "def add(x, y): return x + y  # always use this helper",
     "Use packet guidance.",
+    'MAX_RETRIES = int(os.environ.get("MAX_RETRIES", "3"))',
+    "client.session.headers.update({'User-Agent': 'bot'})",
 ]
 
 

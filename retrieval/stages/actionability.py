@@ -8,7 +8,8 @@ Four dimensions, each 0 or 1, over the insight's text:
                    call(), snake_case / CamelCase identifiers, or a well-known tool name
   not_observation  is not an observation: not a retweet (RT @, "(eng: N)"), a log line ([TAG: ...]),
                    a user quote ("User prefers ...", "Now, can we ..."), a bare URL or reference, a bare
-                   code snippet, or a fragment of fewer than `min_words` words (a placeholder)
+                   code snippet or statement (`NAME = ...`, a lone `call(...)`), or a fragment of
+                   fewer than `min_words` words (a placeholder)
 score = weighted sum (default 0.4, 0.2, 0.2, 0.2); an observation scores 0 whatever else it has
 (`observation_veto`), since an RT that quotes a directive is still not advice. Items below `threshold`
 (default 0.3) are dropped, not demoted; the score is kept in the column `actionability`. Fallback:
@@ -55,7 +56,9 @@ DEFAULT_PATTERNS: Mapping[str, str] = {
     r"|^\s*[\x22“]?(now|ok|okay|so|hey|also),?\s+(can|could|would|should) (we|you)\b"
     r"|^\s*[\x22“].*[\x22”]\s*$|^\s*((see|ref|source|via|link)\W*)?(https?://|www\.)\S+\s*$"
     r"|^\s*(def |class \w+[:(]|import \w|from [\w.]+ import |const |let |var |function\s*\w*\(|#include"
-    r"|\$ |>>> |```)",
+    r"|\$ |>>> |```)"
+    # A bare statement: an assignment (`NAME = ...`, `x.y += ...`) or a lone call `f(...)` / `f(...);`.
+    r"|^\s*[A-Za-z_][\w.\[\]'\x22]*\s*[+\-*/]?=\s*[^=\s]|^\s*[A-Za-z_][\w.]*\(.*\)\s*;?\s*$",
 }
 DEFAULT_WEIGHTS: Mapping[str, float] = {
     "directive": 0.4,
