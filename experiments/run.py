@@ -10,7 +10,6 @@ objective metric, so Hydra sweepers (Optuna) can optimise it.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import sys
@@ -30,16 +29,17 @@ from experiments.evaluate import Evaluation, evaluate
 from experiments.suites.jsonl import write_qrels
 from experiments.suites.suite import Suite, SuiteError
 from experiments.sweep_tracking import read_parent
-from experiments.sweeps import CONFIG_HASH_TAG, config_hash, find_finished, record_finished, resume_enabled
+from experiments.sweeps import (
+    CONFIG_HASH_TAG,
+    config_hash,
+    find_finished,
+    process_memo,
+    record_finished,
+    resume_enabled,
+)
 from experiments.tracking import MlflowTracker, TrackingError, flatten, git_commit, mlflow_metrics
 from experiments.trec import write_run
-from retrieval.pipeline import CandidateCache, Pipeline, PipelineConfigError, ProcessMemo, RunOutput
-
-
-@functools.cache
-def process_memo() -> ProcessMemo:
-    """This process's reusable corpora, indexes and candidates, shared by the jobs of a multirun."""
-    return ProcessMemo()
+from retrieval.pipeline import CandidateCache, Pipeline, PipelineConfigError, RunOutput
 
 
 def _files_signature(path: Any) -> tuple:
@@ -49,18 +49,17 @@ def _files_signature(path: Any) -> tuple:
     return tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files)
 
 
-@functools.lru_cache(maxsize=2)
-def _load_suite_memoised(loader_yaml: str, cwd: str, signature: tuple) -> Suite:
-    return load_suite_from_config(OmegaConf.create({"suite": OmegaConf.create(loader_yaml)}))
-
-
 def load_suite_from_config(cfg: DictConfig, *, memoise: bool = False) -> Suite:
     """The suite a config names; `memoise` reuses the one this process loaded (same config, same files)."""
     # `report_label` is for the console table, not the loader.
     loader_cfg = OmegaConf.masked_copy(cfg.suite, [k for k in cfg.suite if k != "report_label"])
     if memoise:
-        signature = _files_signature(loader_cfg.get("path", ""))
-        return _load_suite_memoised(OmegaConf.to_yaml(loader_cfg, resolve=True), os.getcwd(), signature)
+        key = (
+            OmegaConf.to_yaml(loader_cfg, resolve=True),
+            os.getcwd(),
+            _files_signature(cfg.suite.get("path", "")),
+        )
+        return process_memo().get_or_make("suite", key, lambda: load_suite_from_config(cfg))
     try:
         suite = instantiate(loader_cfg, _convert_="all")
     except InstantiationException as err:  # Hydra wraps the loader's own error: surface it

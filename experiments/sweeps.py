@@ -19,6 +19,7 @@ logged); when it does not, the disk decides.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -30,11 +31,23 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from retrieval.pipeline import ProcessMemo
+
 # Keys that change how a run is shown or where it is stored, never its numbers.
 VOLATILE_KEYS = frozenset({"hydra", "progress", "show_progress", "cache_dir", "tracking", "resume"})
 CONFIG_HASH_TAG = "memeval.config_hash"
 # On a sweep's parent run: a job answered by a finished run of another sweep names it here.
 REUSED_TAG_PREFIX = "memeval.reused."
+
+
+@functools.cache
+def process_memo() -> ProcessMemo:
+    """This process's loaded suites, corpora, indexes and candidates, shared by the jobs of a multirun.
+
+    Lives here, not in the runner: `python -m experiments.run` makes the runner `__main__`, which
+    joblib workers cannot import by name.
+    """
+    return ProcessMemo()
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,152 @@
+"""Sweeps against a real MLflow SQLite store: one parent per multirun with its children linked, resume
+skips finished jobs (and never counts a RUNNING or FAILED run), a SIGKILLed sweep completes on re-run,
+joblib workers share one store without lock errors, and submitit's local executor runs a sweep.
+
+Slow: each sweep is a subprocess (~10 s of imports) and a new SQLite store costs ~20 s of migrations,
+so the tests copy one store made per session.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import mlflow
+import pytest
+
+from experiments.sweeps import CONFIG_HASH_TAG, finished_in_mlflow
+from tests.sweep_support import copy_store, job_dirs, parents_and_children, runs, sweep, write_tiny_suite
+
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
+
+
+@pytest.fixture(scope="session")
+def store_template(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("store_template")
+    mlflow.MlflowClient(tracking_uri=f"sqlite:///{folder / 'mlflow.db'}").search_experiments()
+    return folder / "mlflow.db"
+
+
+@pytest.fixture(scope="module")
+def tracked(tmp_path_factory, store_template):
+    tmp = tmp_path_factory.mktemp("tracked")
+    suite = write_tiny_suite(tmp)
+    uri = copy_store(store_template, tmp / "store")
+    first = sweep(tmp, suite, tmp / "first", "stage.bm25.k1=1.2,1.5,1.8", uri=uri)
+    return tmp, suite, uri, first
+
+
+def test_a_multirun_logs_one_parent_and_a_linked_child_per_job(tracked):
+    tmp, _, uri, _ = tracked
+    parents, children = parents_and_children(uri)
+    assert len(parents) == 1 and len(children) == 3
+    parent = parents[0]
+    assert parent.info.status == "FINISHED"
+    assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parent.info.run_id}
+    assert all(c.info.status == "FINISHED" for c in children)
+    assert len({c.data.tags[CONFIG_HASH_TAG] for c in children}) == 3
+    assert sorted(c.data.params["stage.bm25.k1"] for c in children) == ["1.2", "1.5", "1.8"]
+    info = json.loads((tmp / "first" / "mlflow_parent.json").read_text())
+    assert info["parent_run_id"] == parent.info.run_id
+    assert all(r.info.experiment_id == info["experiment_id"] for r in runs(uri))
+
+
+def test_rerunning_the_same_sweep_logs_nothing_new_and_reuses_its_parent(tracked):
+    tmp, suite, uri, _ = tracked
+    before = {r.info.run_id for r in runs(uri)}
+    again = sweep(tmp, suite, tmp / "again", "stage.bm25.k1=1.2,1.5,1.8", uri=uri)
+    assert {r.info.run_id for r in runs(uri)} == before
+    assert again.stdout.count("skipped: config") == 3
+    assert all(
+        (j / "skipped.json").is_file() and not (j / "metrics.json").exists() for j in job_dirs(tmp / "again")
+    )
+    parents, _ = parents_and_children(uri)
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+
+
+def test_a_running_or_failed_run_does_not_count_as_finished(tracked):
+    _, _, uri, _ = tracked
+    _, children = parents_and_children(uri)
+    child = children[0]
+    names = ["nDCG@10"]
+    args = (uri, "sweeps", None, child.data.tags[CONFIG_HASH_TAG], child.data.tags["suite_hash"], names)
+    found = finished_in_mlflow(*args)
+    assert found is not None and found.mlflow_run_id == child.info.run_id
+    assert found.overall["nDCG@10"] == child.data.metrics["nDCG_at_10"]
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    for status in ("RUNNING", "FAILED"):
+        client.update_run(child.info.run_id, status=status)
+        assert finished_in_mlflow(*args) is None, status
+    client.update_run(child.info.run_id, status="FINISHED")
+
+
+def test_a_sigkilled_sweep_completes_on_rerun_without_duplicates(tmp_path, store_template):
+    suite = write_tiny_suite(tmp_path)
+    uri = copy_store(store_template, tmp_path / "store")
+    points = "stage.bm25.k1=1.0,1.1,1.2,1.3,1.4,1.5"
+    proc = sweep(tmp_path, suite, tmp_path / "killed", points, uri=uri, popen=True)
+    deadline = time.monotonic() + 300
+    while not (tmp_path / "killed" / "2").exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)  # the test's own process group: the sweep and nothing else
+    proc.wait()
+    finished_before = {
+        r.data.tags[CONFIG_HASH_TAG]
+        for r in runs(uri)
+        if r.info.status == "FINISHED" and CONFIG_HASH_TAG in r.data.tags
+    }
+    assert len(finished_before) < 6, "the sweep finished before it was killed; nothing was tested"
+    sweep(tmp_path, suite, tmp_path / "resumed", points, uri=uri)
+    children = [r for r in runs(uri) if CONFIG_HASH_TAG in r.data.tags]
+    finished = [r for r in children if r.info.status == "FINISHED"]
+    assert len({r.data.tags[CONFIG_HASH_TAG] for r in finished}) == len(finished) == 6
+    skipped = [j for j in job_dirs(tmp_path / "resumed") if (j / "skipped.json").is_file()]
+    assert len(skipped) == len(finished_before)
+    parents, _ = parents_and_children(uri)
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    assert {r.data.tags["mlflow.parentRunId"] for r in children} == {parents[0].info.run_id}
+
+
+def test_joblib_workers_share_one_new_sqlite_store_without_lock_errors(tmp_path):
+    suite = write_tiny_suite(tmp_path)
+    uri = f"sqlite:///{tmp_path / 'fresh' / 'mlflow.db'}"  # new: the parent creates it, once
+    (tmp_path / "fresh").mkdir()
+    points = "stage.bm25.k1=1.0,1.1,1.2,1.3,1.4,1.5"
+    sweep(
+        tmp_path,
+        suite,
+        tmp_path / "joblib",
+        points,
+        "hydra/launcher=joblib",
+        "hydra.launcher.n_jobs=2",
+        uri=uri,
+    )
+    parents, children = parents_and_children(uri)
+    assert len(parents) == 1 and len(children) == 6
+    assert all(c.info.status == "FINISHED" for c in children)
+    assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parents[0].info.run_id}
+    assert all(c.data.metrics for c in children)
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    default = client.search_runs(["0"])  # mlflow#12259: a race can send runs to Default
+    assert default == []
+
+
+def test_submitit_local_launcher_runs_a_tracked_sweep(tmp_path, store_template):
+    suite = write_tiny_suite(tmp_path)
+    uri = copy_store(store_template, tmp_path / "store")
+    sweep(
+        tmp_path,
+        suite,
+        tmp_path / "submitit",
+        "stage.bm25.k1=1.2,1.5",
+        "hydra/launcher=submitit_local",
+        "hydra.launcher.timeout_min=10",
+        uri=uri,
+    )
+    parents, children = parents_and_children(uri)
+    assert len(parents) == 1 and len(children) == 2
+    assert all(c.info.status == "FINISHED" for c in children)
+    assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parents[0].info.run_id}
+    assert list((tmp_path / "submitit" / ".submitit").iterdir())  # submitit's own job logs
