@@ -37,6 +37,7 @@ class RunRecord:
     summary: Mapping[str, Any]
     per_query: pd.DataFrame  # index query_id; label.*, abstention, latency_ms, ms.*, metric columns
     tags: Mapping[str, str] = field(default_factory=dict)
+    finished_at: float = 0.0  # seconds since the epoch: which of two repeats is the later one
 
     @property
     def variant(self) -> str:
@@ -83,7 +84,9 @@ def load_run_dir(path: str | Path) -> RunRecord:
     summary = json.loads((root / "metrics.json").read_text())
     config = yaml.safe_load((root / "config.yaml").read_text()) if (root / "config.yaml").is_file() else {}
     tags = json.loads((root / "tags.json").read_text()) if (root / "tags.json").is_file() else {}
-    return RunRecord(str(root), flatten(config or {}), summary, read_per_query(root / "per_query.csv"), tags)
+    per_query = read_per_query(root / "per_query.csv")
+    finished = (root / "metrics.json").stat().st_mtime
+    return RunRecord(str(root), flatten(config or {}), summary, per_query, tags, finished)
 
 
 def find_run_dirs(paths: list[str | Path]) -> list[Path]:
@@ -150,6 +153,7 @@ def load_mlflow_runs(
                     json.loads((target / "metrics.json").read_text()),
                     read_per_query(target / "per_query.csv"),
                     {k: v for k, v in run.data.tags.items() if not k.startswith("mlflow.")},
+                    (run.info.end_time or run.info.start_time or 0) / 1000,
                 )
             )
     if not records:

@@ -15,7 +15,9 @@ from types import MappingProxyType
 import pandas as pd
 import pytest
 
+from experiments.report import build_report
 from experiments.report.cli import main
+from experiments.runs import load_run_dir
 from experiments.suites.jsonl import save_suite
 from experiments.suites.suite import Suite
 from retrieval.types import Memory, Query
@@ -223,3 +225,21 @@ def test_runs_on_different_suite_versions_are_refused(runs, capsys):
             "--run-dir", str(other_run)]  # fmt: skip
     assert main(argv) == 2
     assert "different suite versions" in capsys.readouterr().err
+
+
+def test_a_rerun_on_the_same_commit_replaces_its_earlier_copy_and_the_report_says_so(runs):
+    original, rerun = (replace(load_run_dir(d), tags={"git_commit": "abc"}) for d in (runs["dirs"][2],) * 2)
+    rerun = replace(rerun, source="rerun", finished_at=original.finished_at + 1)
+    others = [load_run_dir(d) for d in runs["dirs"][:2]]
+    out = runs["tmp"] / "reports_rerun"
+    comp = build_report([original, *others, rerun], out / "r", title="r", metrics=["RR"])
+    assert len(comp.runs) == 3 and "rerun" in [r.source for r in comp.runs]
+    markdown = (out / "r" / "report.md").read_text()
+    assert "1 earlier run(s) with the same suite and config as a later one were left out" in markdown
+    assert f"`{original.source}`" in markdown.split("## Variants")[0]
+    on_other_code = replace(rerun, tags={"git_commit": "def"})
+    assert (
+        len(build_report([original, *others, on_other_code], out / "c", title="c", metrics=["RR"]).runs) == 4
+    )
+    kept = build_report([original, *others, rerun], out / "k", title="k", metrics=["RR"], keep_repeats=True)
+    assert len(kept.runs) == 4

@@ -94,6 +94,27 @@ def name_runs(runs: Sequence[RunRecord]) -> tuple[list[str], str | None]:
     return labels, (numeric.pop() if len(numeric) == 1 else None)
 
 
+def drop_repeats(runs: Sequence[RunRecord]) -> tuple[list[RunRecord], list[RunRecord]]:
+    """Keep the latest of runs with the same suite, code commit and measured config (a re-run replaces
+    its earlier copy, as a re-run sweep would); returns (kept, dropped), in the given order.
+
+    Within one variant only the config keys every run of it has are compared, like `name_runs`. A run
+    with no recorded commit (a run directory) is never a repeat: the same config on other code is not.
+    """
+    params = [_relevant_params(r) for r in runs]
+    latest: dict[tuple, int] = {}
+    for variant in dict.fromkeys(r.variant for r in runs):
+        group = [i for i, r in enumerate(runs) if r.variant == variant]
+        shared = set.intersection(*(set(params[i]) for i in group))
+        for i in group:
+            commit = runs[i].tags.get("git_commit") or runs[i].source
+            key = (variant, runs[i].suite_hash, commit, tuple(sorted((k, params[i][k]) for k in shared)))
+            if key not in latest or runs[i].finished_at >= runs[latest[key]].finished_at:
+                latest[key] = i
+    keep = set(latest.values())
+    return [r for i, r in enumerate(runs) if i in keep], [r for i, r in enumerate(runs) if i not in keep]
+
+
 def build_comparison(
     runs: Sequence[RunRecord],
     *,

@@ -46,7 +46,11 @@ def build_report(
     seed: int = 0,
     commands: Sequence[str] = (),
     source: str = "",
+    keep_repeats: bool = False,
 ) -> analysis.Comparison:
+    dropped: list[RunRecord] = []
+    if not keep_repeats:
+        runs, dropped = analysis.drop_repeats(runs)
     comp = analysis.build_comparison(runs, baseline=baseline, metrics=metrics, label=label)
     primary = primary or comp.metrics[0]
     if primary not in comp.metrics:
@@ -67,6 +71,15 @@ def build_report(
         Heading("Commands"),
         Code("\n".join(commands) or "(not recorded)"),
     ]
+    if dropped:
+        blocks.append(
+            Paragraph(
+                f"{len(dropped)} earlier run(s) with the same suite and config as a later one were left out "
+                "(the latest is kept; `--keep-repeats` keeps all): "
+                + ", ".join(f"`{r.source}`" for r in dropped[:10])
+                + (f" and {len(dropped) - 10} more." if len(dropped) > 10 else ".")
+            )
+        )
     if comp.sweep_param:
         swept = ", ".join(f"{v:g}" for v in comp.sweep_values if np.isfinite(v))
         blocks.append(Paragraph(f"The runs vary `{comp.sweep_param}`: {swept}."))

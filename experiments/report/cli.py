@@ -44,6 +44,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--test", choices=sorted(TEST_NAMES), default="randomization")
     parser.add_argument("--alpha", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--keep-repeats", action="store_true", help="keep earlier runs of an identical config"
+    )
     parser.add_argument("--command", action="append", default=[], help="command that produced the runs")
     return parser.parse_args(argv)
 
@@ -71,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         comp = build_report(
             runs, out_dir, title=args.title or args.name, baseline=args.baseline, metrics=args.metrics,
             primary=args.primary, label=args.label, test=args.test, alpha=args.alpha, seed=args.seed,
-            commands=[*args.command, this], source=source,
+            commands=[*args.command, this], source=source, keep_repeats=args.keep_repeats,
         )  # fmt: skip
     except (RunError, ValueError, KeyError) as err:
         print(f"report error: {err}", file=sys.stderr)
