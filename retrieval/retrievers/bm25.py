@@ -8,6 +8,7 @@ and the default. Both score the same model, Robertson's BM25 with negative IDF c
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Literal
 
@@ -32,6 +33,9 @@ def _scorer(backend: Backend, docs: list[list[str]], k1: float, b: float):
         return lambda tokens: np.asarray(model.get_scores(tokens), dtype=np.float64)
     if backend == "bm25s":
         import bm25s
+
+        # bm25s sets its own logger to DEBUG on import (one line per index built): keep it quiet.
+        logging.getLogger("bm25s").setLevel(logging.WARNING)
 
         model = bm25s.BM25(k1=k1, b=b, method="robertson")
         model.index(docs, show_progress=False)
