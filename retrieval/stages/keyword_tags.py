@@ -5,9 +5,10 @@ one agent's project), every memory's terms (the shared BM25 tokenizer, stop word
 by tf x idf within the scope; terms that occur in fewer than `min_df` memories (typos, one-offs) or in
 more than `max_df_share` of them (the conversation's theme, which tells memories apart no better than
 nothing) are not tags, nor are terms found in more than `max_scope_share` of the scopes (general
-words; applied when there are at least 4 scopes). Each memory keeps its `per_memory` best terms as the annotation `auto_tags`
-(deterministic: ties by term). Suite-provided `tags` are kept; with `only_untagged` a memory that
-already has tags gets none added, so a suite with its own tags (spark25) keeps exactly those.
+words; applied when there are at least 4 scopes). Each memory keeps its `per_memory` best terms as
+the annotation `auto_tags` (deterministic: ties by term). Suite-provided `tags` are kept; with
+`only_untagged` a memory that already has tags gets none added, so a suite with its own tags
+(spark25) keeps exactly those.
 
 Data flow: suite memories -> keyword_tags -> retrievers ... -> tag_boost (reads tags + auto_tags).
 """
