@@ -18,8 +18,8 @@ def mem(mid: str, text: str = "note", scope: str = "c1", **kw) -> Memory:
     return Memory(id=mid, text=text, scope=MappingProxyType({"conversation": scope}), **kw)
 
 
-def ask(text: str, scope: str = "c1") -> Query:
-    return Query(id="q", text=text, scope=MappingProxyType({"conversation": scope}))
+def ask(text: str, scope: str = "c1", qid: str = "q") -> Query:
+    return Query(id=qid, text=text, scope=MappingProxyType({"conversation": scope}))
 
 
 class FakeEncoder:
@@ -170,7 +170,7 @@ def test_switched_off_tag_boost_is_identical_to_no_tag_boost():
         return "pets rule" if i % 10 == 1 else f"filler {i}"
 
     suite = [mem(str(i), text(i), tags=("lease",) if i % 20 == 11 else ()) for i in range(60)]
-    queries = [ask("#lease pets rule"), ask("pets rule")]
+    queries = [ask("#lease pets rule", qid="q1"), ask("pets rule", qid="q2")]
     base = Pipeline((BM25Retriever(),)).run(suite, queries, progress=False)
     off = Pipeline((BM25Retriever(), TagBoost(fallback="none", enabled=False))).run(
         suite, queries, progress=False
