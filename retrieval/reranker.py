@@ -74,7 +74,7 @@ class CrossEncoderScorer:
     """Relevance logits for (query, memory) pairs from a sentence-transformers CrossEncoder, cached."""
 
     model: str = TRAINED_DEFAULT
-    max_length: int = 128
+    max_length: int = 96
     batch_size: int = 32
     cache_dir: str | None = ".memeval_cache/rerank_scores"
     device: str = "cpu"
