@@ -108,7 +108,7 @@ def wins_losses(significance: pd.DataFrame, comp: Comparison, metric: str) -> by
     ax.set_yticks(y, [_short_label(r) for r in table["run"]], fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel(f"queries ({metric} vs {comp.baseline})")
-    ax.legend(fontsize=7, ncols=3, loc="lower right")
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     return _png(fig)
 
 
