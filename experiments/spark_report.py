@@ -191,10 +191,96 @@ def _markdown(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
+def ablation_table(
+    full: PhaseResult, ablations: Sequence[PhaseResult], seed: int = 0
+) -> tuple[str, list[str]]:
+    """One row per switched-off stage: Δ (full minus ablated) per metric with Holm p; plus findings."""
+    stages = [a.name.split(" − ")[-1] for a in ablations]
+    cells: dict[str, list[str]] = {stage: [] for stage in stages}
+    verdicts: dict[str, list[str]] = {stage: [] for stage in stages}
+    for metric in REPORTED:
+        tables = [
+            compare(
+                {"ablated": _answerable(a, metric), "full": _answerable(full, metric)}, "ablated", seed=seed
+            )
+            for a in ablations
+        ]
+        adjusted = holm(np.array([t.loc["full", "p_value"] for t in tables]))
+        for stage, table, p_holm in zip(stages, tables, adjusted, strict=True):
+            row = table.loc["full"]
+            cells[stage].append(
+                f"{row['delta']:+.3f} [{row['delta_ci_low']:+.3f}, {row['delta_ci_high']:+.3f}]"
+                f" ({p_holm:.3f})"
+            )
+            if metric in ("P@5", "noise@5"):
+                good = row["delta"] < 0 if metric == "noise@5" else row["delta"] > 0
+                sure = p_holm < 0.05
+                word = (
+                    ("helps" if good else "hurts") if sure and row["delta"] != 0 else "no significant effect"
+                )
+                verdicts[stage].append(f"{metric} {word} (Δ {row['delta']:+.3f}, Holm p {p_holm:.3f})")
+    head = ["stage switched off", *(f"Δ {m} [95% CI] (p Holm)" for m in REPORTED)]
+    table = _markdown(head, [[f"`{stage}`", *cells[stage]] for stage in stages])
+    findings = [f"- `{stage}`: " + "; ".join(verdicts[stage]) for stage in stages]
+    return table, findings
+
+
+def targets_table(results: Sequence[PhaseResult]) -> str:
+    """The plan's targets (issue 3): P@5 > 0.93, noise@5 < 7%, p95 latency < 400 ms."""
+    rows = []
+    for r in results:
+        overall = r.evaluation.metrics["overall"]
+        p95 = float(np.percentile(r.evaluation.per_query["latency_ms"], 95))
+        checks = [(overall["P@5"], overall["P@5"] > 0.93), (overall["noise@5"], overall["noise@5"] < 0.07)]
+        rows.append(
+            [
+                r.name,
+                *(f"{v:.3f} {'met' if ok else 'not met'}" for v, ok in checks),
+                f"{p95:.1f} {'met' if p95 < 400 else 'not met'}",
+            ]
+        )
+    return _markdown(["phase", "P@5 (> 0.93)", "noise@5 (< 0.07)", "p95 ms (< 400)"], rows)
+
+
+def classifier_agreement(suite: Suite) -> tuple[float, int, str]:
+    """The action-domain rules against the learner's own labels, on the insights that carry one."""
+    from retrieval.stages.action_domain import ActionDomainClassifier
+
+    classifier = ActionDomainClassifier()
+    labelled = [m for m in suite.memories if m.metadata.get("action_domain")]
+    pairs = pd.DataFrame(
+        {
+            "label": [m.metadata["action_domain"] for m in labelled],
+            "rules": [classifier.classify(m)[0] for m in labelled],
+        }
+    )
+    agreement = float((pairs["label"] == pairs["rules"]).mean()) if len(pairs) else float("nan")
+    confusion = pd.crosstab(pairs["label"], pairs["rules"])
+    rows = [[f"**{label}**", *(str(int(v)) for v in confusion.loc[label])] for label in confusion.index]
+    return agreement, len(pairs), _markdown(["label \\ rules", *confusion.columns], rows)
+
+
+def routing_check(suite: Suite) -> str:
+    """Per category: the intent family the router picks, and how it covers the scenarios' expected domains."""
+    from retrieval.stages.intent_route import IntentRouter
+
+    router = IntentRouter()
+    rows = []
+    for q in suite.queries:
+        allowed = router.allowed_domains(q)
+        expected = set(q.expected_domains)
+        covered = "all domains" if allowed is None else f"{len(expected & allowed)}/{len(expected)}"
+        extra = "–" if allowed is None else ", ".join(sorted(allowed - expected)) or "none"
+        rows.append([q.id, str(q.labels.get("category")), str(router.intent(q)), covered, extra])
+    return _markdown(
+        ["scenario", "category", "intent family", "expected domains allowed", "also allowed"], rows
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(ROOT / "reports" / "spark25"), help="output folder")
-    parser.add_argument("--no-ablation", action="store_true", help="skip the leave-one-out ablation")
+    parser.add_argument("--no-ablation", action="store_true", help="skip the leave-one-out ablations")
     args = parser.parse_args(argv)
 
     started = time.perf_counter()
@@ -203,17 +289,17 @@ def main(argv: Sequence[str] | None = None) -> None:
         suite, result = run_phase(variant)
         results.append(result)
         print(f"{variant}: P@5 {result.evaluation.metrics['overall']['P@5']:.3f}", flush=True)
-    last = results[-1]
-    ablations = []
+    ablations: dict[int, list[PhaseResult]] = {}
     if not args.no_ablation:
-        cfg = compose_variant(PHASES[-1])
-        rank_and_ingest = [s for s in cfg.variant.stages if s not in ("bm25", "dense", "fusion", "tiered")]
-        for stage in rank_and_ingest:
-            _, result = run_phase(
-                PHASES[-1], [f"stage.{stage}.enabled=false"], name=f"{PHASES[-1]} − {stage}"
-            )
-            ablations.append(result)
+        for i in (2, 3):
+            cfg = compose_variant(PHASES[i])
+            switchable = [s for s in cfg.variant.stages if s not in ("bm25", "dense", "fusion", "tiered")]
+            ablations[i] = [
+                run_phase(PHASES[i], [f"++stage.{s}.enabled=false"], name=f"{PHASES[i]} − {s}")[1]
+                for s in switchable
+            ]
     encode_ms = query_encoding_ms(compose_variant(PHASES[0]), [q.text for q in suite.queries])
+    agreement, n_labelled, confusion = classifier_agreement(suite)
 
     lines = [
         "# spark25: the advisory phases, per category",
@@ -238,10 +324,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         "",
         overall_table(results),
         "",
-        f"Query embedding is read from the on-disk cache in these runs; a live system encodes each query:"
+        "Query embeddings are read from the on-disk cache in these runs; a live system encodes each query:"
         f" {np.percentile(encode_ms, 50):.1f} ms p50, {np.percentile(encode_ms, 95):.1f} ms p95 on this"
         " machine, to add to every phase's latency. The machine's 2 cores are shared with other jobs, so"
         " latencies are noisy.",
+        "",
+        "### Against the plan's targets",
+        "",
+        targets_table(results),
         "",
         "## Per category",
         "",
@@ -264,17 +354,43 @@ def main(argv: Sequence[str] | None = None) -> None:
         "",
         *(f"- `{r.name}`: {fallback_counts(r) or 'none'}" for r in results[1:]),
     ]
-    if ablations:
+    for i, runs in ablations.items():
+        table, findings = ablation_table(results[i], runs)
         lines += [
             "",
-            f"## Leave-one-out on `{last.name}`",
+            f"## Leave-one-out on `{results[i].name}`",
             "",
-            "Each stage switched off in turn (`stage.<name>.enabled=false`, bit-identical to its absence);"
-            " Δ is the full phase minus the ablated one, so a positive Δ P@5 means the stage helps and a"
-            " negative Δ noise@5 means it removes noise.",
+            "Each stage switched off in turn (`stage.<name>.enabled=false`, bit-identical to its absence)."
+            " Δ = full phase minus the phase without the stage: a positive Δ P@5 means the stage helps, a"
+            " negative Δ noise@5 means it removes noise. Holm across the stages, within a metric.",
             "",
-            comparison_table([(last, ablated) for ablated in ablations]),
+            table,
+            "",
+            *findings,
         ]
+    lines += [
+        "",
+        "## Do the rules generalise?",
+        "",
+        "The stage rules are generic by construction: tool-name kinds (editors, shells, web and social"
+        " tools, readers), error vocabulary, English directive verbs and modals, condition words, markers of"
+        " specificity (paths, extensions, flags, calls, identifiers) and of observations (RT @, (eng: N),"
+        " bracketed log tags, reported user speech, bare URLs and code). None names a scenario or an insight"
+        " of this suite. Two rules were changed after reading this suite's output, both in the generic"
+        " direction, and are listed in the commit log: a bare statement (`NAME = ...`, a lone call) counts"
+        " as code-only, and X-prefixed tool names (XPost) route to social. What this suite cannot show is"
+        " how the hand-written vocabularies fare on another team's pool; the two checks below measure them"
+        " against labels this suite did not design for the stages.",
+        "",
+        f"Action-domain rules vs the learner's own label, on the {n_labelled} insights that carry one"
+        f" (label hidden from the rules): agreement {agreement:.3f}.",
+        "",
+        confusion,
+        "",
+        "Intent routing vs each scenario's `expected_domains` (`general` is always allowed):",
+        "",
+        routing_check(suite),
+    ]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "phases.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
