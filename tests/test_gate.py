@@ -150,3 +150,18 @@ def test_committed_gate_configs_load(tmp_path):
     for name in ("spark25", "beam100k"):
         gate = GateConfig.load(name)
         assert gate.metrics and set(gate.floors) <= set(gate.metrics)
+
+
+def test_committed_baselines_hold_the_gated_metrics_of_their_gate():
+    from experiments.gate import ROOT, Baseline, GateConfig
+
+    files = sorted((ROOT / "reports" / "baselines").glob("*.json"))
+    assert {f.stem for f in files} >= {"spark25-hybrid", "beam100k-hybrid"}
+    for path in files:
+        baseline = Baseline.load(path)
+        gate = GateConfig.load(baseline.gate)
+        assert path.stem == f"{gate.name}-{baseline.variant}"
+        assert set(baseline.per_query) == set(gate.metrics) and len(baseline.suite_hash) == 64
+        for metric, values in baseline.per_query.items():
+            assert all(0.0 <= v <= 1.0 for v in values.values())
+            assert baseline.means[metric] == pytest.approx(sum(values.values()) / len(values))
