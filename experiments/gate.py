@@ -40,8 +40,9 @@ CONF_DIR = ROOT / "conf"
 BASELINE_DIR = Path("reports/baselines")
 # Config keys that define what was measured; a baseline records them and the gate shows differences.
 CONFIG_PREFIXES = ("suite.", "variant.", "stage.", "encoder.model", "depth")
-# ...except encoder settings that change speed or logging, not the vectors.
-CONFIG_IGNORED_SUFFIXES = ("encoder.cache_dir", "encoder.show_progress", "encoder.batch_size")
+# ...except where the suite sits on this machine (its content hash identifies it) and encoder settings
+# that change speed or logging, not the vectors.
+CONFIG_IGNORED_SUFFIXES = ("suite.path", "encoder.cache_dir", "encoder.show_progress", "encoder.batch_size")
 MAX_LISTED_QUERIES = 50
 
 
