@@ -37,6 +37,7 @@ from experiments.sweeps import (
     record_finished,
     resume_enabled,
 )
+from experiments.tagging_report import tagging_report
 from experiments.tracking import MlflowTracker, TrackingError, flatten, git_commit, mlflow_metrics
 from experiments.trec import write_run
 from retrieval.pipeline import CandidateCache, Pipeline, PipelineConfigError, RunOutput
@@ -136,6 +137,7 @@ def run_experiment(
         memo=process_memo() if multirun else None,
     )
     evaluation = evaluate(suite, output, list(cfg.metrics), seed=cfg.seed)
+    evaluation.metrics["tagging"] = tagging_report(suite, output.corpus)  # EXP-05 coverage/precision
     evaluation.metrics["wall_s"] = time.perf_counter() - started
     evaluation.metrics["suite"] = {
         **suite.summary(),

@@ -1,0 +1,48 @@
+"""Instruction boost (rank, EXP-05): lift candidates tagged `fact_role = "instruction"`.
+
+Sits after current-state ranking and before the conciseness penalty (query, candidates ->
+candidates). Score scale: the incoming `score` is min-max normalised within the query (best = 1,
+worst = 0) and `weight` is added to every tagged candidate, then the list is re-sorted (stable). So
+a weight is a fraction of this query's score range, whatever the fusion (RRF scores are ~0.03,
+weighted-sum scores ~1): weight 0.15 lifts an instruction over any untagged candidate that scored
+less than 15% of the range above it. The raw columns (bm25, dense, fused...) are kept; the
+normalised input is kept as `instruction_boost_base`.
+
+`max_boosted` (None = every tagged candidate, the EXP-05 rule) limits the boost to the N best-ranked
+tagged candidates of the query: a conversation holds several standing instructions, and the one a
+question tests is usually the tagged memory retrieval already ranks highest, so lifting only it
+costs the other abilities at most N slots of the top k.
+
+Off switch: `enabled: false` drops the stage (pipeline level); weight 0 returns the input
+candidates untouched. Both give rankings bit-identical to a pipeline without the stage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from retrieval.fusion import minmax
+from retrieval.stage import RankStage
+from retrieval.types import Candidates, Query
+
+
+@dataclass(frozen=True, kw_only=True)
+class InstructionBoost(RankStage):
+    name = "instruction_boost"
+    weight: float = 0.15
+    fact_role: str = "instruction"
+    max_boosted: int | None = None
+
+    def __call__(self, query: Query, candidates: Candidates) -> Candidates:
+        if self.weight == 0 or len(candidates) == 0:
+            return candidates
+        tagged = candidates.attribute("fact_role") == self.fact_role
+        if self.max_boosted is not None:
+            # Candidates arrive best first: keep the boost for the best-ranked tagged ones only.
+            tagged &= np.cumsum(tagged) <= self.max_boosted
+        base = minmax(candidates.score)
+        return candidates.with_score(
+            self.name, base + self.weight * tagged.astype(np.float64), extra={f"{self.name}_base": base}
+        )
