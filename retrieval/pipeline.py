@@ -200,20 +200,32 @@ class Pipeline:
         if memo is not None:
             memo.put("prefix", key, prefix)
 
+        # Rank stages one at a time over all queries. With a memo, the candidates after each stage are
+        # kept under the chain of fingerprints so far, so a sweep over a later stage's field re-runs
+        # only that stage and the ones after it (the kept stages' measured timings are replayed).
+        chain = [key]
+        for stage in self.rank:
+            chain.append(hashlib.sha256(f"{chain[-1]}|{stage.fingerprint()}".encode()).hexdigest()[:24])
+        state, start = prefix, 0
+        for level in range(len(self.rank), 0, -1) if memo is not None else ():
+            hit = memo.get("rank", chain[level])
+            if hit is not None:
+                state, start = hit, level
+                break
+        todo = len(queries) * (len(self.rank) - start)
+        with tqdm(total=todo, desc="rank", disable=not progress or not todo, leave=False) as bar:
+            for level in range(start, len(self.rank)):
+                state = {q.id: _apply(self.rank[level], q, corpus, state[q.id], memo, bar) for q in queries}
+                if memo is not None:
+                    memo.put("rank", chain[level + 1], state)
         ranked = []
-        for query in tqdm(queries, desc="rank", disable=not progress or not self.rank, leave=False):
-            index, columns, timings = prefix[query.id]
-            if memo is not None:  # shared with later runs: a stage must never see another run's edits
-                index, columns = index.copy(), {k: v.copy() for k, v in columns.items()}
-            candidates = Candidates(corpus, index, columns)
-            timings = dict(timings)
-            for stage in self.rank:
-                t = time.perf_counter()
-                candidates = stage(query, candidates)
-                timings[stage.name] = timings.get(stage.name, 0.0) + (time.perf_counter() - t) * 1000
-            top = candidates.top(self.depth)
+        for query in queries:
+            index, columns, timings = state[query.id]
+            top = Candidates(corpus, index, columns).top(self.depth)  # fresh arrays: the memo stays intact
             ranked.append(
-                RankedList(query.id, tuple(corpus.ids[top.index]), top.score, dict(top.columns), timings)
+                RankedList(
+                    query.id, tuple(corpus.ids[top.index]), top.score, dict(top.columns), dict(timings)
+                )
             )
         return RunOutput(ranked, corpus, build_ms, cached is not None, key)
 
@@ -251,6 +263,22 @@ class Pipeline:
                 candidates = _single_channel(corpus, *next(iter(channels.items())))
             out[query.id] = (candidates.index, dict(candidates.columns), timings)
         return out
+
+
+def _apply(stage: RankStage, query: Query, corpus: Corpus, entry: tuple, memo: Any, bar: Any) -> tuple:
+    """One rank stage on one query's candidates -> (index, columns, timings with this stage's ms)."""
+    index, columns, timings = entry
+    if memo is not None:  # shared with later runs: a stage must never see another run's edits
+        index, columns = index.copy(), {k: v.copy() for k, v in columns.items()}
+    t = time.perf_counter()
+    candidates = stage(query, Candidates(corpus, index, columns))
+    elapsed = (time.perf_counter() - t) * 1000
+    bar.update()
+    return (
+        candidates.index,
+        dict(candidates.columns),
+        {**timings, stage.name: timings.get(stage.name, 0.0) + elapsed},
+    )
 
 
 def _single_channel(corpus: Corpus, channel: str, hits: tuple[np.ndarray, np.ndarray]) -> Candidates:

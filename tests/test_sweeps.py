@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -14,6 +16,8 @@ from hydra import compose, initialize_config_dir
 from experiments.sweeps import config_hash, finished_on_disk, record_finished, resume_enabled
 from retrieval.pipeline import Pipeline, ProcessMemo
 from retrieval.retrievers.bm25 import BM25Retriever
+from retrieval.stage import RankStage
+from retrieval.types import Candidates, Query
 from tests.support import REPO, tiny_suite
 from tests.sweep_support import job_dirs, sweep, write_tiny_suite
 
@@ -98,6 +102,53 @@ def test_a_memoised_pipeline_gives_the_same_rankings_and_reuses_corpus_and_candi
     second.ranked[0].columns["bm25"][:] = -1
     third = pipeline.run(suite.memories, suite.queries, suite_hash="h", progress=False, memo=memo)
     np.testing.assert_array_equal(third.ranked[0].columns["bm25"], first.ranked[0].columns["bm25"])
+
+
+@dataclass(frozen=True, kw_only=True)
+class CountedHalving(RankStage):
+    """Stands for an expensive stage the sweep does not touch (current_state in exp05)."""
+
+    name = "halving"
+    calls: ClassVar[list[str]] = []
+
+    def __call__(self, query: Query, candidates: Candidates) -> Candidates:
+        self.calls.append(query.id)
+        return candidates.with_score("halving", candidates.score / 2)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CountedShift(RankStage):
+    """Stands for the swept stage (instruction_boost): a weight that moves even positions up."""
+
+    name = "shift"
+    weight: float = 0.0
+    calls: ClassVar[list[str]] = []
+
+    def __call__(self, query: Query, candidates: Candidates) -> Candidates:
+        self.calls.append(query.id)
+        bonus = self.weight * (np.arange(len(candidates)) % 2 == 0)
+        return candidates.with_score("shift", candidates.score + bonus)
+
+
+def test_a_sweep_over_a_later_rank_stage_reruns_only_that_stage():
+    suite = tiny_suite()
+    memo = ProcessMemo()
+    CountedHalving.calls.clear()
+    CountedShift.calls.clear()
+    for weight in (0.0, 0.5, 1.0):
+        stages = (BM25Retriever(top_n=5), CountedHalving(), CountedShift(weight=weight))
+        plain = Pipeline(stages).run(suite.memories, suite.queries, suite_hash="h", progress=False)
+        memoised = Pipeline(stages).run(
+            suite.memories, suite.queries, suite_hash="h", progress=False, memo=memo
+        )
+        for a, b in zip(plain.ranked, memoised.ranked, strict=True):
+            assert a.memory_ids == b.memory_ids
+            np.testing.assert_array_equal(a.scores, b.scores)
+            assert set(a.timings_ms) == set(b.timings_ms) == {"bm25", "halving", "shift"}
+    n = len(suite.queries)
+    # Without the memo each run calls both stages; with it, the halving stage ran once in all.
+    assert len(CountedHalving.calls) == 3 * n + n
+    assert len(CountedShift.calls) == 3 * n + 3 * n
 
 
 @pytest.fixture(scope="module")
