@@ -13,6 +13,7 @@ The annotation wins over the field, so a policy stage re-tiers a suite without t
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from retrieval.types import Corpus, Memory
 
@@ -34,7 +35,7 @@ def tier_labels(corpus: Corpus, index: np.ndarray, default: str) -> np.ndarray:
 
 def pd_isnull(values: np.ndarray) -> np.ndarray:
     """None or NaN (a float column built from all-missing values) -> True."""
-    return np.array([v is None or (isinstance(v, float) and v != v) for v in values], dtype=bool)
+    return np.asarray(pd.isna(values), dtype=bool)
 
 
 def unit_factor(values: np.ndarray) -> np.ndarray:

@@ -62,6 +62,9 @@ class _TieredIndex:
         self.members = np.flatnonzero(eligible & np.isin(labels, searched))
         self.labels = labels[self.members]  # tier per sub-corpus position
         self.tiers = [t for t in searched if np.any(self.labels == t)]
+        # Integer tier codes per sub-corpus position: comparing object arrays per query is slow.
+        self.codes = np.array([self.tiers.index(t) for t in self.labels], dtype=np.int64)
+        self.caps = np.array([retriever.caps.get(t, retriever.cap) for t in self.tiers], dtype=np.int64)
         self.sub = Corpus(tuple(corpus.memories[i] for i in self.members))
         depth = retriever.search_depth
         self.channels = {"bm25": replace(retriever.bm25, top_n=depth).build(self.sub)}
@@ -70,9 +73,13 @@ class _TieredIndex:
 
     def _capped(self, local: np.ndarray, tiers: list[str]) -> np.ndarray:
         """Positions into a channel's ranked hits: each tier's first `cap`, for the given tiers only."""
-        tier = self.labels[local]
-        keep = [np.flatnonzero(tier == t)[: self.r.caps.get(t, self.r.cap)] for t in tiers]
-        return np.sort(np.concatenate(keep or [np.empty(0, dtype=np.int64)]))
+        code = self.codes[local]
+        order = np.argsort(code, kind="stable")  # groups by tier, keeping rank order inside a group
+        ranked = code[order]
+        rank_in_tier = np.empty(len(code), dtype=np.int64)
+        rank_in_tier[order] = np.arange(len(code)) - np.searchsorted(ranked, ranked, side="left")
+        allowed = np.isin(np.arange(len(self.tiers)), [self.tiers.index(t) for t in tiers])
+        return np.flatnonzero(allowed[code] & (rank_in_tier < self.caps[code]))
 
     def _fuse(self, hits: dict, query: Query, tiers: list[str]) -> tuple[np.ndarray, np.ndarray]:
         r = self.r
