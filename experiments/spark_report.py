@@ -302,6 +302,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                 run_phase(PHASES[i], [f"++stage.{s}.enabled=false"], name=f"{PHASES[i]} − {s}")[1]
                 for s in switchable
             ]
+    # Fusion is selectable per variant (issue 3): phase 2 with linear interpolation instead of RRF.
+    weighted = run_phase(PHASES[2], ["stage@stage.fusion=weighted"], name=f"{PHASES[2]} (weighted fusion)")[1]
     encode_ms = query_encoding_ms(compose_variant(PHASES[0]), [q.text for q in suite.queries])
     agreement, n_labelled, confusion = classifier_agreement(suite)
 
@@ -350,6 +352,14 @@ def main(argv: Sequence[str] | None = None) -> None:
             [(results[i], results[0]) for i in range(1, len(results))]
             + [(results[i], results[i - 1]) for i in range(2, len(results))]
         ),
+        "",
+        "## Fusion: RRF vs linear interpolation",
+        "",
+        f"`{PHASES[2]}` as configured fuses BM25 and dense by RRF (k=60, phase 0's fusion); the same phase"
+        " with the weighted sum of min-max normalised channel scores"
+        " (`stage@stage.fusion=weighted`, 0.5/0.5):",
+        "",
+        comparison_table([(weighted, results[2])]),
         "",
         "## Fallbacks",
         "",
