@@ -214,3 +214,27 @@ def test_a_missing_hub_model_offline_fails_fast_with_the_same_advice(monkeypatch
     scorer = CrossEncoderScorer(model="nobody-here/no-such-cross-encoder", cache_dir=None)
     with pytest.raises(ModelNotFoundError, match="nobody-here/no-such-cross-encoder.*memeval-train-reranker"):
         scorer.score("q", ["a memory"])
+
+
+def test_defaults_rerank_16_to_8_and_the_yaml_states_every_default():
+    import dataclasses
+
+    from hydra import compose, initialize_config_dir
+    from hydra.utils import instantiate
+
+    from tests.support import REPO
+
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["variant=cross_encoder"])
+    assert list(cfg.variant.stages) == ["bm25", "dense", "fusion", "cross_encoder"]
+    stage = instantiate(cfg.stage.cross_encoder, _convert_="all")
+    assert (stage.top_n, stage.top_k, stage.tail) == (16, 8, "drop")
+    defaults = CrossEncoderRerank(scorer=stage.scorer)
+    assert dataclasses.replace(stage, scorer=None) == dataclasses.replace(defaults, scorer=None)
+    yaml_scorer = {
+        k: v for k, v in dataclasses.asdict(stage.scorer).items() if k not in ("cache_dir", "_memory")
+    }
+    code_scorer = {
+        k: v for k, v in dataclasses.asdict(CrossEncoderScorer()).items() if k not in ("cache_dir", "_memory")
+    }
+    assert yaml_scorer == code_scorer
