@@ -65,18 +65,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ABILITIES = (
-    "abstention",
-    "contradiction_resolution",
-    "event_ordering",
-    "information_extraction",
-    "instruction_following",
-    "knowledge_update",
-    "multi_session_reasoning",
-    "preference_following",
-    "summarization",
-    "temporal_reasoning",
-)
+from experiments.suites.beam import ABILITIES
+
 TOPICS = ("coding", "finance", "travel", "health", "writing")
 MESSAGES_PER_BATCH = 80
 
