@@ -1,0 +1,504 @@
+"""Scale and speed benchmark: how the harness's cost grows with memories, and whether it meets its targets.
+
+    python -m experiments.benchmark                       # full: synth 1k/10k/100k + BEAM 500K
+    python -m experiments.benchmark --sizes 1000 --queries 50 --no-beam500k --out /tmp/bench   # smoke
+
+Writes OUT/README.md (tables, machine, date, targets met or missed and by how much) and
+OUT/results.json (every raw number). Data flow: for each suite (a `beam_synth` conversation of N
+messages in one scope, and BEAM 500K), two child processes, so each suite's peak memory is its own:
+- `prepare` fills a benchmark-private embedding cache (WORK/<suite>/embeddings) and measures cold
+  embedding throughput on a sample with no cache at all. Document vectors come from the shared cache
+  when it has them, else are embedded for real when the suite has at most `--embed-limit` distinct
+  texts, else are *seeded*: random unit vectors of the model's dimension stored under the texts' real
+  cache keys. A seeded vector costs exactly what a real one costs to load, stack and multiply (the
+  cost depends on shapes, not values), but rankings over it mean nothing: the benchmark measures cost,
+  never quality, and the report says which vectors were seeded. Cold build time for a suite that was
+  not embedded for real is extrapolated from the sample's throughput (said so in the report).
+- `measure` runs each variant (bm25, dense, hybrid, exp05, cross_encoder) once over the queries with
+  the warm cache (query vectors cached too), recording index build times, per-query and per-stage
+  latency, queries per second, and ru_maxrss after each variant; then the embedding cache hit rate of
+  a hybrid run and the cost of a second run of it (prefix-candidate cache hit); then bm25s against
+  rank-bm25 (build, query throughput, equal rankings).
+The parent also times the harness's metric computation against ir_measures on one 10,000-query run.
+
+The cross-encoder rerank is scored without its score cache (the real cost of a rerank). With no
+trained model in ./models, the MiniLM bi-encoder weights load as a CrossEncoder with a fresh
+classification head: the same architecture and sequence length, so the same latency, meaningless scores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import hashlib
+import json
+import os
+import platform
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+VARIANTS = ("bm25", "dense", "hybrid", "exp05", "cross_encoder")
+TRAINED_CE = REPO / "models" / "cross-encoder-beam500k"
+# Targets (issue 7), warm cache, this 2-core CPU.
+HYBRID_P95_MS = {1_000: 20.0, 100_000: 100.0}
+RERANK_P95_MS = 200.0
+PEAK_MB_AT_100K = 2048.0
+METRICS = ("P@5", "P@10", "R@10", "nDCG@10", "RR", "AP")
+IR_MEASURES = {"P@5": "P@5", "P@10": "P@10", "R@10": "R@10", "nDCG@10": "nDCG@10", "RR": "RR", "AP": "AP"}
+
+
+# ------------------------------------------------------------------------------------------ helpers
+def percentiles(values: Sequence[float]) -> dict[str, float]:
+    a = np.asarray(values, dtype=float)
+    if not len(a):
+        return {"p50": float("nan"), "p95": float("nan"), "mean": float("nan")}
+    return {"p50": float(np.percentile(a, 50)), "p95": float(np.percentile(a, 95)), "mean": float(a.mean())}
+
+
+def maxrss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+
+
+def machine() -> dict[str, Any]:
+    from importlib.metadata import version
+
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor() or "unknown",
+    )
+    mem_kb = next(
+        int(line.split()[1])
+        for line in Path("/proc/meminfo").read_text().splitlines()
+        if line.startswith("MemTotal")
+    )
+    packages = ("torch", "sentence-transformers", "numpy", "bm25s", "rank-bm25", "ir-measures", "mlflow")
+    return {
+        "date_utc": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "cpu": cpu,
+        "nproc": len(os.sched_getaffinity(0)),
+        "ram_gb": round(mem_kb / 1024**2, 1),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "versions": {p: version(p) for p in packages},
+        "loadavg_start": list(os.getloadavg()),
+    }
+
+
+def _compose(variant: str, work: Path, ce_model: str | None):
+    from hydra import compose, initialize_config_dir
+
+    overrides = [f"variant={variant}", f"cache_dir={work}", "progress=false", "tracking=none"]
+    if variant == "cross_encoder":
+        overrides += [
+            f"stage.cross_encoder.scorer.model={ce_model}",
+            "stage.cross_encoder.scorer.cache_dir=null",
+        ]
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        return compose(config_name="config", overrides=overrides)
+
+
+def _pipeline(variant: str, work: Path, ce_model: str | None):
+    from retrieval.pipeline import Pipeline
+
+    cfg = _compose(variant, work, ce_model)
+    return Pipeline.from_config(list(cfg.variant.stages), cfg.stage, depth=cfg.depth)
+
+
+def _queries(suite, n: int) -> list:
+    """`n` query executions: the suite's questions in order, cycled (distinct ids) when there are fewer."""
+    from dataclasses import replace
+
+    base = list(suite.queries)
+    return [replace(base[i % len(base)], id=f"{base[i % len(base)].id}#{i}") for i in range(n)]
+
+
+def _key(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# ------------------------------------------------------------------------------------------ prepare
+def prepare(path: Path, work: Path, *, embed_limit: int, cold_sample: int, shared_cache: Path) -> dict:
+    """Fill WORK/embeddings with document and query vectors; measure cold embedding throughput."""
+    from experiments.suites.beam import load_beam
+    from retrieval.encoder import SentenceEncoder, _write_npz, load_sentence_transformer
+
+    suite = load_beam(path)
+    texts = list(dict.fromkeys(m.text for m in suite.memories))
+    encoder = SentenceEncoder(cache_dir=str(work / "embeddings"), show_progress=False)
+    t = time.perf_counter()
+    model = load_sentence_transformer(encoder.path, encoder.device)
+    model_load_s = time.perf_counter() - t
+    sample = texts[:cold_sample]
+    t = time.perf_counter()
+    SentenceEncoder(cache_dir=None, show_progress=False).encode(sample, role="document")
+    sample_s = time.perf_counter() - t
+    throughput = len(sample) / sample_s
+
+    store = encoder._store("document", "")  # private on purpose: the benchmark seeds its own cache
+    missing = [x for x in texts if _key(x) not in store]
+    shared = SentenceEncoder(cache_dir=str(shared_cache), show_progress=False)._store("document", "")
+    from_shared = {_key(x): shared[_key(x)] for x in missing if _key(x) in shared}
+    if from_shared:
+        _write_npz(encoder._folder("document", ""), from_shared)
+        store.update(from_shared)
+    missing = [x for x in missing if _key(x) not in store]
+    source = {
+        "already_cached": len(texts) - len(missing) - len(from_shared),
+        "shared_cache": len(from_shared),
+    }
+    full_cold_s = None
+    if missing and len(texts) <= embed_limit:
+        t = time.perf_counter()
+        encoder.encode(missing, role="document")
+        full_cold_s = time.perf_counter() - t
+        source["embedded_now"] = len(missing)
+    elif missing:
+        rng = np.random.default_rng(0)
+        dim = model.get_embedding_dimension()
+        for start in range(0, len(missing), 20_000):
+            chunk = missing[start : start + 20_000]
+            vectors = rng.standard_normal((len(chunk), dim)).astype(np.float32)
+            vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+            _write_npz(encoder._folder("document", ""), dict(zip(map(_key, chunk), vectors, strict=True)))
+        source["seeded"] = len(missing)
+    encoder.encode([q.text for q in suite.queries], role="query")  # real query vectors, now cached
+    return {
+        "distinct_texts": len(texts),
+        "model_load_s": model_load_s,
+        "cold_sample": len(sample),
+        "cold_sample_s": sample_s,
+        "cold_texts_per_s": throughput,
+        "cold_full_embed_s_measured": full_cold_s,
+        "cold_full_embed_s_extrapolated": len(texts) / throughput,
+        "vector_source": source,
+        "prepare_maxrss_mb": maxrss_mb(),
+    }
+
+
+# ------------------------------------------------------------------------------------------ measure
+def _timed_run(pipeline, suite, queries, cache=None) -> tuple[Any, float]:
+    t = time.perf_counter()
+    output = pipeline.run(
+        suite.memories, queries, suite_hash=suite.content_hash if cache else None, cache=cache, progress=False
+    )
+    return output, time.perf_counter() - t
+
+
+def _variant_numbers(output, wall_s: float) -> dict[str, Any]:
+    latency = [r.latency_ms for r in output.ranked]
+    stages: dict[str, list[float]] = {}
+    for r in output.ranked:
+        for stage, ms in r.timings_ms.items():
+            stages.setdefault(stage, []).append(ms)
+    return {
+        "build_ms": dict(output.build_ms),
+        "latency_ms": percentiles(latency),
+        "stage_ms": {s: percentiles(v) for s, v in stages.items()},
+        # From the timed query path only: one-time costs (index build, hashing the model's weights for a
+        # fingerprint on first use) would otherwise swamp a few hundred millisecond-queries.
+        "qps": 1000 / float(np.mean(latency)) if latency else float("nan"),
+        "wall_s": wall_s,
+    }
+
+
+def _bm25_side_by_side(suite, n_queries: int) -> dict[str, Any]:
+    from retrieval.retrievers.bm25 import BM25Retriever
+    from retrieval.types import Corpus
+
+    corpus = Corpus(tuple(suite.memories))
+    queries = list(suite.queries)[:n_queries]
+    out: dict[str, Any] = {"queries": len(queries)}
+    hits = {}
+    for backend in ("bm25s", "rank_bm25"):
+        t = time.perf_counter()
+        index = BM25Retriever(backend=backend, top_n=10).build(corpus)
+        build_s = time.perf_counter() - t
+        t = time.perf_counter()
+        hits[backend] = [index.search(q) for q in queries]
+        search_s = time.perf_counter() - t
+        out[backend] = {"build_s": build_s, "qps": len(queries) / search_s}
+    same = ties = 0
+    for (ia, sa), (ib, sb) in zip(hits["bm25s"], hits["rank_bm25"], strict=True):
+        if np.array_equal(ia, ib):
+            same += 1
+        elif len(sa) == len(sb) and np.allclose(sa * 2.5, sb, rtol=1e-4):  # bm25s omits (k1 + 1)
+            ties += 1  # same scores position by position: the lists differ only among tied documents
+    out.update(
+        identical_top10=same,
+        differ_only_within_ties=ties,
+        differ=len(queries) - same - ties,
+        qps_ratio=out["bm25s"]["qps"] / out["rank_bm25"]["qps"],
+    )
+    return out
+
+
+def measure(
+    path: Path, work: Path, *, n_queries: int, ce_model: str, bm25_queries: int, ce_queries: int
+) -> dict:
+    from experiments.suites.beam import load_beam
+    from retrieval.pipeline import CandidateCache
+    from retrieval.reranker import load_cross_encoder
+
+    t = time.perf_counter()
+    suite = load_beam(path)
+    result: dict[str, Any] = {
+        "load_s": time.perf_counter() - t,
+        "memories": len(suite.memories),
+        "scopes": len({m.scope_key for m in suite.memories}),
+        "distinct_queries": len(suite.queries),
+        "query_executions": n_queries,
+        "variants": {},
+        "maxrss_mb_after": {},
+    }
+    queries = _queries(suite, n_queries)
+    result["maxrss_mb_after"]["load"] = maxrss_mb()
+    for variant in VARIANTS:
+        pipeline = _pipeline(variant, work, ce_model)
+        if variant == "cross_encoder":  # load the model before timing, as a warm process would have it
+            scorer = next(s for s in pipeline.stages if s.name == "cross_encoder").scorer
+            load_cross_encoder(scorer.path, scorer.max_length, scorer.device)
+        # The cross-encoder costs ~0.3 s a query on 2 cores: fewer executions keep the run short.
+        output, wall = _timed_run(
+            pipeline, suite, queries[:ce_queries] if variant == "cross_encoder" else queries
+        )
+        result["variants"][variant] = _variant_numbers(output, wall)
+        result["maxrss_mb_after"][variant] = maxrss_mb()
+        del pipeline, output
+
+    # Embedding cache hit rate, and what a second run of the same suite costs (prefix-candidate cache).
+    candidates = work / "candidates"
+    shutil.rmtree(candidates, ignore_errors=True)
+    runs = []
+    for _ in range(2):
+        pipeline = _pipeline("hybrid", work, ce_model)
+        encoder = next(s for s in pipeline.stages if s.name == "dense").encoder
+        output, wall = _timed_run(pipeline, suite, queries, CandidateCache(candidates))
+        stats = dict(encoder.stats)
+        lookups = stats["hits"] + stats["misses"]
+        runs.append(
+            {
+                "wall_s": wall,
+                "prefix_cache_hit": output.prefix_cache_hit,
+                **stats,
+                "hit_rate": stats["hits"] / lookups if lookups else None,
+            }
+        )
+    result["second_run"] = {"first": runs[0], "second": runs[1]}
+    result["bm25_side_by_side"] = _bm25_side_by_side(suite, bm25_queries)
+    result["maxrss_mb_after"]["bm25_side_by_side"] = maxrss_mb()
+    return result
+
+
+# ------------------------------------------------------------------------------------------ metrics
+def metrics_vs_ir_measures(n_queries: int = 10_000, depth: int = 100, seed: int = 0) -> dict[str, Any]:
+    """One seeded graded run of `n_queries` queries: time and compare experiments.metrics and ir_measures."""
+    import ir_measures
+
+    from experiments.metrics import per_query
+
+    rng = np.random.default_rng(seed)
+    qrels, run, scored = {}, {}, {}
+    for i in range(n_queries):
+        qid = f"q{i}"
+        judged = rng.choice(400, size=int(rng.integers(1, 20)), replace=False)
+        qrels[qid] = {f"d{j}": int(rng.integers(0, 3)) for j in judged}
+        ranked = [f"d{j}" for j in rng.choice(400, size=depth, replace=False)]
+        run[qid] = ranked
+        scored[qid] = {d: float(depth - r) for r, d in enumerate(ranked)}
+    t = time.perf_counter()
+    ours = per_query(qrels, run, list(METRICS))
+    ours_s = time.perf_counter() - t
+    measures = {ir_measures.parse_measure(v): k for k, v in IR_MEASURES.items()}
+    t = time.perf_counter()
+    theirs = list(ir_measures.iter_calc(list(measures), qrels, scored))
+    theirs_s = time.perf_counter() - t
+    max_diff = 0.0
+    for m in theirs:
+        if m.query_id in ours.index:
+            max_diff = max(max_diff, abs(float(ours.at[m.query_id, measures[m.measure]]) - m.value))
+    answerable = {q for q, j in qrels.items() if any(g > 0 for g in j.values())}
+    return {
+        "queries": n_queries,
+        "scored_queries": len(ours),
+        "answerable": len(answerable),
+        "depth": depth,
+        "metrics": list(METRICS),
+        "harness_s": ours_s,
+        "ir_measures_s": theirs_s,
+        "time_ratio_ir_measures_over_harness": theirs_s / ours_s,
+        "max_abs_difference": max_diff,
+        "values_compared": len(theirs),
+    }
+
+
+# ------------------------------------------------------------------------------------------ orchestration
+def synth_folder(work: Path, n_messages: int, seed: int) -> Path:
+    """One beam_synth conversation of `n_messages` (written once, reused by later runs)."""
+    from experiments.suites.beam_synth import MAX_QUESTIONS_PER_ABILITY, generate
+
+    folder = work / "data" / f"synth-{n_messages}-seed{seed}"
+    if not (folder / "1" / "probing_questions" / "probing_questions.json").is_file():
+        tmp = folder.with_name(folder.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        generate(tmp, 1, n_messages, seed, questions_per_ability=MAX_QUESTIONS_PER_ABILITY)
+        shutil.rmtree(folder, ignore_errors=True)
+        os.replace(tmp, folder)
+    return folder / "1"
+
+
+def _child(phase: str, args: argparse.Namespace, path: Path, work: Path) -> dict:
+    """Run one phase for one suite in a fresh process (its own peak memory); return its JSON."""
+    out = work / f"{phase}.json"
+    command = [
+        sys.executable,
+        "-m",
+        "experiments.benchmark",
+        "--phase",
+        phase,
+        "--path",
+        str(path),
+        "--work",
+        str(work),
+        "--result",
+        str(out),
+        "--queries",
+        str(args.queries),
+        "--embed-limit",
+        str(args.embed_limit),
+        "--cold-sample",
+        str(args.cold_sample),
+        "--bm25-queries",
+        str(args.bm25_queries),
+        "--ce-queries",
+        str(args.ce_queries),
+        "--shared-cache",
+        str(args.shared_cache),
+        "--ce-model",
+        str(args.ce_model),
+    ]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    subprocess.run(command, check=True, cwd=REPO, env=env)
+    return json.loads(out.read_text())
+
+
+def cross_encoder_model(work: Path) -> tuple[str, str]:
+    """The trained reranker if there is one, else MiniLM weights as an (untrained-head) CrossEncoder."""
+    if TRAINED_CE.is_dir():
+        return str(TRAINED_CE), "trained (models/cross-encoder-beam500k)"
+    folder = work / "ce-minilm-untrained-head"
+    if not (folder / "config.json").is_file():
+        from sentence_transformers import CrossEncoder
+
+        from retrieval.encoder import MINILM, resolve_model_path
+
+        CrossEncoder(resolve_model_path(MINILM), num_labels=1, max_length=128).save(str(folder))
+    return str(folder), "MiniLM-L6 weights with an untrained head (same architecture: same latency)"
+
+
+def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
+    work = Path(args.work).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    results: dict[str, Any] = {
+        "machine": machine(),
+        "suites": {},
+        "command": " ".join(["python -m experiments.benchmark", *sys.argv[1:]]),
+    }
+    args.ce_model, results["cross_encoder_model"] = cross_encoder_model(work)
+    suites = [(f"synth {n:,}", synth_folder(work, n, args.seed), n) for n in args.sizes]
+    if args.beam500k:
+        suites.append(("BEAM 500K", Path(args.beam500k).resolve(), None))
+    for label, path, _ in suites:
+        print(f"benchmark: {label} ({path})", flush=True)
+        suite_work = work / label.replace(" ", "-").replace(",", "")
+        entry = {"path": str(path), "prepare": _child("prepare", args, path, suite_work)}
+        entry["measure"] = _child("measure", args, path, suite_work)
+        results["suites"][label] = entry
+    print("benchmark: metrics vs ir_measures", flush=True)
+    results["metrics_vs_ir_measures"] = metrics_vs_ir_measures(args.metric_queries)
+    results["machine"]["loadavg_end"] = list(os.getloadavg())
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--sizes",
+        type=int,
+        nargs="+",
+        default=[1_000, 10_000, 100_000],
+        help="beam_synth conversation sizes (messages, one scope each)",
+    )
+    parser.add_argument(
+        "--beam500k", default=str(REPO.parent / "shared" / "beam" / "500K"), help="BEAM 500K tier folder"
+    )
+    parser.add_argument("--no-beam500k", dest="beam500k", action="store_const", const=None)
+    parser.add_argument("--queries", type=int, default=200, help="query executions per variant")
+    parser.add_argument("--ce-queries", type=int, default=30, help="query executions for cross_encoder")
+    parser.add_argument("--bm25-queries", type=int, default=50, help="queries for bm25s vs rank-bm25")
+    parser.add_argument("--metric-queries", type=int, default=10_000)
+    parser.add_argument(
+        "--embed-limit",
+        type=int,
+        default=2_000,
+        help="embed for real up to this many distinct texts; seed vectors above it",
+    )
+    parser.add_argument("--cold-sample", type=int, default=500, help="texts embedded cold, no cache")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--work", default=str(REPO / ".memeval_cache" / "benchmark"))
+    parser.add_argument("--shared-cache", default=str(REPO / ".memeval_cache" / "embeddings"))
+    parser.add_argument("--out", default=str(REPO / "reports" / "benchmarks"))
+    parser.add_argument("--note", default="", help="free text for the report (e.g. other load on the box)")
+    # internal: one phase for one suite, in a child process
+    parser.add_argument("--phase", choices=["prepare", "measure"], help=argparse.SUPPRESS)
+    parser.add_argument("--path", help=argparse.SUPPRESS)
+    parser.add_argument("--result", help=argparse.SUPPRESS)
+    parser.add_argument("--ce-model", default="", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.phase:
+        work, path = Path(args.work), Path(args.path)
+        work.mkdir(parents=True, exist_ok=True)
+        if args.phase == "prepare":
+            out = prepare(
+                path,
+                work,
+                embed_limit=args.embed_limit,
+                cold_sample=args.cold_sample,
+                shared_cache=Path(args.shared_cache),
+            )
+        else:
+            out = measure(
+                path,
+                work,
+                n_queries=args.queries,
+                ce_model=args.ce_model,
+                bm25_queries=args.bm25_queries,
+                ce_queries=args.ce_queries,
+            )
+        Path(args.result).write_text(json.dumps(out, indent=2))
+        return 0
+    from experiments.benchmark_report import write_report
+
+    results = run_benchmark(args)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(results, indent=2))
+    write_report(results, out / "README.md", note=args.note)
+    print(f"benchmark: wrote {out / 'README.md'} and {out / 'results.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
