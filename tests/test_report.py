@@ -6,6 +6,7 @@ the table and every plot as an embedded PNG.
 from __future__ import annotations
 
 import base64
+import json
 import shutil
 from dataclasses import replace
 from html.parser import HTMLParser
@@ -26,8 +27,10 @@ TOPICS = [
     "python formatter black line length", "postgres connection pool size", "kubernetes pod memory limit",
     "react component state hooks", "rust borrow checker lifetimes", "docker image layer caching",
     "git rebase interactive squash", "redis cache eviction policy", "terraform state locking backend",
+    "pytest fixture scope session", "nginx reverse proxy timeout", "graphql schema resolver batching",
 ]  # fmt: skip
-K1_VALUES = ("0.3", "1.2", "3.0")
+K1_VALUES = ("0.3", "1.2", "3.0")  # a sweep: children of one MLflow parent run
+SOLO_K1 = "1.5"  # a run of the same experiment outside the sweep
 
 
 def report_suite() -> Suite:
@@ -88,21 +91,28 @@ def runs(tmp_path_factory) -> dict:
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(tmp)  # MLflow puts artifacts under ./mlruns of the working directory
         mp.delenv("MLFLOW_TRACKING_URI", raising=False)
-        dirs = [
-            run(
-                suite_dir,
-                tmp / "runs" / f"k1_{k1}",
-                [
-                    "variant=bm25",
-                    f"stage.bm25.k1={k1}",
-                    "tracking=mlflow",
-                    f"tracking.tracker.uri={uri}",
-                    "tracking.tracker.experiment=report-test",
-                ],
-            )  # fmt: skip
-            for k1 in K1_VALUES
+        import mlflow
+
+        client = mlflow.MlflowClient(uri)
+        parent = client.create_run(client.create_experiment("report-test"), run_name="sweep").info.run_id
+        tracking = [
+            "tracking=mlflow",
+            f"tracking.tracker.uri={uri}",
+            "tracking.tracker.experiment=report-test",
         ]
-    return {"tmp": tmp, "uri": uri, "dirs": dirs, "suite_dir": suite_dir}
+        child = f"+tracking.tracker.parent_run_id={parent}"
+        dirs = [
+            run(suite_dir, tmp / "runs" / f"k1_{k1}",
+                ["variant=bm25", f"stage.bm25.k1={k1}", *tracking, child])
+            for k1 in K1_VALUES
+        ]  # fmt: skip
+        run(
+            suite_dir, tmp / "solo" / f"k1_{SOLO_K1}", ["variant=bm25", f"stage.bm25.k1={SOLO_K1}", *tracking]
+        )
+    sweep_dir = tmp / "multirun"
+    sweep_dir.mkdir()
+    (sweep_dir / "mlflow_parent.json").write_text(json.dumps({"uri": uri, "parent_run_id": parent}))
+    return {"tmp": tmp, "uri": uri, "dirs": dirs, "suite_dir": suite_dir, "sweep_dir": sweep_dir}
 
 
 class _Html(HTMLParser):
@@ -136,14 +146,16 @@ def test_report_from_mlflow_experiment_has_table_curves_heatmap_and_embedded_plo
     folder = out_root / "k1"
     markdown = (folder / "report.md").read_text()
     assert markdown.index("make the runs") < markdown.index("## Variants × metrics")
-    for k1 in K1_VALUES:
+    for k1 in (*K1_VALUES, SOLO_K1):
         assert f"bm25[bm25.k1={k1}]" in markdown
     assert "Holm correction" in markdown and "randomization" in markdown
     assert "The runs vary `stage.bm25.k1`" in markdown
     table = markdown.split("## Variants × metrics")[1].split("\n\n")[1].splitlines()
     rr_cells = [line.strip("|").split("|")[2].strip() for line in table[2:]]
     assert rr_cells[0].startswith("**") and not rr_cells[0].endswith("‡")
-    assert rr_cells[2].endswith("‡") and not rr_cells[2].startswith("**")  # k1=3 ranks the distractors first
+    assert rr_cells[-1].endswith("‡") and not rr_cells[-1].startswith(
+        "**"
+    )  # k1=3 ranks the distractors first
     parser = _Html()
     parser.feed((folder / "index.html").read_text())
     pngs = [
@@ -163,7 +175,7 @@ def test_report_from_mlflow_experiment_has_table_curves_heatmap_and_embedded_plo
     provenance = [
         line for line in markdown.split("## Provenance")[1].splitlines() if line.startswith("| bm25")
     ]
-    assert len(provenance) == 3 and all("mlflow:" in line for line in provenance)
+    assert len(provenance) == 4 and all("mlflow:" in line for line in provenance)
     assert not any("not recorded" in line for line in provenance)  # suite hash, commit: MLflow run tags
 
 
@@ -243,3 +255,22 @@ def test_a_rerun_on_the_same_commit_replaces_its_earlier_copy_and_the_report_say
     )
     kept = build_report([original, *others, rerun], out / "k", title="k", metrics=["RR"], keep_repeats=True)
     assert len(kept.runs) == 4
+
+
+def test_a_sweep_folder_selects_the_children_of_its_mlflow_parent_run_only(runs, monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    out_root = runs["tmp"] / "reports_sweep"
+    argv = [
+        "--name",
+        "s",
+        "--out-root",
+        str(out_root),
+        "--sweep-dir",
+        str(runs["sweep_dir"]),
+        "--metrics",
+        "RR",
+    ]
+    assert main(argv) == 0
+    markdown = (out_root / "s" / "report.md").read_text()
+    assert all(f"bm25[bm25.k1={k1}]" in markdown for k1 in K1_VALUES)
+    assert f"k1={SOLO_K1}" not in markdown and "MLflow: parent run" in markdown

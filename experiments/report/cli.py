@@ -2,6 +2,7 @@
 
     memeval-report --name exp05_sweep --experiment exp05 --tag suite=beam
     memeval-report --name sweep --parent 1f2e...      # the children of one multirun parent run
+    memeval-report --name sweep --sweep-dir multirun/exp05_sweep   # the same, found from the sweep folder
     memeval-report --name local --run-dir outputs/beam/hybrid/... --run-dir outputs/beam/bm25/...
 
 `--command` (repeatable) records how the runs were produced; the report command itself is added.
@@ -29,6 +30,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     source.add_argument("--experiment", help="MLflow experiment name")
     source.add_argument("--parent", help="MLflow parent run id: its child runs")
     source.add_argument(
+        "--sweep-dir", type=Path, help="a Hydra multirun folder: its MLflow parent's children"
+    )
+    source.add_argument(
         "--tag", action="append", default=[], metavar="KEY=VALUE", help="MLflow run tag filter"
     )
     source.add_argument("--tracking-uri", help="MLflow store (default MLFLOW_TRACKING_URI, else ./mlflow.db)")
@@ -55,6 +59,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     tags = dict(t.split("=", 1) for t in args.tag if "=" in t)
     try:
+        if args.sweep_dir:
+            from experiments.sweep_tracking import PARENT_FILE, read_parent
+
+            parent = read_parent(args.sweep_dir)
+            if not parent:
+                raise RunError(f"{args.sweep_dir} has no {PARENT_FILE}: not a multirun logged to MLflow")
+            args.parent, args.tracking_uri = parent["parent_run_id"], args.tracking_uri or parent["uri"]
         if args.run_dir:
             runs = [load_run_dir(p) for p in find_run_dirs(args.run_dir)]
             source = "run directories"
