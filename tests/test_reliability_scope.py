@@ -1,0 +1,95 @@
+"""Scope isolation under every variant: a query never gets a memory of another scope (scope_leaks == 0).
+
+Runs every variant in conf/variant/ (new ones are picked up automatically) through the runner
+(`experiments.run.run_experiment`, the CLI's code path minus Hydra's main) and reads `scope_leaks`
+from the metrics.json it writes. Fast: the tiny two-scope suite whose scopes hold the same texts, so
+any cross-scope result is a leak. Slow: every multi-scope suite config (generated tiers, replayed
+access counts via the decay variant, spark25, a two-conversation beam_synth suite, real BEAM 100K).
+The cross-encoder variant runs with the MiniLM weights as an untrained CrossEncoder (no trained
+model ships; its scores do not matter for isolation).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from experiments.run import run_experiment
+from experiments.suites.beam_synth import generate
+from experiments.suites.jsonl import save_suite
+from tests.support import BEAM_DIR, CACHE_DIR, REPO, tiny_suite
+
+VARIANTS = sorted(p.stem for p in (REPO / "conf" / "variant").glob("*.yaml"))
+
+
+@pytest.fixture(scope="module")
+def cross_encoder_dir(tmp_path_factory) -> Path:
+    from sentence_transformers import CrossEncoder
+
+    from retrieval.encoder import MINILM, resolve_model_path
+
+    folder = tmp_path_factory.mktemp("ce") / "minilm-untrained-head"
+    CrossEncoder(resolve_model_path(MINILM), num_labels=1, max_length=128).save(str(folder))
+    return folder
+
+
+def run_variant(variant: str, suite_overrides: list[str], tmp: Path, ce_dir: Path) -> dict:
+    overrides = [
+        f"variant={variant}",
+        *suite_overrides,
+        "tracking=none",
+        "progress=false",
+        f"cache_dir={tmp / 'cache'}",
+        f"encoder.cache_dir={CACHE_DIR / 'embeddings'}",  # shared embeddings: no re-encoding per test
+    ]
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides)
+        if "cross_encoder" in cfg.stage:
+            cfg = compose(
+                config_name="config", overrides=[*overrides, f"stage.cross_encoder.scorer.model={ce_dir}"]
+            )
+    run_dir = tmp / "runs" / variant
+    run_experiment(cfg, run_dir)
+    return json.loads((run_dir / "metrics.json").read_text())
+
+
+def test_every_variant_config_is_covered():
+    assert {"bm25", "dense", "hybrid", "exp05", "cross_encoder", "tiering", "decay"} <= set(VARIANTS)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_no_variant_returns_a_memory_of_another_scope_on_the_tiny_suite(variant, tmp_path, cross_encoder_dir):
+    suite = save_suite(tiny_suite(), tmp_path / "tiny")
+    metrics = run_variant(variant, ["suite=jsonl", f"suite.path={suite}"], tmp_path, cross_encoder_dir)
+    assert metrics["suite"]["scopes"] == 2 and metrics["n_queries"] == 4
+    assert metrics["scope_leaks"] == 0
+
+
+@pytest.fixture(scope="module")
+def synth_two_conversations(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("synth")
+    generate(out, n_conversations=2, messages_per_conversation=300, seed=1)
+    return out
+
+
+SUITES = {
+    "tiered_synth": lambda synth: ["suite=tiered_synth", "suite.observations=200", "suite.scopes=3"],
+    "spark25": lambda synth: ["suite=spark25", f"suite.path={REPO / 'datasets' / 'spark25'}"],
+    "beam_synth": lambda synth: ["suite=beam", f"suite.path={synth}"],
+    "beam100k": lambda synth: ["suite=beam", f"suite.path={BEAM_DIR / '100K'}"],
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("suite", SUITES)
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_no_variant_leaks_across_scopes_on_any_multi_scope_suite(
+    suite, variant, tmp_path, cross_encoder_dir, synth_two_conversations
+):
+    metrics = run_variant(variant, SUITES[suite](synth_two_conversations), tmp_path, cross_encoder_dir)
+    if suite != "spark25":
+        assert metrics["suite"]["scopes"] >= 2
+    assert metrics["scope_leaks"] == 0
