@@ -34,12 +34,13 @@ REPO = Path(__file__).resolve().parents[1]
 METRICS = ["P@5", "R@10", "nDCG@10", "RR"]
 SUITES = {"beam": "suite=beam", "spark25": "suite=spark25", "tiered_synth": "suite=tiered_synth"}
 # variant -> rows: (row name, overrides). The first row is the baseline every other is tested against.
-ROWS: dict[str, list[tuple[str, list[str]]]] = {
+ROWS: dict[str, list[tuple[str, list[str]] | tuple[str, list[str], set[str]]]] = {
     "tag_inference": [
         ("hybrid", ["variant=hybrid"]),
         ("tag_inference", ["variant=tag_inference"]),
         ("tag_inference, fallback none", ["variant=tag_inference", "stage.tag_boost.fallback=none"]),
         ("tag_inference, suite tags only", ["variant=tag_inference", "stage.keyword_tags.enabled=false"]),
+        ("tag_inference_topics", ["variant=tag_inference_topics", "+suite.topics=true"], {"beam"}),
     ],
     "decay": [
         ("hybrid", ["variant=hybrid"]),
@@ -112,7 +113,7 @@ class Runner:
     def __init__(self, cache_dir: str | None):
         self._suites: dict[str, object] = {}
         self._runs: dict[tuple[str, ...], Evaluation] = {}
-        self.cache = CandidateCache(Path(cache_dir) / "candidates") if cache_dir else None
+        self.cache = CandidateCache(Path(cache_dir)) if cache_dir else None
 
     def config(self, overrides: Sequence[str]):
         with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
@@ -144,13 +145,17 @@ def _fmt(value: float | None, digits: int = 3) -> str:
     return "–" if value is None or (isinstance(value, float) and np.isnan(value)) else f"{value:.{digits}f}"
 
 
+def rows_for(variant: str, suite: str) -> list[tuple[str, list[str]]]:
+    return [(r[0], r[1]) for r in ROWS[variant] if len(r) == 2 or suite in r[2]]
+
+
 def overall_table(runs: dict[str, Evaluation], stages: Sequence[str]) -> str:
     names = list(runs)
     frames = {n: e.per_query[~e.per_query["abstention"]] for n, e in runs.items()}
     stats = compare({n: f["nDCG@10"] for n, f in frames.items()}, names[0], seed=0)
     p_holm = holm(stats["p_value"].to_numpy()[1:]) if len(names) > 1 else []
     header = ["row", *METRICS, "Δ nDCG@10", "p (Holm)", "W/T/L", "latency p50 ms", "p95 ms"]
-    header += [f"{s} ms p50" for s in stages]
+    header += [f"{s} ms p50" for s in stages] + ["ingest ms (once)"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for i, name in enumerate(names):
         e, row = runs[name], stats.loc[name] if name in stats.index else stats.iloc[i]
@@ -170,6 +175,7 @@ def overall_table(runs: dict[str, Evaluation], stages: Sequence[str]) -> str:
         for s in stages:
             col = f"ms.{s}"
             cells.append(_fmt(float(e.per_query[col].median()), 2) if col in e.per_query else "–")
+        cells.append(_fmt(e.metrics.get("build_ms", {}).get("ingest"), 0))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -271,14 +277,20 @@ def report(runner: Runner, variant: str, suites: Sequence[str], command: str, re
         "",
         "Each row re-runs as `python -m experiments.run <suite> <overrides> tracking=none`; rows:",
         "",
-        *[f"- {name}: `{' '.join(ov)}`" for name, ov in ROWS[variant]],
+        *[
+            f"- {row[0]}: `{' '.join(row[1])}`"
+            + (f" ({', '.join(sorted(row[2]))} only)" if len(row) > 2 else "")
+            for row in ROWS[variant]
+        ],
         "",
         "Δ nDCG@10, p and W/T/L are paired per query against the first row (sign-flip randomization test, "
-        "Holm across the rows of a suite). Latency is per query (channels + fusion + rank stages; with a "
-        "warm prefix cache the channel time is the cached first run's), on a shared 2-core machine.",
+        "Holm across the rows of a suite). Latency is per query (channels + fusion + rank stages, query "
+        "embeddings from the disk cache, no candidate cache), on a shared 2-core machine: indicative only.",
     ]
     for suite_name in suites:
-        runs = {name: runner.evaluate([SUITES[suite_name], *ov]) for name, ov in ROWS[variant]}
+        runs = {
+            name: runner.evaluate([SUITES[suite_name], *ov]) for name, ov in rows_for(variant, suite_name)
+        }
         first = next(iter(runs.values()))
         label = "ability" if "ability" in first.metrics["by_label"] else "category"
         summary = first.metrics.get("suite", {})
@@ -307,12 +319,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--suites", nargs="+", default=list(SUITES), choices=list(SUITES))
     parser.add_argument("--out", default="reports/stages")
     parser.add_argument("--repeats", type=int, default=5, help="repeats of the tier cost benchmark")
-    parser.add_argument("--cache-dir", default=".memeval_cache")
+    parser.add_argument(
+        "--candidate-cache", default=None, help="folder of a candidate cache (faster; latency then stale)"
+    )
     args = parser.parse_args(argv)
     command = "python -m experiments.stage_reports " + " ".join(
         [f"--variants {' '.join(args.variants)}", f"--suites {' '.join(args.suites)}"]
     )
-    runner = Runner(args.cache_dir)
+    runner = Runner(args.candidate_cache)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     for variant in args.variants:

@@ -122,10 +122,23 @@ def _messages(chat: Any, chat_path: Path) -> Iterable[tuple[int, str | None, dic
                 yield batch.get("batch_number", b + 1), batch.get("time_anchor"), message
 
 
-def load_conversation(folder: Path, conversation: str) -> tuple[list[Memory], list[Query], dict, list[str]]:
+def read_topic(folder: Path) -> dict[str, Any]:
+    """The conversation's `topic.json` (category, title, theme, subtopics), JSON-plain for the hash."""
+    topic = _read_json(folder / "topic.json")
+    if not isinstance(topic, dict):
+        raise SuiteError([Problem(str(folder / "topic.json"), None, None, "must be an object")])
+    keep = {k: topic[k] for k in ("category", "title", "theme") if isinstance(topic.get(k), str)}
+    keep["subtopics"] = [str(t) for t in topic.get("subtopics") or ()]
+    return keep
+
+
+def load_conversation(
+    folder: Path, conversation: str, *, topics: bool = False
+) -> tuple[list[Memory], list[Query], dict, list[str]]:
     chat_path = folder / "chat.json"
     scope = MappingProxyType({"conversation": conversation})
     memories, known, anchor = [], set(), None
+    topic = {"topic": read_topic(folder)} if topics else {}
     for batch_number, batch_anchor, msg in _messages(_read_json(chat_path), chat_path):
         for name in ("id", "content", "role"):
             if not isinstance(msg, dict) or name not in msg:
@@ -145,7 +158,7 @@ def load_conversation(folder: Path, conversation: str) -> tuple[list[Memory], li
                 role=msg["role"],
                 created_at=parse_time_anchor(anchor),
                 metadata=MappingProxyType(
-                    {"time_anchor": anchor, "batch": batch_number, "position": msg["id"]}
+                    {"time_anchor": anchor, "batch": batch_number, "position": msg["id"], **topic}
                 ),
             )
         )
@@ -204,12 +217,18 @@ def load_conversation(folder: Path, conversation: str) -> tuple[list[Memory], li
     return memories, queries, qrels, notes
 
 
-def load_beam(path: str | Path | Sequence[str | Path], *, name: str = "beam", k: int = 10) -> Suite:
-    """Load BEAM conversations (a tier folder such as `../shared/beam/100K`, or a list of folders)."""
+def load_beam(
+    path: str | Path | Sequence[str | Path], *, name: str = "beam", k: int = 10, topics: bool = False
+) -> Suite:
+    """Load BEAM conversations (a tier folder such as `../shared/beam/100K`, or a list of folders).
+
+    `topics=True` adds each conversation's topic.json to its messages as `metadata.topic` (for the
+    topic_tags stage); off by default, so the default suite and its content hash are unchanged.
+    """
     memories, queries, qrels, notes = [], [], {}, []
     for folder in conversation_dirs(path):
         conversation = f"{folder.parent.name}/{folder.name}"
-        m, q, r, n = load_conversation(folder, conversation)
+        m, q, r, n = load_conversation(folder, conversation, topics=topics)
         memories += m
         queries += q
         qrels.update(r)
