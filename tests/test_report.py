@@ -274,3 +274,19 @@ def test_a_sweep_folder_selects_the_children_of_its_mlflow_parent_run_only(runs,
     markdown = (out_root / "s" / "report.md").read_text()
     assert all(f"bm25[bm25.k1={k1}]" in markdown for k1 in K1_VALUES)
     assert f"k1={SOLO_K1}" not in markdown and "MLflow: parent run" in markdown
+
+
+def test_per_category_cells_are_tested_against_the_baseline_with_holm_across_cells(runs):
+    from experiments.report.analysis import build_comparison, by_label
+
+    comp = build_comparison([load_run_dir(d) for d in runs["dirs"]], metrics=["RR"])
+    cells = by_label(comp, "RR")
+    assert sorted(cells["label"].unique()) == ["code", "data", "ops"] and set(cells["n"]) == {4}
+    tested = cells[cells["run"] != comp.baseline]
+    assert len(tested) == 6 and (tested["p_holm"] >= tested["p_value"]).all()
+    assert cells.loc[cells["run"] == comp.baseline, "delta"].eq(0).all()
+    worst = tested.loc[tested["delta"].idxmin()]
+    frame = pd.read_csv(runs["dirs"][2] / "per_query.csv", index_col="query_id")
+    base = pd.read_csv(runs["dirs"][0] / "per_query.csv", index_col="query_id")
+    in_label = frame["label.category"] == worst["label"]
+    assert worst["delta"] == pytest.approx(frame.loc[in_label, "RR"].mean() - base.loc[in_label, "RR"].mean())

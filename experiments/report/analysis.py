@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from experiments.runs import RunError, RunRecord
-from experiments.statistics import bootstrap_ci, compare, holm
+from experiments.statistics import bootstrap_ci, compare, holm, paired_randomization_test
 
 # Params that say where or how a run was executed, not what was measured.
 _IGNORED_PARAM_PREFIXES = (
@@ -200,8 +200,9 @@ def significance(
     return table
 
 
-def by_label(comp: Comparison, metric: str, *, seed: int = 0) -> pd.DataFrame:
-    """Mean, CI and delta vs the baseline of `metric` per label value per run (long format)."""
+def by_label(comp: Comparison, metric: str, *, alpha: float = 0.05, seed: int = 0) -> pd.DataFrame:
+    """Mean, CI and delta vs the baseline of `metric` per label value per run (long format), with a
+    paired randomization test per cell and Holm across every (label, run) cell of the table."""
     frame = comp.values[metric]
     if comp.label_column is None:
         groups = {"all": frame.index}
@@ -212,11 +213,19 @@ def by_label(comp: Comparison, metric: str, *, seed: int = 0) -> pd.DataFrame:
     for value, index in sorted(groups.items()):
         part = frame.loc[index]
         for lab in comp.labels:
-            low, high = bootstrap_ci(part[lab].to_numpy(), seed=seed, n_resamples=2000)
+            low, high = bootstrap_ci(part[lab].to_numpy(), seed=seed)
             delta = float(part[lab].mean() - part[comp.baseline].mean())
+            values, base = part[lab].to_numpy(), part[comp.baseline].to_numpy()
+            p_value = np.nan if lab == comp.baseline else paired_randomization_test(values, base, seed=seed)
             rows.append(dict(label=value, run=lab, n=len(part), mean=float(part[lab].mean()),
-                             ci_low=low, ci_high=high, delta=delta))  # fmt: skip
-    return pd.DataFrame(rows)
+                             ci_low=low, ci_high=high, delta=delta, p_value=p_value))  # fmt: skip
+    table = pd.DataFrame(rows)
+    tested = table["run"] != comp.baseline
+    table["p_holm"] = np.nan
+    if tested.any():
+        table.loc[tested, "p_holm"] = holm(table.loc[tested, "p_value"].to_numpy())
+    table["significant"] = tested & (table["p_holm"] < alpha)
+    return table
 
 
 def biggest_changes(comp: Comparison, metric: str, run: str, n: int = 10) -> pd.DataFrame:

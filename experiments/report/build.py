@@ -56,7 +56,7 @@ def build_report(
     if primary not in comp.metrics:
         raise ValueError(f"primary metric {primary!r} is not among the report's metrics {comp.metrics}")
     sig = analysis.significance(comp, test=test, alpha=alpha, seed=seed)
-    per_label = analysis.by_label(comp, primary, seed=seed)
+    per_label = analysis.by_label(comp, primary, alpha=alpha, seed=seed)
     label_name = (comp.label_column or "label").removeprefix("label.")
     base_run = comp.run_by_label[comp.baseline]
     n = len(comp.values[primary])
@@ -125,10 +125,15 @@ def build_report(
             Heading(f"{primary} per {label_name}: difference from the baseline"),
             Image("heatmap.png", plots.delta_heatmap(comp, per_label, primary), f"delta {primary}"),
         ]
-    means = per_label.pivot(index="run", columns="label", values="mean").loc[list(comp.labels)]
-    counts = per_label.drop_duplicates("label").set_index("label")["n"]
-    means.columns = [f"{c} (n={counts[c]})" for c in means.columns]
-    blocks += [Paragraph(f"Mean {primary} per {label_name}:"), Table(means.map(_f), "run")]
+    blocks += [Paragraph(f"Mean {primary} per {label_name}:"), Table(_label_table(comp, per_label), "run")]
+    tested = int((per_label["run"] != comp.baseline).sum())
+    blocks.append(
+        Paragraph(
+            f"† / ‡ (and * in the heat map): significantly better / worse than the baseline in that "
+            f"{label_name}, by the paired randomization test on its queries, Holm across all {tested} "
+            f"({label_name}, run) cells; α = {alpha}. Few queries per {label_name}: only large changes show."
+        )
+    )
 
     blocks += _wins_losses(comp, sig, primary)
     blocks += [
@@ -159,6 +164,19 @@ def _means_table(comp: analysis.Comparison, sig: pd.DataFrame) -> pd.DataFrame:
                 text += "†" if row["delta"] > 0 else "‡"
             cells.append(text)
         table[metric] = cells
+    return table
+
+
+def _label_table(comp: analysis.Comparison, per_label: pd.DataFrame) -> pd.DataFrame:
+    cells = per_label.assign(
+        text=[
+            _f(r.mean) + ("" if not r.significant else "†" if r.delta > 0 else "‡")
+            for r in per_label.itertuples()
+        ]
+    )
+    table = cells.pivot(index="run", columns="label", values="text").loc[list(comp.labels)]
+    counts = per_label.drop_duplicates("label").set_index("label")["n"]
+    table.columns = [f"{c} (n={counts[c]})" for c in table.columns]
     return table
 
 

@@ -76,8 +76,9 @@ def label_curves(comp: Comparison, per_label: pd.DataFrame, metric: str) -> byte
 def delta_heatmap(comp: Comparison, per_label: pd.DataFrame, metric: str) -> bytes:
     """Delta of `metric` vs the baseline, label values x runs, diverging colours centred on 0."""
     table = per_label.pivot(index="label", columns="run", values="delta")
+    marks = per_label.pivot(index="label", columns="run", values="significant")
     runs = [lab for lab in comp.labels if lab != comp.baseline]
-    table = table[runs]
+    table, marks = table[runs], marks[runs].astype(bool)
     overall = comp.values[metric]
     table.loc["(overall)"] = [float((overall[r] - overall[comp.baseline]).mean()) for r in runs]
     limit = max(float(np.nanmax(np.abs(table.to_numpy()))), 1e-9)
@@ -87,11 +88,12 @@ def delta_heatmap(comp: Comparison, per_label: pd.DataFrame, metric: str) -> byt
     ax.set_xticks(range(len(runs)), [_short_label(r) for r in runs], rotation=60, ha="right", fontsize=7)
     ax.set_yticks(range(len(table)), table.index, fontsize=8)
     if table.size <= 300:
+        significant = np.vstack([marks.to_numpy(), np.zeros((1, len(runs)), bool)])  # overall: see the table
         for (i, j), value in np.ndenumerate(table.to_numpy()):
-            ax.text(j, i, f"{value:+.2f}", ha="center", va="center", fontsize=6,
-                    color="white" if abs(value) > 0.6 * limit else "black")  # fmt: skip
+            ax.text(j, i, f"{value:+.2f}" + ("*" if significant[i, j] else ""), ha="center", va="center",
+                    fontsize=6, color="white" if abs(value) > 0.6 * limit else "black")  # fmt: skip
     fig.colorbar(image, ax=ax, label=f"Δ {metric} vs {comp.baseline}")
-    ax.set_title(f"Δ {metric} vs baseline {comp.baseline}")
+    ax.set_title(f"Δ {metric} vs baseline {comp.baseline}  (* significant, Holm over all cells)")
     return _png(fig)
 
 
