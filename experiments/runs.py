@@ -9,6 +9,7 @@ directories and from a team's MLflow store alike.
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -22,6 +23,12 @@ from experiments.metrics import parse_metric
 from experiments.tracking import flatten, resolve_uri
 
 PROVENANCE_TAGS = ("suite_hash", "model_revisions", "git_commit", "memeval_version")
+# Per-query columns scored like metrics but where less is better (experiments/noise.py).
+LOWER_IS_BETTER = re.compile(r"noise@[1-9][0-9]*")
+
+
+def higher_is_better(metric: str) -> bool:
+    return not LOWER_IS_BETTER.fullmatch(metric)
 
 
 class RunError(ValueError):
@@ -62,6 +69,8 @@ class RunRecord:
 
 
 def _is_metric(name: str) -> bool:
+    if LOWER_IS_BETTER.fullmatch(name):
+        return True
     try:
         parse_metric(name)
     except ValueError:

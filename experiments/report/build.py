@@ -15,7 +15,7 @@ import pandas as pd
 
 from experiments.report import analysis, plots
 from experiments.report.render import Block, Code, Heading, Image, Paragraph, Table, write
-from experiments.runs import RunRecord
+from experiments.runs import RunRecord, higher_is_better
 
 TEST_NAMES = {
     "randomization": "paired two-sided sign-flip randomization test (exact when at most 20 queries differ, "
@@ -88,7 +88,8 @@ def build_report(
     blocks.append(
         Paragraph(
             f"Mean over the {n} answerable queries (abstention queries have no relevant memory and are "
-            f"reported apart by `experiments.run`). **Bold**: best per metric. † significantly better, "
+            f"reported apart by `experiments.run`). **Bold**: best per metric (lowest for noise). "
+            f"† significantly better, "
             f"‡ significantly worse than the baseline **{comp.baseline}**: {TEST_NAMES[test]} on per-query "
             f"values, seed {seed}; Holm correction across all {sig.attrs['comparisons']} comparisons "
             f"(runs × metrics) in this report; α = {alpha}."
@@ -125,7 +126,10 @@ def build_report(
             Heading(f"{primary} per {label_name}: difference from the baseline"),
             Image("heatmap.png", plots.delta_heatmap(comp, per_label, primary), f"delta {primary}"),
         ]
-    blocks += [Paragraph(f"Mean {primary} per {label_name}:"), Table(_label_table(comp, per_label), "run")]
+    blocks += [
+        Paragraph(f"Mean {primary} per {label_name}:"),
+        Table(_label_table(comp, per_label, primary), "run"),
+    ]
     tested = int((per_label["run"] != comp.baseline).sum())
     blocks.append(
         Paragraph(
@@ -155,22 +159,24 @@ def _means_table(comp: analysis.Comparison, sig: pd.DataFrame) -> pd.DataFrame:
     table = pd.DataFrame(index=list(comp.labels))
     for metric in comp.metrics:
         part = sig[sig["metric"] == metric].set_index("run").loc[list(comp.labels)]
-        best = part["mean"].max()
+        higher = higher_is_better(metric)
+        best = part["mean"].max() if higher else part["mean"].min()
         cells = []
         for _, row in part.iterrows():
             text = _f(row["mean"])
             text = f"**{text}**" if np.isclose(row["mean"], best, rtol=0, atol=1e-12) else text
             if row["significant"]:
-                text += "†" if row["delta"] > 0 else "‡"
+                text += "†" if (row["delta"] > 0) == higher else "‡"
             cells.append(text)
         table[metric] = cells
     return table
 
 
-def _label_table(comp: analysis.Comparison, per_label: pd.DataFrame) -> pd.DataFrame:
+def _label_table(comp: analysis.Comparison, per_label: pd.DataFrame, primary: str) -> pd.DataFrame:
+    higher = higher_is_better(primary)
     cells = per_label.assign(
         text=[
-            _f(r.mean) + ("" if not r.significant else "†" if r.delta > 0 else "‡")
+            _f(r.mean) + ("" if not r.significant else "†" if (r.delta > 0) == higher else "‡")
             for r in per_label.itertuples()
         ]
     )
@@ -202,7 +208,8 @@ def _wins_losses(comp: analysis.Comparison, sig: pd.DataFrame, primary: str) -> 
     if others.empty:
         return blocks + [Paragraph("Only one run: nothing to compare.")]
     blocks.append(Image("wins_losses.png", plots.wins_losses(sig, comp, primary), "wins and losses"))
-    best = str(others.sort_values("mean", ascending=False, kind="stable")["run"].iloc[0])
+    ascending = not higher_is_better(primary)
+    best = str(others.sort_values("mean", ascending=ascending, kind="stable")["run"].iloc[0])
     changes = analysis.biggest_changes(comp, primary, best)
     blocks.append(
         Paragraph(f"Queries where the best run on {primary}, **{best}**, changed most against the baseline:")
