@@ -141,10 +141,11 @@ def load_mlflow_runs(
     for key, value in (tags or {}).items():
         clauses.append(f"tags.`{key}` = '{value}'")
     runs = client.search_runs(experiment_ids, " and ".join(clauses), order_by=["attributes.start_time ASC"])
+    if parent_run_id:
+        runs += _reused_by_sweep(client, parent_run_id, {r.info.run_id for r in runs})
     if not runs:
-        raise RunError(
-            f"no finished MLflow run in {tracking_uri} matches {' and '.join(clauses[1:]) or 'all'}"
-        )
+        selector = " and ".join(clauses[1:]) or "all"
+        raise RunError(f"no finished MLflow run in {tracking_uri} matches {selector}")
     records = []
     with tempfile.TemporaryDirectory(prefix="memeval-report-") as tmp:
         for run in runs:
@@ -168,3 +169,13 @@ def load_mlflow_runs(
     if not records:
         raise RunError(f"the MLflow runs matched in {tracking_uri} have no per_query.csv artifact")
     return records
+
+
+def _reused_by_sweep(client: Any, parent_run_id: str, have: set[str]) -> list:
+    """Runs a re-run sweep did not repeat: a skipped job tags its parent with the finished run it reused."""
+    from experiments.sweeps import REUSED_TAG_PREFIX
+
+    tags = client.get_run(parent_run_id).data.tags
+    reused = sorted({v for k, v in tags.items() if k.startswith(REUSED_TAG_PREFIX)} - have)
+    runs = [client.get_run(run_id) for run_id in reused]
+    return [r for r in runs if r.info.status == "FINISHED"]

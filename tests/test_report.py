@@ -276,6 +276,36 @@ def test_a_sweep_folder_selects_the_children_of_its_mlflow_parent_run_only(runs,
     assert f"k1={SOLO_K1}" not in markdown and "MLflow: parent run" in markdown
 
 
+def test_a_rerun_sweep_reports_the_finished_runs_its_skipped_jobs_reused(runs, monkeypatch):
+    import mlflow
+
+    from experiments.sweeps import REUSED_TAG_PREFIX
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    client = mlflow.MlflowClient(runs["uri"])
+    parent = json.loads((runs["sweep_dir"] / "mlflow_parent.json").read_text())["parent_run_id"]
+    experiment = client.get_experiment_by_name("report-test").experiment_id
+    (solo,) = [r for r in client.search_runs([experiment]) if r.data.params.get("stage.bm25.k1") == SOLO_K1]
+    client.set_tag(parent, f"{REUSED_TAG_PREFIX}somehash", solo.info.run_id)
+    try:
+        out_root = runs["tmp"] / "reports_reused"
+        argv = [
+            "--name",
+            "s",
+            "--out-root",
+            str(out_root),
+            "--sweep-dir",
+            str(runs["sweep_dir"]),
+            "--metrics",
+            "RR",
+        ]
+        assert main(argv) == 0
+        markdown = (out_root / "s" / "report.md").read_text()
+        assert all(f"bm25[bm25.k1={k1}]" in markdown for k1 in (*K1_VALUES, SOLO_K1))
+    finally:
+        client.delete_tag(parent, f"{REUSED_TAG_PREFIX}somehash")
+
+
 def test_per_category_cells_are_tested_against_the_baseline_with_holm_across_cells(runs):
     from experiments.report.analysis import build_comparison, by_label
 
