@@ -66,6 +66,7 @@ ROWS: dict[str, list[tuple[str, list[str]] | tuple[str, list[str], set[str]]]] =
         ("tiering, observations only", ["variant=tiering", "stage.tiered.high_order=false"]),
         ("tiering, RRF inside each tier", ["variant=tiering", "stage.tiered.ranking=tier"]),
         ("tiering, no strength x confidence", ["variant=tiering", "stage.fusion.factors=false"]),
+        ("tiering_advisory (issue-3 policy)", ["variant=tiering_advisory"], {"spark25"}),
     ],
 }
 NOTES = {

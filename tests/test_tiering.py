@@ -269,3 +269,17 @@ def test_configs_build_both_policies_of_the_one_mechanism():
     }
     policy = instantiate(cfg.stage.advisory_policy, _convert_="all")
     assert policy.fingerprint() == AdvisoryTiers().fingerprint()
+
+
+def test_tiering_advisory_variant_is_the_same_mechanism_under_the_advisory_policy():
+    from hydra import compose, initialize_config_dir
+
+    from tests.support import REPO
+
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        cfg = compose("config", overrides=["variant=tiering_advisory", "tracking=none"])
+    policy, tiered, fusion = Pipeline.from_config(list(cfg.variant.stages), cfg.stage).stages
+    assert (
+        isinstance(policy, AdvisoryTiers) and type(tiered) is TieredRetriever and type(fusion) is TierFusion
+    )
+    assert list(tiered.escalation) == ["archive"] and fusion.default_tier == "archive"

@@ -139,7 +139,7 @@ class TieredRetriever(Retriever):
     always: tuple[str, ...] = ()  # tiers whose in-scope memories are always candidates (pinned)
     escalation: tuple[str, ...] = ()  # tiers searched only on escalation (archive)
     escalate_below: int = 3
-    search_depth: int = 1000  # hits per channel before the per-tier cut; raise it for scopes larger than this
+    search_depth: int = 100_000  # hits per channel before the per-tier cut (default: the whole scope)
     ranking: str = "global"  # "global": channel ranks across tiers; "tier": RRF within each tier
 
     def searched_tiers(self) -> list[str]:
