@@ -181,6 +181,20 @@ def overall_table(runs: dict[str, Evaluation], stages: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
+def reading(runs: dict[str, Evaluation]) -> str:
+    """One generated sentence per row: significant gain, significant loss, or no detectable change."""
+    names = list(runs)
+    frames = {n: e.per_query[~e.per_query["abstention"]] for n, e in runs.items()}
+    stats = compare({n: f["nDCG@10"] for n, f in frames.items()}, names[0], seed=0)
+    p_holm = holm(stats["p_value"].to_numpy()[1:]) if len(names) > 1 else []
+    out = []
+    for i, name in enumerate(names[1:]):
+        delta, p = float(stats.iloc[i + 1]["delta"]), float(p_holm[i])
+        verdict = "no detectable change" if p >= 0.05 else ("better" if delta > 0 else "worse")
+        out.append(f"{name}: {verdict} than {names[0]} on nDCG@10 ({delta:+.3f}, Holm p = {p:.3f}).")
+    return " ".join(out)
+
+
 def label_table(runs: dict[str, Evaluation], label: str, metric: str) -> str:
     values = {n: e.metrics["by_label"].get(label, {}) for n, e in runs.items()}
     groups = sorted({g for v in values.values() for g in v})
@@ -300,6 +314,8 @@ def report(runner: Runner, variant: str, suites: Sequence[str], command: str, re
             f"## {suite_name}" + (f" ({summary.get('memories')} memories)" if summary else ""),
             "",
             overall_table(runs, stages),
+            "",
+            "Reading (generated): " + reading(runs),
             "",
             f"nDCG@10 per {label}:",
             "",

@@ -191,3 +191,20 @@ def test_variant_config_builds_keyword_tags_then_tag_boost():
     pipeline = Pipeline.from_config(list(cfg.variant.stages), cfg.stage)
     assert isinstance(pipeline.ingest[0], KeywordTags) and isinstance(pipeline.rank[-1], TagBoost)
     assert pipeline.rank[-1].encoder is not None
+
+
+def test_tag_boost_after_decay_is_outside_the_recency_cap():
+    from retrieval.stages.decay import TimeDecay
+
+    fresh = Memory(
+        id="m",
+        text="x",
+        scope=MappingProxyType({"conversation": "c1"}),
+        tags=("lease",),
+        created_at="2025-01-01",
+    )
+    corpus = Corpus((fresh,))
+    given = Candidates(corpus, np.array([0]), {"fused": np.array([1.0]), "score": np.array([1.0])})
+    q = Query(id="q", text="#lease", scope=MappingProxyType({"conversation": "c1"}), now="2025-01-01")
+    out = TagBoost(fallback="none", step=0.5)(q, TimeDecay(access="none")(q, given))
+    assert out.columns["recency"][0] == 1.0 and out.score[0] == pytest.approx(1.5)  # not clipped to 1

@@ -283,3 +283,12 @@ def test_tiering_advisory_variant_is_the_same_mechanism_under_the_advisory_polic
         isinstance(policy, AdvisoryTiers) and type(tiered) is TieredRetriever and type(fusion) is TierFusion
     )
     assert list(tiered.escalation) == ["archive"] and fusion.default_tier == "archive"
+
+
+def test_tiered_synth_round_trips_through_the_canonical_format(tmp_path):
+    from experiments.suites.jsonl import load_suite
+    from experiments.suites.tiered_synth import main
+
+    main([str(tmp_path / "synth"), "--observations", "40", "--scopes", "2"])
+    loaded = load_suite(tmp_path / "synth")
+    assert loaded.content_hash == tiered_synth(observations=40, scopes=2).content_hash
