@@ -190,8 +190,12 @@ def reading(runs: dict[str, Evaluation]) -> str:
     out = []
     for i, name in enumerate(names[1:]):
         delta, p = float(stats.iloc[i + 1]["delta"]), float(p_holm[i])
-        verdict = "no detectable change" if p >= 0.05 else ("better" if delta > 0 else "worse")
-        out.append(f"{name}: {verdict} than {names[0]} on nDCG@10 ({delta:+.3f}, Holm p = {p:.3f}).")
+        verdict = (
+            "no detectable change"
+            if p >= 0.05
+            else ("significantly better" if delta > 0 else "significantly worse")
+        )
+        out.append(f"{name}: {verdict} (nDCG@10 {delta:+.3f} vs {names[0]}, Holm p = {p:.3f}).")
     return " ".join(out)
 
 
