@@ -281,6 +281,22 @@ def routing_check(suite: Suite) -> str:
     )
 
 
+def tier_check(suite: Suite, result: PhaseResult) -> str:
+    """Where the advisory tier policy puts the relevant insights, and how often archive was searched."""
+    from retrieval.stages.advisory_tiers import AdvisoryTiers
+
+    tiers = {m.id: m.annotations["search_tier"] for m in AdvisoryTiers()(suite.memories)}
+    relevant = {mid for judged in suite.qrels.values() for mid, grade in judged.items() if grade > 0}
+    escalated = sum("archive" in set(r.columns.get("tier", ())) for r in result.output.ranked)
+    rows = [
+        [tier, str(sum(t == tier for t in tiers.values())), str(sum(tiers[m] == tier for m in relevant))]
+        for tier in ("pinned", "active", "archive")
+    ]
+    table = _markdown(["tier (default policy)", "insights", "judged relevant to some scenario"], rows)
+    n = len(result.output.ranked)
+    return f"{table}\n\nQueries whose list reached the archive tier in `{result.name}`: {escalated} of {n}."
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(ROOT / "reports" / "spark25"), help="output folder")
@@ -360,6 +376,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         " (`stage@stage.fusion=weighted`, 0.5/0.5):",
         "",
         comparison_table([(weighted, results[2])]),
+        "",
+        "## Tiers",
+        "",
+        "The advisory policy (pinned: validated >= 15 and reliability >= 0.95, or promoted; active: validated"
+        " >= 3 and reliability >= 0.70, or recent, or confidence >= 0.9; archive: the rest, searched only on"
+        " escalation) through the one tiering mechanism (retrieval/stages/tiered.py, advisory_tiers.py):",
+        "",
+        tier_check(suite, results[3]),
         "",
         "## Fallbacks",
         "",
