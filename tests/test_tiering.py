@@ -292,3 +292,23 @@ def test_tiered_synth_round_trips_through_the_canonical_format(tmp_path):
     main([str(tmp_path / "synth"), "--observations", "40", "--scopes", "2"])
     loaded = load_suite(tmp_path / "synth")
     assert loaded.content_hash == tiered_synth(observations=40, scopes=2).content_hash
+
+
+def test_channel_scores_survive_fusion_as_columns_aligned_with_candidates():
+    out = fuse(POOL, ask("billing api timeout"), TierFusion())
+    bm25, rank = out.columns["bm25"], out.columns["bm25_rank"]
+    assert len(bm25) == len(out) and np.all(bm25 > 0)
+    by_rank = np.argsort(rank)
+    assert np.all(np.diff(bm25[by_rank]) <= 1e-12)  # rank 1 holds the highest BM25 score
+    expected = Corpus(tuple(POOL) + filler(POOL))
+    scores = dict(
+        zip(
+            *[
+                list(expected.ids[BM25Retriever().build(expected).search(ask("billing api timeout"))[0]]),
+                BM25Retriever().build(expected).search(ask("billing api timeout"))[1],
+            ],
+            strict=True,
+        )
+    )
+    for memory_id, value in zip(out.corpus.ids[out.index], bm25, strict=True):
+        assert value == pytest.approx(scores[memory_id])  # one shared index: the plain BM25 score

@@ -7,6 +7,8 @@ Sits after `TieredRetriever` (retrieval/stages/tiered.py). A missing strength or
 1.0; a tier with no configured weight gets 1.0. Every candidate carries its tier as the `tier` column
 (object array), next to `tier_weight`, `strength`, `confidence`, so a report can explain the order.
 The factors depend on the memory only, so they are computed once per corpus and looked up per query.
+The tiered channel's raw bm25 / dense scores and ranks come along as columns (a similarity floor
+after fusion can read `dense` as it does after bm25 + dense + rrf).
 """
 
 from __future__ import annotations
@@ -67,13 +69,15 @@ class TierFusion(Fusion):
     def __call__(self, corpus: Corpus, channels: Mapping[str, tuple[np.ndarray, np.ndarray]]) -> Candidates:
         if set(channels) != {self.channel}:
             raise ValueError(f"tier_fusion merges the {self.channel!r} channel only, got {sorted(channels)}")
-        index, raw = channels[self.channel]
+        hits = channels[self.channel]
+        index, raw = hits
         index = np.asarray(index, dtype=np.int64)
         raw = np.asarray(raw, dtype=np.float64)
         table = self.table(corpus)
         fused = raw * table["multiplier"][index]
         order = np.lexsort((index, -fused))
         cols = {
+            **getattr(hits, "columns", {}),  # bm25, dense and their ranks, when the tiered channel kept them
             self.channel: raw,
             f"{self.channel}_rank": np.arange(1, len(index) + 1),
             **{name: table[name][index] for name in ("tier", "tier_weight", "strength", "confidence")},

@@ -34,9 +34,19 @@ from retrieval.types import Corpus, Query
 _EMPTY = (np.empty(0, dtype=np.int64), np.empty(0))
 
 
-def _by_score(index: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    order = np.lexsort((index, -scores))  # best first; ties by corpus index (deterministic)
-    return index[order], scores[order]
+class TieredHits(tuple):
+    """The channel protocol's (indices, scores), carrying the per-channel columns as `.columns`.
+
+    Unpacks as the 2-tuple every fusion expects; `TierFusion` also keeps `.columns` (bm25, dense and
+    their ranks over the capped hits), so later stages (a similarity floor, reports) can read them.
+    """
+
+    columns: dict
+
+    def __new__(cls, index: np.ndarray, scores: np.ndarray, columns: dict) -> TieredHits:
+        hits = super().__new__(cls, (index, scores))
+        hits.columns = columns
+        return hits
 
 
 class _TieredIndex:
@@ -81,45 +91,53 @@ class _TieredIndex:
         allowed = np.isin(np.arange(len(self.tiers)), [self.tiers.index(t) for t in tiers])
         return np.flatnonzero(allowed[code] & (rank_in_tier < self.caps[code]))
 
-    def _fuse(self, hits: dict, query: Query, tiers: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    def _part(self, hits: dict, positions: dict) -> tuple[np.ndarray, np.ndarray, dict]:
+        """RRF of the channels' hits at the given positions: sub-corpus index, fused, channel columns."""
+        chosen = {name: (loc[positions[name]], sc[positions[name]]) for name, (loc, sc) in hits.items()}
+        return rrf_fuse(chosen, k=self.r.rrf_k)
+
+    def _fuse(self, hits: dict, query: Query, tiers: list[str]) -> TieredHits:
         r = self.r
         if r.ranking == "tier":  # RRF inside each tier: every tier's best match scores alike
             parts = []
             for t in tiers:
-                per = {
-                    name: (loc[pos], sc[pos])
-                    for name, (loc, sc) in hits.items()
-                    for pos in [self._capped(loc, [t])]
-                }
-                index, fused, _ = rrf_fuse(per, k=r.rrf_k)
+                index, fused, cols = self._part(
+                    hits, {n: self._capped(loc, [t]) for n, (loc, _) in hits.items()}
+                )
                 best = top_n(fused, r.caps.get(t, r.cap))
-                parts.append((index[best], fused[best]))
+                parts.append((index[best], fused[best], {k: v[best] for k, v in cols.items()}))
         else:  # "global": ranks over all searched tiers, after the per-tier cap
-            capped = {
-                name: (loc[pos], sc[pos])
-                for name, (loc, sc) in hits.items()
-                for pos in [self._capped(loc, tiers)]
-            }
-            index, fused, _ = rrf_fuse(capped, k=r.rrf_k)
-            parts = [(index, fused)]
+            parts = [self._part(hits, {n: self._capped(loc, tiers) for n, (loc, _) in hits.items()})]
+        names = [c for name in hits for c in (name, f"{name}_rank")]
         for t in (t for t in tiers if t in r.always):  # unmatched members still come, last, scored 0
             scope = self.sub.partition(query.scope_key)
-            rest = np.setdiff1d(scope[self.labels[scope] == t], np.concatenate([p[0] for p in parts]))
-            parts.append((rest, np.zeros(len(rest))))
+            rest = np.setdiff1d(scope[self.labels[scope] == t], np.concatenate([p[0] for p in parts] or [[]]))
+            missed = {
+                c: np.zeros(len(rest), np.int64) if c.endswith("_rank") else np.full(len(rest), np.nan)
+                for c in names
+            }
+            parts.append((rest, np.zeros(len(rest)), missed))
+        if not parts:
+            return TieredHits(*_EMPTY, {})
         local = np.concatenate([p[0] for p in parts]).astype(np.int64)
         scores = np.concatenate([p[1] for p in parts]).astype(np.float64)
-        return _by_score(self.members[local], scores)
+        index = self.members[local]
+        order = np.lexsort((index, -scores))  # best first; ties by corpus index (deterministic)
+        columns = {c: np.concatenate([p[2][c] for p in parts])[order] for c in names}
+        return TieredHits(index[order], scores[order], columns)
 
-    def search(self, query: Query) -> tuple[np.ndarray, np.ndarray]:
+    def search(self, query: Query) -> TieredHits:
         if not self.tiers:
-            return _EMPTY
+            return TieredHits(*_EMPTY, {})
         hits = {name: index.search(query) for name, index in self.channels.items()}
         main = [t for t in self.tiers if t not in self.r.escalation]
-        index, scores = self._fuse(hits, query, main)
+        found = self._fuse(hits, query, main)
         escalated = [t for t in self.tiers if t in self.r.escalation]
-        if escalated and (len(index) < self.r.escalate_below or bool(query.context.get("escalate", False))):
-            index, scores = self._fuse(hits, query, main + escalated)
-        return index, scores
+        if escalated and (
+            len(found[0]) < self.r.escalate_below or bool(query.context.get("escalate", False))
+        ):
+            found = self._fuse(hits, query, main + escalated)
+        return found
 
 
 @dataclass(frozen=True, kw_only=True)
