@@ -29,7 +29,7 @@ TOPICS = [
     "git rebase interactive squash", "redis cache eviction policy", "terraform state locking backend",
     "pytest fixture scope session", "nginx reverse proxy timeout", "graphql schema resolver batching",
 ]  # fmt: skip
-K1_VALUES = ("0.3", "1.2", "3.0")  # a sweep: children of one MLflow parent run
+K1_VALUES = ("0.3", "1.2", "3")  # a sweep: children of one MLflow parent run
 SOLO_K1 = "1.5"  # a run of the same experiment outside the sweep
 
 

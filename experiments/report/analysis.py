@@ -61,6 +61,11 @@ def _is_number(text: str) -> bool:
         return False
 
 
+def _show(value: str) -> str:
+    """A param value for a label: numbers without float noise (range() gives 0.07500000000000001)."""
+    return f"{float(value):.10g}" if _is_number(value) else value
+
+
 def _short(key: str) -> str:
     return ".".join(key.split(".")[-2:]) if key.startswith("stage.") else key
 
@@ -84,7 +89,7 @@ def name_runs(runs: Sequence[RunRecord]) -> tuple[list[str], str | None]:
         keys = varying_params([runs[i] for i in group])
         numeric |= {k for k in keys if all(_is_number(runs[i].params.get(k, "")) for i in group)}
         for i in group:
-            parts = [f"{_short(k)}={runs[i].params.get(k, '–')}" for k in keys]
+            parts = [f"{_short(k)}={_show(runs[i].params.get(k, '–'))}" for k in keys]
             labels[i] = f"{runs[i].variant}[{', '.join(parts)}]" if parts else runs[i].variant
     seen: dict[str, int] = {}
     for i, label in enumerate(labels):  # identical configs (repeats) still need distinct names
