@@ -88,12 +88,17 @@ NOTES = {
         "favouring recent messages is expected to hurt there: the rows say by how much."
     ),
     "tiering": (
-        "One index per scope over the searched tiers; each channel's top 50 per tier, RRF (k=60) of the "
-        "capped channels, then per-tier weight (crystal 1.3, lesson/semantic/procedural/insight 1.1), x1.2 "
-        "for confidence > 0.85, x strength x confidence. Deleted and confidence < 0.3 never indexed. BEAM "
-        "has observations only, so there the variant measures the mechanism's overhead and its "
-        "candidate cap; tiered_synth (generated, `python -m experiments.suites.tiered_synth OUT`) has "
-        "high-order memories holding the answers (grade 2) among 1,000 observations per scope (grade 1)."
+        "One BM25 + dense index per scope over the searched tiers; each channel's top 50 per tier, RRF "
+        "(k=60) "
+        "of the capped channels, then per-tier weight (crystal 1.3, lesson/semantic/procedural/insight 1.1), "
+        "x1.2 for a stated confidence > 0.85, x strength x confidence (a missing value counts 1.0, which "
+        "favours unrated memories over rated ones: see the 'no strength x confidence' row). Deleted and "
+        "confidence < 0.3 never indexed. BEAM has observations only, so there the variant measures the "
+        "mechanism's overhead and its candidate cap; spark25's insights carry no tier either (all "
+        "observations), and the advisory policy row (`tiering_advisory`: pinned / active / archive from "
+        "validation counts) is the same mechanism under issue 3's policy. tiered_synth (generated, "
+        "`python -m experiments.suites.tiered_synth OUT`) has high-order memories holding the answers "
+        "(grade 2) among 1,000 observations per scope (grade 1), plus deleted and low-confidence decoys."
     ),
 }
 
