@@ -3,11 +3,13 @@
     python -m experiments.sweep_benchmark                     # exp05 boost weight, 21 points, BEAM 100K
     python -m experiments.sweep_benchmark --sweep stage.fusion.k=20,40,60 --variant hybrid
 
-Times, as subprocesses from the repository root (so the shared `.memeval_cache/` is used), after one
-warm-up run that fills the embedding and candidate caches (both measurements start warm):
-  1. one run of the variant (`python -m experiments.run ...`), `--repeats` times (median kept);
-  2. the multirun over the sweep with the basic launcher (all jobs in one process), `resume=false`
-     so no job is skipped.
+Times, as subprocesses from the repository root, one run of the variant (`python -m experiments.run`)
+against the multirun over the sweep with the basic launcher (all jobs in one process, `resume=false`
+so no job is skipped), two ways:
+  - warm: with the shared `.memeval_cache/` after a warm-up run (embeddings and retrieval candidates
+    cached for both; the single run is `--repeats` times, median kept);
+  - cold (`--cold`, default on): each with its own empty cache directory, as the first sweep of a new
+    variant or suite is (the single run embeds the corpus, and so does the sweep's first job).
 The figure is sweep wall time / single-run wall time (target: at most 1.5). CPU seconds of the child
 processes are reported too: on a shared machine the wall time is noisy, CPU time much less so.
 Writes reports/benchmarks/sweep_cost.md with the figures, the machine, the date and the commands.
@@ -16,6 +18,7 @@ Writes reports/benchmarks/sweep_cost.md with the figures, the machine, the date 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import resource
@@ -60,6 +63,52 @@ def _machine() -> str:
     return f"{cpu}, {os.cpu_count()} logical cores, {system}, Python {platform.python_version()}"
 
 
+def _measure(tmp: Path, common: list[str], sweep: str, repeats: int, cache_dir: str | None) -> dict:
+    """Single runs and one sweep; with `cache_dir`, every command gets its own empty cache under it."""
+    run = [sys.executable, "-m", "experiments.run"]
+
+    def cache(name: str) -> list[str]:
+        return [f"cache_dir={cache_dir}/{name}"] if cache_dir else []
+
+    singles = []
+    if cache_dir is None:
+        print("warm-up run (fills the embedding and candidate caches)...", flush=True)
+        _timed([*run, *common, f"hydra.run.dir={tmp}/warmup"])
+    for i in range(repeats):
+        singles.append(_timed([*run, *common, *cache(f"single{i}"), f"hydra.run.dir={tmp}/single{i}"]))
+        print(f"single run {i + 1}: {singles[-1][0]:.1f} s wall, {singles[-1][1]:.1f} s CPU", flush=True)
+    wall, cpu = _timed(
+        [*run, "-m", *common, sweep, "resume=false", *cache("sweep"), f"hydra.sweep.dir={tmp}/sweep"]
+    )
+    jobs = [p for p in Path(tmp, "sweep").iterdir() if (p / "metrics.json").is_file()]
+    jobs.sort(key=lambda p: int(p.name))
+    inside = [json.loads((p / "metrics.json").read_text())["wall_s"] for p in jobs]
+    single_wall = statistics.median(w for w, _ in singles)
+    single_cpu = statistics.median(c for _, c in singles)
+    print(f"sweep of {len(jobs)} jobs: {wall:.1f} s wall ({wall / single_wall:.2f}x one run)", flush=True)
+    return {
+        "single_wall": single_wall,
+        "single_cpu": single_cpu,
+        "n_single": len(singles),
+        "sweep_wall": wall,
+        "sweep_cpu": cpu,
+        "jobs": len(jobs),
+        "inside": inside,
+        "ratio": wall / single_wall,
+        "cpu_ratio": cpu / single_cpu,
+    }
+
+
+def _rows(name: str, m: dict, variant: str) -> str:
+    return (
+        f"| {name}: one run of `{variant}` (median of {m['n_single']}) | {m['single_wall']:.1f} | "
+        f"{m['single_cpu']:.1f} | |\n"
+        f"| {name}: sweep, {m['jobs']} jobs, basic launcher | {m['sweep_wall']:.1f} | {m['sweep_cpu']:.1f} | "
+        f"**{m['ratio']:.2f}x** wall, {m['cpu_ratio']:.2f}x CPU — "
+        f"{'meets' if m['ratio'] <= TARGET_RATIO else 'misses'} the target |\n"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -68,72 +117,53 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--suite-path", default="../shared/beam/100K")
     parser.add_argument("--variant", default="exp05")
     parser.add_argument("--sweep", default=DEFAULT_SWEEP, help="one Hydra sweep override")
-    parser.add_argument("--repeats", type=int, default=2, help="timed single runs (median kept)")
+    parser.add_argument("--repeats", type=int, default=2, help="timed warm single runs (median kept)")
+    parser.add_argument("--cold", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--out", default="reports/benchmarks/sweep_cost.md")
     args = parser.parse_args(argv)
 
+    common = [
+        f"suite={args.suite}",
+        f"suite.path={args.suite_path}",
+        f"variant={args.variant}",
+        "tracking=none",
+        "progress=false",
+    ]
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="sweep_benchmark.") as tmp:
-        common = [
-            f"suite={args.suite}",
-            f"suite.path={args.suite_path}",
-            f"variant={args.variant}",
-            "tracking=none",
-            "progress=false",
-        ]
-        single = [sys.executable, "-m", "experiments.run", *common, f"hydra.run.dir={tmp}/single"]
-        multirun = [
-            sys.executable,
-            "-m",
-            "experiments.run",
-            "-m",
-            *common,
-            args.sweep,
-            "resume=false",
-            f"hydra.sweep.dir={tmp}/sweep",
-        ]
-        load_before = os.getloadavg()
-        print("warm-up run (fills the embedding and candidate caches)...", flush=True)
-        _timed(single)
-        singles = []
-        for i in range(args.repeats):
-            singles.append(_timed(single))
-            print(f"single run {i + 1}: {singles[-1][0]:.1f} s wall, {singles[-1][1]:.1f} s CPU", flush=True)
-        print("sweep...", flush=True)
-        sweep_wall, sweep_cpu = _timed(multirun)
-        jobs = sorted(p for p in Path(tmp, "sweep").iterdir() if (p / "metrics.json").is_file())
-        load_after = os.getloadavg()
+        warm = _measure(Path(tmp, "warm"), common, args.sweep, args.repeats, None)
+        cold = _measure(Path(tmp, "cold"), common, args.sweep, 1, f"{tmp}/caches") if args.cold else None
+    load_after = os.getloadavg()
 
-    single_wall = statistics.median(w for w, _ in singles)
-    single_cpu = statistics.median(c for _, c in singles)
-    ratio, cpu_ratio = sweep_wall / single_wall, sweep_cpu / single_cpu
-    verdict = "meets" if ratio <= TARGET_RATIO else "misses"
-    print(f"sweep of {len(jobs)} jobs: {sweep_wall:.1f} s wall ({ratio:.2f}x one run), CPU {cpu_ratio:.2f}x")
-
-    shown_single = "python -m experiments.run " + " ".join(common)
-    shown_sweep = "python -m experiments.run -m " + " ".join([*common, args.sweep, "resume=false"])
+    inside = warm["inside"]
+    per_job = warm["sweep_wall"] / max(warm["jobs"], 1)
     command = " ".join(
         ["python -m experiments.sweep_benchmark", *(argv if argv is not None else sys.argv[1:])]
     )
-    report = f"""# Sweep cost: a {len(jobs)}-point sweep vs one run
+    table = _rows("warm", warm, args.variant) + (_rows("cold", cold, args.variant) if cold else "")
+    report = f"""# Sweep cost: a {warm["jobs"]}-point sweep vs one run
 
 Generated by `{command}` — do not edit by hand.
 
-| | wall s | CPU s (child processes) |
-|---|---:|---:|
-| one run of `{args.variant}` (median of {len(singles)}) | {single_wall:.1f} | {single_cpu:.1f} |
-| sweep, {len(jobs)} jobs, basic launcher | {sweep_wall:.1f} | {sweep_cpu:.1f} |
-| **ratio** | **{ratio:.2f}x** | {cpu_ratio:.2f}x |
+| | wall s | CPU s (child processes) | sweep / one run |
+|---|---:|---:|---|
+{table}
+Target: a sweep costs at most {TARGET_RATIO}x the wall time of one run of the same variant.
 
-Target: at most {TARGET_RATIO}x the wall time of one run — this measurement **{verdict}** it.
-
-- One run: `{shown_single}`
-- Sweep: `{shown_sweep}`
-- Both start warm (a warm-up run first fills the embedding cache and the prefix-candidate cache), with
-  `tracking=none` (MLflow logging adds a fixed cost per job; see docs/sweeps.md).
-- Why a sweep costs little more than one run: all jobs run in one process (imports once), the suite
-  is loaded once, the ingested corpus and the candidates after every stage are memoised in the process
-  by fingerprint, so each job re-runs only the stages from the first one whose config changed
-  (`instruction_boost` onwards) and the evaluation.
+- One run: `python -m experiments.run {" ".join(common)}`
+- Sweep: `python -m experiments.run -m {" ".join(common)} {args.sweep} resume=false`
+- warm: both use the shared `.memeval_cache/` after a warm-up run (embeddings and retrieval candidates
+  cached). cold: each command starts from its own empty `cache_dir`, as the first sweep of a new
+  variant or suite does. `tracking=none` for both (MLflow logging adds a fixed cost per job).
+- Where a warm sweep job's time goes: {per_job:.2f} s wall per job on average, of which
+  {statistics.mean(inside) if inside else float("nan"):.2f} s inside the run (pipeline from the first
+  changed stage on, plus evaluation: `wall_s` in each job's metrics.json; first job
+  {inside[0] if inside else float("nan"):.2f} s) and the rest outside it (Hydra composes each job's
+  config twice, once to validate the batch and once to launch it, and saves it; the run files are written).
+- What a sweep shares: all jobs run in one process (imports once), the suite is loaded once, and the
+  ingested corpus, indexes and candidates after the retrieval prefix and after every rank stage are
+  memoised by fingerprint, so each job re-runs only the stages from the first one whose config
+  changed (`instruction_boost` onwards) and the evaluation.
 - Machine: {_machine()}. Load average before/after: {load_before[0]:.1f} / {load_after[0]:.1f}
   (the machine is shared: wall times are noisy, CPU seconds less so).
 - Date: {datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")}; commit {git_commit()[:12]}.

@@ -45,6 +45,18 @@ class MlflowSweepCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         if not config.get("tracking", {}).get("enabled", False):
             return
+        from experiments.tracking import TrackingError, resolve_uri
+
+        try:
+            self._start(config)
+        except Exception as err:  # fail before any job runs, saying which store and why
+            uri = resolve_uri(config.tracking.tracker.get("uri"))
+            raise TrackingError(
+                f"cannot start the sweep's parent run in the MLflow store {uri}: {err}\n"
+                "Start the store (or fix MLFLOW_TRACKING_URI), or run with tracking=none; no job has run."
+            ) from err
+
+    def _start(self, config: DictConfig) -> None:
         import mlflow
         from hydra.utils import instantiate
         from mlflow.entities import Param
@@ -92,4 +104,7 @@ class MlflowSweepCallback(Callback):
             return
         import mlflow
 
-        mlflow.MlflowClient(tracking_uri=info["uri"]).set_terminated(info["parent_run_id"], "FINISHED")
+        try:
+            mlflow.MlflowClient(tracking_uri=info["uri"]).set_terminated(info["parent_run_id"], "FINISHED")
+        except Exception as err:  # the children are logged (or on disk); only the parent's status is stale
+            print(f"warning: could not mark the sweep's parent run {info['parent_run_id']} FINISHED: {err}")
