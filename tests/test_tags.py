@@ -208,3 +208,15 @@ def test_tag_boost_after_decay_is_outside_the_recency_cap():
     q = Query(id="q", text="#lease", scope=MappingProxyType({"conversation": "c1"}), now="2025-01-01")
     out = TagBoost(fallback="none", step=0.5)(q, TimeDecay(access="none")(q, given))
     assert out.columns["recency"][0] == 1.0 and out.score[0] == pytest.approx(1.5)  # not clipped to 1
+
+
+def test_keyword_tags_defaults():
+    k = KeywordTags()
+    assert (k.per_memory, k.min_df, k.max_df_share, k.min_length, k.max_scope_share, k.only_untagged) == (
+        3,
+        2,
+        0.1,
+        4,
+        0.5,
+        True,
+    )

@@ -312,3 +312,27 @@ def test_channel_scores_survive_fusion_as_columns_aligned_with_candidates():
     )
     for memory_id, value in zip(out.corpus.ids[out.index], bm25, strict=True):
         assert value == pytest.approx(scores[memory_id])  # one shared index: the plain BM25 score
+
+
+def test_defaults():
+    r = retriever()
+    assert (r.cap, r.confidence_floor, r.rrf_k, r.high_order, r.ranking) == (50, 0.3, 60, True, "global")
+    assert list(r.tiers) == ["observation", "lesson", "semantic", "procedural", "crystal", "insight", "facet"]
+    assert (r.always, r.escalation, r.default_tier) == ((), (), "observation")
+    f = TierFusion()
+    assert (f.high_confidence, f.high_confidence_weight, f.factors, f.weights) == (0.85, 1.2, True, {})
+    a = AdvisoryTiers()
+    assert (a.pinned_validated, a.pinned_reliability, a.active_validated, a.active_reliability) == (
+        15,
+        0.95,
+        3,
+        0.7,
+    )
+
+
+def test_switched_off_tier_fusion_leaves_the_tiered_channel_as_ranked():
+    corpus_memories = tuple(POOL) + filler(POOL)
+    q = [ask("billing api timeout")]
+    alone = Pipeline((retriever(),)).run(corpus_memories, q, progress=False).ranked[0]
+    off = Pipeline((retriever(), TierFusion(enabled=False))).run(corpus_memories, q, progress=False).ranked[0]
+    assert alone.memory_ids == off.memory_ids and np.array_equal(alone.scores, off.scores)
