@@ -132,14 +132,24 @@ def paired_tests(frames: dict[str, pd.DataFrame], runs: list[Run]) -> pd.DataFra
     return table
 
 
+def margin(row: pd.Series) -> float:
+    """How far a run clears the acceptance test: the smaller of its two margins (negative = fails)."""
+    return min(row["d_if"] - GAIN_NEEDED, row["d_other"] + MAX_DROP)
+
+
 def best_weight(summary: pd.DataFrame) -> tuple[pd.Series | None, str]:
-    """The swept exp05 weight with the largest target gain whose other-ability drop is within budget."""
+    """The swept exp05 weight that clears the acceptance test by the widest margin.
+
+    Not the largest target gain within the budget: on 20 target questions the weight that maximises
+    the gain sits at the edge of the other abilities' budget, and a new sample of questions moves both.
+    Maximising the worst of the two margins picks the configuration most likely to still pass there.
+    """
     sweep = summary[summary["run"].str.startswith("exp05 w=")]
-    ok = sweep[sweep["d_other"] >= -MAX_DROP]
-    if ok.empty:
-        return None, "no swept weight keeps the other abilities' macro nDCG@10 within the budget"
-    best = ok.sort_values(["d_if", "run"], ascending=[False, True], kind="stable").iloc[0]
-    return best, f"best within budget: {best['run']}"
+    margins = sweep.apply(margin, axis=1)
+    if margins.max() < 0:
+        return None, "no swept weight raises the target by the gain needed within the other abilities' budget"
+    best = sweep.loc[margins.idxmax()]
+    return best, f"widest acceptance margin ({margins.max():+.3f}): {best['run']}"
 
 
 def fmt(x: Any, digits: int = 3) -> str:
@@ -172,7 +182,8 @@ def answer(summary: pd.DataFrame, tests: pd.DataFrame, default_run: str) -> list
     o = tests[(tests["run"] == best["run"]) & (tests["metric"].str.startswith("other"))].iloc[0]
     meets = best["d_if"] >= GAIN_NEEDED and best["d_other"] >= -MAX_DROP
     out.append(
-        f"**{best['run']}** is the best swept configuration: {TARGET} R@10 goes from "
+        f"**{best['run']}** is the best swept configuration (the widest margin on both acceptance tests, "
+        f"{margin(best):+.3f}): {TARGET} R@10 goes from "
         f"{hybrid['if_R@10']:.3f} (hybrid) to {best['if_R@10']:.3f} ({signed(best['d_if'])}, paired 95% CI "
         f"[{t['ci_low']:+.3f}, {t['ci_high']:+.3f}], W/T/L {t['W/T/L']}, p = {t['p']:.4f}, Holm p = "
         f"{t['p_holm']:.4f}{'' if t['p_holm'] < 0.05 else ': within noise after correction'}), while the "
@@ -211,6 +222,14 @@ def answer(summary: pd.DataFrame, tests: pd.DataFrame, default_run: str) -> list
         + ", ".join(signed(v) for v in sweep["d_other"])
         + "."
     )
+    within = sweep[sweep["d_other"] >= -MAX_DROP].sort_values("d_if", kind="stable")
+    if len(within) and within.iloc[-1]["run"] != best["run"]:
+        top = within.iloc[-1]
+        out.append(
+            f"The largest {TARGET} gain within the budget is {top['run']} ({signed(top['d_if'])}, other "
+            f"abilities {signed(top['d_other'])}): it clears the budget by only "
+            f"{top['d_other'] + MAX_DROP:.3f}, so it was not chosen."
+        )
     anywhere, wide = row.loc["exp05 markers anywhere"], row.loc["exp05_wide"]
     out.append(
         f"Tagging: markers at sentence starts tag {int(best['tagged'])} memories (judged precision "

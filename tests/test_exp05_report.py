@@ -33,14 +33,15 @@ def test_exp05_variant_turns_the_boost_on_and_keeps_the_issue_stage_order():
     assert set(cfg.stage.instruction_tagging.markers) < set(wide.stage.instruction_tagging.markers)
 
 
-def test_best_weight_is_the_largest_gain_within_the_other_ability_budget():
+def test_best_weight_clears_both_acceptance_tests_by_the_widest_margin():
     summary = pd.DataFrame(
         {
-            "run": ["hybrid", "exp05 w=0.1", "exp05 w=0.25", "exp05 w=0.5"],
-            "d_if": [0.0, 0.05, 0.2, 0.4],
-            "d_other": [0.0, 0.0, -0.005, -0.05],
+            "run": ["hybrid", "exp05 w=0.1", "exp05 w=0.25", "exp05 w=0.35", "exp05 w=0.5"],
+            "d_if": [0.0, 0.05, 0.2, 0.3, 0.5],
+            "d_other": [0.0, 0.0, 0.01, 0.0, -0.008],
         }
     )
+    # margins: w=0.1 -0.05; w=0.25 min(0.10, 0.02)=0.02; w=0.35 min(0.2, 0.01)=0.01; w=0.5 0.002
     best, _ = best_weight(summary)
     assert best["run"] == "exp05 w=0.25"
     none, why = best_weight(summary.assign(d_other=-0.5))
