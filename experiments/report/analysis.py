@@ -257,8 +257,12 @@ def latency(comp: Comparison) -> pd.DataFrame:
         }
         for column in (c for c in frame.columns if c.startswith("ms.")):
             row[f"{column.removeprefix('ms.')} p50"] = np.nanpercentile(frame[column], 50)
+        hit = run.summary.get("prefix_cache_hit")
+        row["prefix cache"] = "–" if hit is None else "hit" if hit else "miss"
         rows[lab] = row
-    return pd.DataFrame.from_dict(rows, orient="index")
+    table = pd.DataFrame.from_dict(rows, orient="index")
+    first = ["p50 ms", "p95 ms", "prefix cache"]
+    return table[first + [c for c in table.columns if c not in first]]
 
 
 def provenance(comp: Comparison) -> pd.DataFrame:

@@ -142,11 +142,13 @@ def build_report(
     blocks += _wins_losses(comp, sig, primary)
     blocks += [
         Heading("Latency"),
-        Table(analysis.latency(comp).map(lambda v: _f(v, 2)), "run"),
+        Table(analysis.latency(comp).map(lambda v: v if isinstance(v, str) else _f(v, 2)), "run"),
         Paragraph(
             "Per-query wall time in ms (retrieval and ranking; index build excluded), p50 and p95 over all "
             "queries, and the median per stage. Measured on a shared 2-core machine while other jobs ran: "
-            "compare orders of magnitude, not small differences."
+            "compare orders of magnitude, not small differences. A run whose retrieval candidates came from "
+            "the prefix cache (`hit`) reports the retrieval-stage times recorded when they were computed, "
+            "or near zero inside a sweep's process: time the stages after the cached prefix, not those."
         ),
         Heading("Provenance"),
         Table(analysis.provenance(comp), "run"),

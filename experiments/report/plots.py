@@ -85,7 +85,10 @@ def delta_heatmap(comp: Comparison, per_label: pd.DataFrame, metric: str) -> byt
     width = min(2.0 + 0.75 * len(runs), 22)
     fig, ax = plt.subplots(figsize=(width, 1.2 + 0.42 * len(table)))
     image = ax.imshow(table.to_numpy(), cmap="RdBu", vmin=-limit, vmax=limit, aspect="auto")
-    ax.set_xticks(range(len(runs)), [_short_label(r) for r in runs], rotation=60, ha="right", fontsize=7)
+    names, axis_name = _tick_names(comp, runs)
+    ax.set_xticks(range(len(runs)), names, rotation=60, ha="right", fontsize=7)
+    if axis_name:
+        ax.set_xlabel(axis_name)
     ax.set_yticks(range(len(table)), table.index, fontsize=8)
     if table.size <= 300:
         significant = np.vstack([marks.to_numpy(), np.zeros((1, len(runs)), bool)])  # overall: see the table
@@ -107,11 +110,22 @@ def wins_losses(significance: pd.DataFrame, comp: Comparison, metric: str) -> by
         counts = table[column].to_numpy(float)
         ax.barh(y, counts, left=left, color=colour, label=column)
         left += counts
-    ax.set_yticks(y, [_short_label(r) for r in table["run"]], fontsize=7)
+    names, axis_name = _tick_names(comp, list(table["run"]))
+    ax.set_yticks(y, names, fontsize=7)
+    if axis_name:
+        ax.set_ylabel(axis_name)
     ax.invert_yaxis()
     ax.set_xlabel(f"queries ({metric} vs {comp.baseline})")
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     return _png(fig)
+
+
+def _tick_names(comp: Comparison, runs: list[str]) -> tuple[list[str], str | None]:
+    """Axis ticks: the swept value when every run is a point of one sweep, else the (short) run label."""
+    value = dict(zip(comp.labels, comp.sweep_values, strict=True))
+    if comp.sweep_param and all(np.isfinite(value[r]) for r in runs):
+        return [f"{value[r]:g}" for r in runs], comp.sweep_param
+    return [_short_label(r) for r in runs], None
 
 
 def _short_label(label: str, width: int = 40) -> str:
