@@ -264,24 +264,36 @@ def tier_cost(runner: Runner, repeats: int) -> str:
         "(target: under +10%).",
         "",
         f"A live system also embeds each query (here read from the disk cache): MiniLM takes {encode:.1f} ms "
-        f"per query (median, batch of 1, this machine). Counting it, the high-order tiers add "
+        f"per query (median, batch of 1, one torch thread, this machine). Counting it, the high-order "
+        "tiers add "
         f"**{100 * (full[0] - obs[0]) / (obs[0] + encode):+.2f}%** to the mean query time.",
     ]
     return "\n".join(lines)
 
 
 def query_encoding_ms(runner: Runner, texts: Sequence[str]) -> float:
-    """Median time to embed one query with the configured bi-encoder, bypassing the cache."""
+    """Median time to embed one query with the configured bi-encoder, bypassing the cache.
+
+    On one torch thread: on this shared 2-core machine two threads contend with other jobs and time
+    swings by 10x; one thread gives a stable, conservative (slower than idle) figure.
+    """
+    import torch
+
     from retrieval.encoder import load_sentence_transformer
 
     encoder = instantiate(runner.config(["suite=tiered_synth"]).encoder, _convert_="all")
     model = load_sentence_transformer(encoder.path, encoder.device)
-    model.encode(texts[:2], show_progress_bar=False)  # warm-up
-    times = []
-    for text in texts:
-        started = time.perf_counter()
-        model.encode([text], normalize_embeddings=True, show_progress_bar=False)
-        times.append((time.perf_counter() - started) * 1000)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        model.encode(texts[:2], show_progress_bar=False)  # warm-up
+        times = []
+        for text in texts:
+            started = time.perf_counter()
+            model.encode([text], normalize_embeddings=True, show_progress_bar=False)
+            times.append((time.perf_counter() - started) * 1000)
+    finally:
+        torch.set_num_threads(threads)
     return float(np.median(times))
 
 
