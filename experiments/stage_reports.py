@@ -239,11 +239,15 @@ def tier_cost(runner: Runner, repeats: int) -> str:
             per_run[name].append([r.latency_ms for r in out.ranked])
     results = {}
     for name, runs in per_run.items():
-        per_query = np.median(np.array(runs), axis=0)  # the median repeat per query damps noise
+        times = np.array(runs)
+        # Per query, the fastest repeat is the intrinsic cost (others' load only ever adds time);
+        # the median repeat is shown too.
+        fastest, median = times.min(axis=0), np.median(times, axis=0)
         results[name] = (
-            float(np.mean(per_query)),
-            float(np.percentile(per_query, 50)),
-            float(np.percentile(per_query, 95)),
+            float(np.mean(fastest)),
+            float(np.percentile(fastest, 50)),
+            float(np.percentile(fastest, 95)),
+            float(np.mean(median)),
         )
     obs, full = results[rows[1][0]], results[rows[2][0]]
     encode = query_encoding_ms(runner, [q.text for q in suite.queries[:50]])
@@ -252,16 +256,16 @@ def tier_cost(runner: Runner, repeats: int) -> str:
     scopes = len({m.scope_key for m in suite.memories})
     lines = [
         f"Workload: tiered_synth, {scopes} scopes x {n_obs // scopes:,} observations, {n_high} high-order "
-        f"memories in all, {len(suite.queries)} queries; per-query time = channel search + fusion, median of "
-        f"{repeats} runs per query, prefix cache off, query embeddings from the disk cache.",
+        f"memories in all, {len(suite.queries)} queries; per-query time = channel search + fusion over "
+        f"{repeats} interleaved runs, prefix cache off, query embeddings from the disk cache.",
         "",
-        "| pipeline | mean ms | p50 ms | p95 ms |",
-        "|---|---|---|---|",
-        *[f"| {n} | {a:.3f} | {b:.3f} | {c:.3f} |" for n, (a, b, c) in results.items()],
+        "| pipeline | mean ms (fastest repeat) | p50 ms | p95 ms | mean ms (median repeat) |",
+        "|---|---|---|---|---|",
+        *[f"| {n} | {a:.3f} | {b:.3f} | {c:.3f} | {d:.3f} |" for n, (a, b, c, d) in results.items()],
         "",
         f"Searching the high-order tiers costs **{100 * (full[0] / obs[0] - 1):+.1f}%** mean time per query "
-        f"({100 * (full[1] / obs[1] - 1):+.1f}% at the median) against observations only "
-        "(target: under +10%).",
+        f"({100 * (full[1] / obs[1] - 1):+.1f}% at the median query; {100 * (full[3] / obs[3] - 1):+.1f}% "
+        "on the median repeats) against observations only (target: under +10%).",
         "",
         f"A live system also embeds each query (here read from the disk cache): MiniLM takes {encode:.1f} ms "
         f"per query (median, batch of 1, one torch thread, this machine). Counting it, the high-order "
@@ -356,7 +360,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--variants", nargs="+", default=list(ROWS), choices=list(ROWS))
     parser.add_argument("--suites", nargs="+", default=list(SUITES), choices=list(SUITES))
     parser.add_argument("--out", default="reports/stages")
-    parser.add_argument("--repeats", type=int, default=5, help="repeats of the tier cost benchmark")
+    parser.add_argument("--repeats", type=int, default=7, help="repeats of the tier cost benchmark")
     parser.add_argument(
         "--candidate-cache", default=None, help="folder of a candidate cache (faster; latency then stale)"
     )

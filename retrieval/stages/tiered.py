@@ -88,7 +88,8 @@ class _TieredIndex:
         ranked = code[order]
         rank_in_tier = np.empty(len(code), dtype=np.int64)
         rank_in_tier[order] = np.arange(len(code)) - np.searchsorted(ranked, ranked, side="left")
-        allowed = np.isin(np.arange(len(self.tiers)), [self.tiers.index(t) for t in tiers])
+        allowed = np.zeros(len(self.tiers), dtype=bool)
+        allowed[[self.tiers.index(t) for t in tiers]] = True
         return np.flatnonzero(allowed[code] & (rank_in_tier < self.caps[code]))
 
     def _part(self, hits: dict, positions: dict) -> tuple[np.ndarray, np.ndarray, dict]:
