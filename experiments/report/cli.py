@@ -80,7 +80,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             print("error: give --run-dir, or an MLflow --experiment / --parent / --tag", file=sys.stderr)
             return 2
-        this = "python -m experiments.report " + shlex.join(sys.argv[1:] if argv is None else list(argv))
+        this = "python -m experiments.report " + shlex.join(
+            _without_commands(sys.argv[1:] if argv is None else argv)
+        )
+        if args.command:  # quoting a quoted command makes it unreadable: it stands just above
+            this += "  # + --command '<line>' for each line above"
         out_dir = args.out_root / args.name
         comp = build_report(
             runs, out_dir, title=args.title or args.name, baseline=args.baseline, metrics=args.metrics,
@@ -92,3 +96,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     print(f"wrote {out_dir}/report.md and index.html: {len(comp.runs)} runs, baseline {comp.baseline}")
     return 0
+
+
+def _without_commands(argv: Sequence[str]) -> list[str]:
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--command":
+            skip = True
+        elif not arg.startswith("--command="):
+            out.append(arg)
+    return out
