@@ -86,7 +86,7 @@ def read_per_query(path: Path) -> pd.DataFrame:
 
 def load_run_dir(path: str | Path) -> RunRecord:
     """A run directory written by `experiments.run` (metrics.json marks it finished)."""
-    root = Path(path)
+    root = _followed(Path(path))
     missing = [n for n in ("metrics.json", "per_query.csv") if not (root / n).is_file()]
     if missing:
         raise RunError(f"{root} is not a finished run directory: missing {', '.join(missing)}")
@@ -98,16 +98,30 @@ def load_run_dir(path: str | Path) -> RunRecord:
     return RunRecord(str(root), flatten(config or {}), summary, per_query, tags, finished)
 
 
+def _followed(root: Path) -> Path:
+    """A job a re-run sweep skipped holds only skipped.json, naming the finished run that answers it."""
+    if not (root / "metrics.json").is_file() and (root / "skipped.json").is_file():
+        target = json.loads((root / "skipped.json").read_text()).get("run_dir")
+        if target and (Path(target) / "metrics.json").is_file():
+            return Path(target)
+    return root
+
+
 def find_run_dirs(paths: list[str | Path]) -> list[Path]:
-    """Each path is a run directory, or a folder (e.g. a Hydra multirun) searched for them, sorted."""
+    """Each path is a run directory, or a folder (e.g. a Hydra multirun) searched for them, sorted.
+
+    Skipped sweep jobs count as the finished run they reused; each run directory is listed once.
+    """
     found: list[Path] = []
     for path in map(Path, paths):
-        if (path / "metrics.json").is_file():
-            found.append(path)
+        if (path / "metrics.json").is_file() or (path / "skipped.json").is_file():
+            found.append(_followed(path))
         elif path.is_dir():
-            found.extend(sorted(p.parent for p in path.rglob("metrics.json")))
+            markers = sorted([*path.rglob("metrics.json"), *path.rglob("skipped.json")])
+            found.extend(_followed(p.parent) for p in markers)
         else:
             raise RunError(f"{path} does not exist")
+    found = [p for p in dict.fromkeys(found) if (p / "metrics.json").is_file()]
     if not found:
         raise RunError(f"no finished run directory (with metrics.json) under {', '.join(map(str, paths))}")
     return found

@@ -320,3 +320,14 @@ def test_per_category_cells_are_tested_against_the_baseline_with_holm_across_cel
     base = pd.read_csv(runs["dirs"][0] / "per_query.csv", index_col="query_id")
     in_label = frame["label.category"] == worst["label"]
     assert worst["delta"] == pytest.approx(frame.loc[in_label, "RR"].mean() - base.loc[in_label, "RR"].mean())
+
+
+def test_a_skipped_sweep_job_counts_as_the_finished_run_it_reused(runs):
+    from experiments.runs import find_run_dirs
+
+    sweep = runs["tmp"] / "resumed_sweep"
+    (sweep / "0").mkdir(parents=True)
+    (sweep / "0" / "skipped.json").write_text(json.dumps({"run_dir": str(runs["dirs"][0])}))
+    shutil.copytree(runs["dirs"][1], sweep / "1")
+    assert find_run_dirs([sweep]) == [runs["dirs"][0], sweep / "1"]
+    assert load_run_dir(sweep / "0").source == str(runs["dirs"][0])
