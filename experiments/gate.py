@@ -56,11 +56,15 @@ class GateConfig:
     overrides: tuple[str, ...]  # Hydra overrides selecting the suite when the gate runs it itself
     metrics: tuple[str, ...]
     floors: Mapping[str, float]
+    variant_floors: Mapping[str, Mapping[str, float]]  # stricter floors for stronger variants
     tolerance: Mapping[str, float]  # largest allowed drop of the mean, absolute, per metric
     alpha: float = 0.05
     test: str = "randomization"
     n_resamples: int = 10_000
     seed: int = 0
+
+    def floor(self, metric: str, variant: str) -> float | None:
+        return self.variant_floors.get(variant, {}).get(metric, self.floors.get(metric))
 
     @classmethod
     def load(cls, name_or_path: str) -> GateConfig:
@@ -78,7 +82,9 @@ class GateConfig:
         if not isinstance(tolerance, Mapping):
             tolerance = {m: float(tolerance) for m in metrics}
         floors = dict(raw.get("floors") or {})
-        unknown = (set(floors) | set(tolerance)) - set(metrics)
+        variant_floors = {v: dict(f) for v, f in (raw.get("variant_floors") or {}).items()}
+        named = set(floors) | set(tolerance) | {m for f in variant_floors.values() for m in f}
+        unknown = named - set(metrics)
         if not metrics or unknown:
             raise GateError(f"{path}: gate needs `metrics`; floors/tolerance name ungated {sorted(unknown)}")
         return cls(
@@ -86,6 +92,7 @@ class GateConfig:
             overrides=tuple(raw.get("overrides") or ()),
             metrics=metrics,
             floors={m: float(v) for m, v in floors.items()},
+            variant_floors={v: {m: float(x) for m, x in f.items()} for v, f in variant_floors.items()},
             tolerance={m: float(tolerance.get(m, 0.0)) for m in metrics},
             alpha=float(raw.get("alpha", 0.05)),
             test=str(raw.get("test", "randomization")),
@@ -207,7 +214,7 @@ def check_run(run: RunRecord, baseline: Baseline, gate: GateConfig, baseline_pat
     for metric, adjusted in zip(gate.metrics, p_holm, strict=True):
         row = tables[metric]
         base_mean, run_mean = float(row["mean"] - row["delta"]), float(row["mean"])
-        floor, tolerance = gate.floors.get(metric), gate.tolerance[metric]
+        floor, tolerance = gate.floor(metric, run.variant), gate.tolerance[metric]
         failures = []
         if floor is not None and run_mean < floor:
             failures.append(f"{metric} mean {run_mean:.4f} is under the floor {floor:.4f}")

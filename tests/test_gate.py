@@ -60,6 +60,7 @@ def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
                 "overrides": ["suite=jsonl", f"suite.path={suite_dir}", "cache_dir=null"],
                 "metrics": ["P@5", "RR"],
                 "floors": {"P@5": 0.1},
+                "variant_floors": {"dense": {"P@5": 0.9}},  # another variant's floor: not bm25's
                 "tolerance": {"P@5": 0.01, "RR": 0.1},
                 "alpha": 0.05,
             }
@@ -165,3 +166,11 @@ def test_committed_baselines_hold_the_gated_metrics_of_their_gate():
         for metric, values in baseline.per_query.items():
             assert all(0.0 <= v <= 1.0 for v in values.values())
             assert baseline.means[metric] == pytest.approx(sum(values.values()) / len(values))
+
+
+def test_a_variant_floor_overrides_the_gate_floor_for_that_variant_only(setup, capsys):
+    gate = yaml.safe_load(setup["gate"].read_text())
+    gate["variant_floors"] = {"bm25": {"P@5": 0.5}}
+    setup["gate"].write_text(yaml.safe_dump(gate))
+    assert main([*setup["args"], "--run-dir", str(setup["run"])]) == 1
+    assert "under the floor 0.5000" in capsys.readouterr().out
