@@ -331,3 +331,15 @@ def test_a_skipped_sweep_job_counts_as_the_finished_run_it_reused(runs):
     shutil.copytree(runs["dirs"][1], sweep / "1")
     assert find_run_dirs([sweep]) == [runs["dirs"][0], sweep / "1"]
     assert load_run_dir(sweep / "0").source == str(runs["dirs"][0])
+
+
+def test_runs_selected_by_tag_across_experiments(runs, monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    out_root = runs["tmp"] / "reports_tag"
+    argv = ["--name", "t", "--out-root", str(out_root), "--tracking-uri", runs["uri"],
+            "--tag", "suite=report-tiny", "--metrics", "RR"]  # fmt: skip
+    assert main(argv) == 0
+    markdown = (out_root / "t" / "report.md").read_text()
+    assert "MLflow: tag suite=report-tiny" in markdown
+    assert all(f"bm25[bm25.k1={k1}]" in markdown for k1 in (*K1_VALUES, SOLO_K1))
+    assert main([*argv[:6], "--tag", "suite=no-such-suite"]) == 2  # names the selector, exit 2
