@@ -63,10 +63,12 @@ def targets(results: dict) -> list[dict[str, Any]]:
         if suite is None:
             continue
         hybrid = suite["measure"]["variants"]["hybrid"]
+        probe = suite["measure"].get("cpu_time_probes", {}).get("hybrid_query")
         out.append(
             {
                 "target": f"hybrid p95 at {memories:,} memories < {limit:g} ms",
                 "value": hybrid["latency_ms"]["p95"],
+                "cpu_p95": probe["cpu_ms"]["p95"] if probe else None,
                 "limit": limit,
                 "unit": "ms",
                 "why": "dominated by " + _dominant_stage(hybrid),
@@ -74,11 +76,13 @@ def targets(results: dict) -> list[dict[str, Any]]:
         )
     for label, suite in results["suites"].items():
         ce = suite["measure"]["variants"]["cross_encoder"]["stage_ms"].get("cross_encoder")
+        probe = suite["measure"].get("cpu_time_probes", {}).get("rerank_16")
         if ce:
             out.append(
                 {
                     "target": f"cross-encoder rerank of 16, p95 < {RERANK_P95_MS:g} ms ({label})",
                     "value": ce["p95"],
+                    "cpu_p95": probe["cpu_ms"]["p95"] if probe else None,
                     "limit": RERANK_P95_MS,
                     "unit": "ms",
                     "why": "16 (query, memory) pairs of up to 128 tokens through a 6-layer MiniLM on the "
@@ -99,6 +103,7 @@ def targets(results: dict) -> list[dict[str, Any]]:
         )
     for t in out:
         t["met"] = t["value"] < t["limit"]
+        t.setdefault("cpu_p95", None)
     return out
 
 
@@ -336,6 +341,39 @@ def render(results: dict, note: str = "") -> str:
         "A second run of the same suite and retrieval prefix loads the fused candidates from the prefix "
         "cache: no index is built and no vector is looked up; only rank stages run.",
         "",
+        "## Wall time vs CPU time (the latency targets, re-timed)",
+        "",
+        "Hybrid retrieval of one query (both channels + RRF) and a cross-encoder rerank of 16 (no score "
+        "cache), each timed in wall time and in process CPU time (all threads). On a shared machine wall "
+        "time includes waiting for a core; CPU time does not, and on an idle machine a call's wall time "
+        "is at most its CPU time (less when torch uses both cores). So CPU time bounds the idle latency; it "
+        "is itself inflated by contention (cache misses, torch threads spinning), so the bound is loose.",
+        "",
+    ]
+    rows = []
+    for label, s in results["suites"].items():
+        probes = s["measure"].get("cpu_time_probes")
+        if not probes:
+            continue
+        for name in ("hybrid_query", "rerank_16"):
+            p = probes[name]
+            rows.append(
+                [
+                    label,
+                    name,
+                    str(p["calls"]),
+                    _f(p["wall_ms"]["p50"], 2),
+                    _f(p["wall_ms"]["p95"], 2),
+                    _f(p["cpu_ms"]["p50"], 2),
+                    _f(p["cpu_ms"]["p95"], 2),
+                    str(probes["torch_threads"]),
+                ]
+            )
+    lines += _table(
+        ["suite", "call", "calls", "wall p50", "wall p95", "CPU p50", "CPU p95", "torch threads"], rows
+    )
+    lines += [
+        "",
         "## Targets",
         "",
     ]
@@ -348,8 +386,20 @@ def render(results: dict, note: str = "") -> str:
                 f"**missed** by {_f(t['value'] - t['limit'])} {t['unit']} "
                 f"({_f(t['value'] / t['limit'], 2)}x the limit): {t['why']}"
             )
-        rows.append([t["target"], f"{_f(t['value'])} {t['unit']}", verdict])
-    lines += _table(["target", "measured", "verdict"], rows)
+            if t["cpu_p95"] is not None and t["cpu_p95"] < t["limit"]:
+                verdict += (
+                    f". Its CPU time p95 is {_f(t['cpu_p95'])} ms, within the limit: the wall time was lost "
+                    "waiting for a shared core, so on an idle machine it would be met"
+                )
+            elif t["cpu_p95"] is not None:
+                verdict += (
+                    f". Its CPU time p95 is {_f(t['cpu_p95'])} ms, also above the limit; CPU time grows "
+                    "under contention too (cache misses, torch threads spinning while they wait), so it is "
+                    "an upper bound, not proof that an idle machine would miss"
+                )
+        cpu = "–" if t["cpu_p95"] is None else f"{_f(t['cpu_p95'])} ms"
+        rows.append([t["target"], f"{_f(t['value'])} {t['unit']}", cpu, verdict])
+    lines += _table(["target", "measured (wall p95)", "CPU time p95", "verdict"], rows)
     return "\n".join(lines) + "\n"
 
 
