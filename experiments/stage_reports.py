@@ -84,8 +84,9 @@ NOTES = {
         "low 0.4; medium/low / (1 + 0.1 x accesses)); unrated memories count as medium in this variant. "
         "Access counts are replayed: each query's top 10 after the decay stage, counted in suite order, "
         "seen by later queries only (AccessLedger). Prune: medium/low under weight 0.3 are dropped. "
-        "BEAM's questions ask about the whole conversation (evidence is 56 days old at the median), so "
-        "favouring recent messages is expected to hurt there: the rows say by how much."
+        "BEAM's questions ask about the whole conversation, and its knowledge-update and contradiction "
+        "evidence names the old statement as well as the new one, so favouring recent messages is expected "
+        "to hurt there; each suite's section gives the age of the evidence (generated)."
     ),
     "tiering": (
         "One BM25 + dense index per scope over the searched tiers; each channel's top 50 per tier, RRF "
@@ -303,6 +304,28 @@ def query_encoding_ms(runner: Runner, texts: Sequence[str]) -> float:
     return float(np.median(times))
 
 
+def evidence_age(suite) -> str:
+    """Median age in days (query now - created_at) of relevant memories and of all in-scope memories."""
+    from retrieval.decay import epoch_days
+
+    created = {m.id: epoch_days(m.created_at) for m in suite.memories}
+    by_scope: dict[str, list[float]] = {}
+    for m in suite.memories:
+        by_scope.setdefault(m.scope_key, []).append(created[m.id])
+    relevant, everything = [], []
+    for q in suite.queries:
+        now = epoch_days(q.now)
+        relevant += [now - created[mid] for mid, grade in suite.qrels.get(q.id, {}).items() if grade > 0]
+        everything += [now - c for c in by_scope.get(q.scope_key, [])]
+    relevant, everything = np.array(relevant), np.array(everything)
+    if not np.isfinite(relevant).any():
+        return "Evidence age: the suite has no dates on queries or memories (no decay applies)."
+    return (
+        f"Evidence age at query time (generated): median {np.nanmedian(relevant):.0f} days for relevant "
+        f"memories, {np.nanmedian(everything):.0f} days for all memories in the query's scope."
+    )
+
+
 def report(runner: Runner, variant: str, suites: Sequence[str], command: str, repeats: int) -> str:
     stages = {
         "tag_inference": ["keyword_tags", "tag_boost"],
@@ -344,6 +367,11 @@ def report(runner: Runner, variant: str, suites: Sequence[str], command: str, re
             "",
             "Reading (generated): " + reading(runs),
             "",
+            *(
+                [evidence_age(runner.suite(runner.config([SUITES[suite_name]]))), ""]
+                if variant == "decay"
+                else []
+            ),
             f"nDCG@10 per {label}:",
             "",
             label_table(runs, label, "nDCG@10"),
