@@ -336,3 +336,8 @@ def test_switched_off_tier_fusion_leaves_the_tiered_channel_as_ranked():
     alone = Pipeline((retriever(),)).run(corpus_memories, q, progress=False).ranked[0]
     off = Pipeline((retriever(), TierFusion(enabled=False))).run(corpus_memories, q, progress=False).ranked[0]
     assert alone.memory_ids == off.memory_ids and np.array_equal(alone.scores, off.scores)
+
+
+def test_unknown_ranking_mode_is_a_clear_error():
+    with pytest.raises(ValueError, match="ranking"):
+        retriever(ranking="per-tier").build(Corpus(tuple(POOL)))

@@ -165,4 +165,6 @@ class TieredRetriever(Retriever):
         return [t for t in self.tiers if self.high_order or t in self.base_tiers]
 
     def build(self, corpus: Corpus) -> _TieredIndex:
+        if self.ranking not in ("global", "tier"):
+            raise ValueError(f"tiered.ranking must be 'global' or 'tier', not {self.ranking!r}")
         return _TieredIndex(corpus, self)
