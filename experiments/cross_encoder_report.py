@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import os
 import time
@@ -156,6 +157,22 @@ def _md(frame: pd.DataFrame, digits: int = 3) -> str:
     )
 
 
+def training_command(training: dict[str, Any] | None) -> str:
+    """The command that trained the model: the defaults plus the overrides its logged config shows."""
+    command = "python -m experiments.train_reranker"
+    if not training:
+        return command
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        defaults = compose(config_name="train_reranker")
+    used = training["config"]
+    changed = [
+        f"{k}={used[k]}"
+        for k, v in defaults.items()
+        if k in used and not isinstance(used[k], dict) and used[k] != v and k not in ("tracking", "encoder")
+    ]
+    return " ".join([command, *changed])
+
+
 def render(results: list[dict[str, Any]], training: dict[str, Any] | None, command: str) -> str:
     lines = [
         "# Cross-encoder rerank (variant `cross_encoder`): trained reranker vs the first stage it reranks",
@@ -174,24 +191,54 @@ def render(results: list[dict[str, Any]], training: dict[str, Any] | None, comma
         "numbers (by text length, say); the trained rows are worth what they add over the control.",
         "",
     ]
+    summary = {
+        r["suite"]: {
+            row: f"{d:+.3f} (p_holm {p:.3f})" if row != "first stage" else f"{m:.3f}"
+            for row, m, d, p in zip(
+                r["tests"][PRIMARY].index,
+                r["tests"][PRIMARY]["mean"],
+                r["tests"][PRIMARY]["delta"],
+                r["tests"][PRIMARY]["p_holm"],
+                strict=True,
+            )
+        }
+        | {"rerank p95 ms": f"{r['latency']['p95']:.0f}"}
+        for r in results
+    }
+    lines += [
+        f"## Summary: {PRIMARY} of the first stage, and each rerank's paired change",
+        "",
+        _md(pd.DataFrame(summary)),
+        "",
+    ]
     if training:
         t, c = training, training["config"]
         metric = c["val_metric"]
         val = {k: t[f"val_{metric}_{k}"] for k in ("first_stage", "untrained", "best")}
+        seen = min(t["steps"] * c["batch_size"], t["pairs"] * c["epochs"])
+        # Older training.json files lack stop_reason; the best step being the last rules out patience.
+        reason = t.get("stop_reason") or (
+            ("time budget" if t["best_step"] == t["steps"] else "time budget or patience")
+            if t["stopped_early"]
+            else "completed"
+        )
         lines += [
             "## The model",
             "",
-            "Trained by `python -m experiments.train_reranker` from the bundled all-MiniLM-L6-v2 (a",
-            "bi-encoder; sentence-transformers gives it a fresh one-logit head) on "
+            f"Trained by `{training_command(t)}` from the bundled all-MiniLM-L6-v2",
+            "(a bi-encoder; sentence-transformers gives it a fresh one-logit head) on "
             f"`{t['train_suite']}` ({t['train_queries']} training queries, split by conversation):",
-            f"{t['pairs']} pairs ({t['positive_pairs']} positive; hard negatives from "
-            f"{' -> '.join(c['first_stage']['order'])} top {c['negative_depth']}), "
-            f"max_length {c['max_length']},",
-            f"{t['steps']} steps{' (stopped early)' if t['stopped_early'] else ''}, best at step "
-            f"{t['best_step']}, {t['train_s'] / 60:.1f} min on the shared 2-core CPU.",
+            f"{t['pairs']} pairs prepared ({t['positive_pairs']} positive; hard negatives from "
+            f"{' -> '.join(c['first_stage']['order'])} top {c['negative_depth']}), max_length "
+            f"{c['max_length']}, batch {c['batch_size']}, lr {c['lr']}, seed {c['seed']};",
+            f"{t['steps']} steps = {seen} pairs seen, ended by: {reason} ({c['max_train_minutes']} min; "
+            f"validation every {c['eval_every']} steps, patience {c['patience']}), best at step "
+            f"{t['best_step']}, {t['train_s'] / 60:.1f} min on the shared, heavily loaded 2-core CPU.",
             f"Validation ({t['validation_queries']} held-out queries, first-stage top {c['negative_depth']} "
             f"reordered): {metric} first stage {val['first_stage']:.3f}, untrained head "
-            f"{val['untrained']:.3f}, trained {val['best']:.3f}.",
+            f"{val['untrained']:.3f}, trained {val['best']:.3f} (curve: "
+            + ", ".join(f"step {h['step']} {h['val']:.3f}" for h in t["history"])
+            + ").",
             "",
         ]
     for r in results:
@@ -224,7 +271,7 @@ def render(results: list[dict[str, Any]], training: dict[str, Any] | None, comma
         "## Commands",
         "",
         "```",
-        "python -m experiments.train_reranker            # BEAM 500K -> models/cross-encoder-beam500k",
+        training_command(training) + "   # BEAM 500K -> models/cross-encoder-beam500k",
         command,
         "python -m experiments.run variant=cross_encoder suite=beam             # one run, mode rrf",
         "python -m experiments.run variant=cross_encoder suite=spark25 stage.cross_encoder.mode=replace",
@@ -246,8 +293,10 @@ def main(argv: list[str] | None = None) -> None:
         choices=list(SUITES),
         help="suites on which to also rerank with the untrained-head MiniLM (what training adds)",
     )
+    parser.add_argument(
+        "--render-only", action="store_true", help="rewrite README.md from OUT/results.json (no runs)"
+    )
     args = parser.parse_args(argv)
-    control = str(untrained_head(Path("models/cross-encoder-untrained-head"))) if args.control else None
     training_file = Path(args.model) / "training.json"
     training = json.loads(training_file.read_text()) if training_file.is_file() else None
     command = (
@@ -256,6 +305,11 @@ def main(argv: list[str] | None = None) -> None:
         + (f" --suites {' '.join(args.suites)}" if args.suites != list(SUITES) else "")
         + (f" --control {' '.join(args.control)}" if args.control else "")
     )
+    if args.render_only:  # same flags as the run that wrote results.json
+        results = [from_payload(r) for r in json.loads((Path(args.out) / "results.json").read_text())]
+        (Path(args.out) / "README.md").write_text(render(results, training, command))
+        return
+    control = str(untrained_head(Path("models/cross-encoder-untrained-head"))) if args.control else None
     results = []
     for suite in args.suites:  # the report is rewritten after each suite, so a slow one loses nothing
         results.append(measure_suite(suite, args.model, control if suite in args.control else None))
@@ -279,6 +333,18 @@ def write(out: Path, results: list[dict[str, Any]], training: dict[str, Any] | N
         for r in results
     ]
     (out / "results.json").write_text(json.dumps(payload, indent=2, default=str))
+
+
+def from_payload(r: dict[str, Any]) -> dict[str, Any]:
+    """A suite's results back from results.json, for --render-only."""
+    frame = functools.partial(pd.DataFrame.from_dict, orient="index")
+    return {
+        **r,
+        "overall": frame(r["overall"]),
+        "by_label": frame(r["by_label"]),
+        "sweep": frame(r["sweep"]),
+        "tests": {m: frame(t) for m, t in r["tests"].items()},
+    }
 
 
 if __name__ == "__main__":

@@ -173,7 +173,7 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     history = [{"step": 0, "val": validation_ndcg(model, suite, val_queries, lists, cfg.val_metric, cfg)}]
     best = {"step": 0, "val": history[0]["val"], "state": copy.deepcopy(net.state_dict())}
     print(f"validation {cfg.val_metric}: first stage {baseline:.4f}, untrained head {history[0]['val']:.4f}")
-    step, stale, stopped_early, losses = 0, 0, False, []
+    step, stale, stopped_early, losses, stop_reason = 0, 0, False, [], "completed"
     bar = tqdm(total=total, desc="train reranker", disable=not cfg.progress)
     for _epoch in range(cfg.epochs):
         order = rng.permutation(len(pairs))
@@ -209,10 +209,13 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
                 else:
                     stale += 1
                 if stale >= cfg.patience:
-                    stopped_early = True
+                    stopped_early, stop_reason = True, "patience"
                     break
                 if cfg.max_train_minutes and time.perf_counter() - started > 60 * cfg.max_train_minutes:
-                    stopped_early = True  # the time budget, on a validation boundary: best weights kept
+                    stopped_early, stop_reason = (
+                        True,
+                        "time budget",
+                    )  # the time budget, on a validation boundary: best weights kept
                     print(f"time budget of {cfg.max_train_minutes} min reached at step {step}")
                     break
         if stopped_early:
@@ -230,6 +233,7 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         "validation_queries": len(val_queries),
         "steps": step,
         "stopped_early": stopped_early,
+        "stop_reason": stop_reason,
         "best_step": best["step"],
         f"val_{cfg.val_metric}_first_stage": baseline,
         f"val_{cfg.val_metric}_untrained": history[0]["val"],
