@@ -272,6 +272,12 @@ def cpu_time_probes(suite, queries, work: Path, ce_model: str, ce_queries: int) 
         pipeline.fusion(corpus, {channel: index.search(query) for channel, index in indexes})
 
     out = {"hybrid_query": _wall_and_cpu([partial(hybrid, q) for q in queries])}
+    # OpenBLAS's default 2 threads for the dense matrix-vector product wait on each other when the
+    # cores are shared; one BLAS thread shows what that costs.
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        out["hybrid_query_blas1"] = _wall_and_cpu([partial(hybrid, q) for q in queries])
     stage = next(s for s in _pipeline("cross_encoder", work, ce_model).stages if s.name == "cross_encoder")
     heads = []
     for query in queries[:ce_queries]:
@@ -280,6 +286,19 @@ def cpu_time_probes(suite, queries, work: Path, ce_model: str, ce_queries: int) 
         heads.append((query.text, texts))
     out["rerank_16"] = _wall_and_cpu([partial(stage.scorer.score, q, t) for q, t in heads])
     out["rerank_16"]["pairs_per_call"] = stage.top_n
+    # What a rerank computes: a batch of 16 pairs padded to its longest pair (at most max_length tokens).
+    from retrieval.reranker import load_cross_encoder
+
+    tokenizer = load_cross_encoder(stage.scorer.path, stage.scorer.max_length, stage.scorer.device).tokenizer
+    lengths = [
+        [
+            len(tokenizer(q, t, truncation=True, max_length=stage.scorer.max_length)["input_ids"])
+            for t in texts
+        ]
+        for q, texts in heads
+    ]
+    out["rerank_16"]["tokens_per_pair_mean"] = float(np.mean([x for row in lengths for x in row]))
+    out["rerank_16"]["padded_tokens_per_call_mean"] = float(np.mean([len(row) * max(row) for row in lengths]))
     out["torch_threads"] = __import__("torch").get_num_threads()
     return out
 
