@@ -19,7 +19,7 @@ import pandas as pd
 
 from experiments.metrics import per_query as relevance_per_query
 from experiments.noise import noise_table
-from experiments.statistics import bootstrap_ci
+from experiments.statistics import bootstrap_cis
 from experiments.suites.suite import Suite
 from retrieval.pipeline import RunOutput
 
@@ -59,16 +59,15 @@ def per_query_table(suite: Suite, output: RunOutput, metrics: Sequence[str]) -> 
         }
     ).set_index("query_id")
     by_id = {r.query_id: r for r in output.ranked}
-    rows["n_returned"] = [len(by_id[q].memory_ids) if q in by_id else 0 for q in rows.index]
-    rows["top_score"] = [
-        float(by_id[q].scores[0]) if q in by_id and len(by_id[q].scores) else np.nan for q in rows.index
-    ]
-    rows["latency_ms"] = [by_id[q].latency_ms if q in by_id else np.nan for q in rows.index]
     stages = dict.fromkeys(s for r in output.ranked for s in r.timings_ms)
-    for stage in stages:
-        rows[f"ms.{stage}"] = [
-            by_id[q].timings_ms.get(stage, 0.0) if q in by_id else np.nan for q in rows.index
-        ]
+    ranked = [by_id.get(q) for q in rows.index]
+    columns = {  # built as one frame: column-by-column inserts dominate a sweep job's evaluation
+        "n_returned": [len(r.memory_ids) if r else 0 for r in ranked],
+        "top_score": [float(r.scores[0]) if r and len(r.scores) else np.nan for r in ranked],
+        "latency_ms": [r.latency_ms if r else np.nan for r in ranked],
+        **{f"ms.{st}": [r.timings_ms.get(st, 0.0) if r else np.nan for r in ranked] for st in stages},
+    }
+    rows = pd.concat([rows, pd.DataFrame(columns, index=rows.index)], axis=1)
     rows["scope_leaks"] = scope_leaks(suite, output).reindex(rows.index).fillna(0).astype(int)
     scores = relevance_per_query(suite.qrels, run, metrics)
     return rows.join(scores)  # abstention queries get NaN metrics: they are not averaged in
@@ -77,7 +76,8 @@ def per_query_table(suite: Suite, output: RunOutput, metrics: Sequence[str]) -> 
 def _aggregate(frame: pd.DataFrame, metrics: Sequence[str]) -> dict[str, Any]:
     answerable = frame[~frame["abstention"]]
     out: dict[str, Any] = {"n_queries": int(len(frame)), "n_answerable": int(len(answerable))}
-    out.update({m: float(answerable[m].mean()) if len(answerable) else None for m in metrics})
+    means = answerable[list(metrics)].mean() if len(answerable) else None
+    out.update({m: float(means[m]) if means is not None else None for m in metrics})
     abstaining = frame[frame["abstention"]]
     if len(abstaining):
         out["abstention_n"] = int(len(abstaining))
@@ -95,7 +95,10 @@ def summarize(frame: pd.DataFrame, metrics: Sequence[str], *, seed: int = 0) -> 
     overall["latency_ms_p50"] = float(np.percentile(latency, 50)) if len(latency) else None
     overall["latency_ms_p95"] = float(np.percentile(latency, 95)) if len(latency) else None
     answerable = frame[~frame["abstention"]]
-    ci = {m: list(bootstrap_ci(answerable[m].to_numpy(), seed=seed)) for m in metrics if len(answerable)}
+    ci = {}
+    if len(answerable):  # one set of resample draws shared by every metric
+        columns = {m: answerable[m].to_numpy() for m in metrics if answerable[m].notna().all()}
+        ci = {m: list(interval) for m, interval in bootstrap_cis(columns, seed=seed).items()}
     by_label: dict[str, dict[str, Any]] = {}
     for column in (c for c in frame.columns if c.startswith("label.")):
         name = column.removeprefix("label.")

@@ -64,7 +64,9 @@ def load_suite_from_config(cfg: DictConfig, *, memoise: bool = False) -> Suite:
     try:
         suite = instantiate(loader_cfg, _convert_="all")
     except InstantiationException as err:  # Hydra wraps the loader's own error: surface it
-        raise err.__cause__ if isinstance(err.__cause__, SuiteError) else err
+        if isinstance(err.__cause__, SuiteError):
+            raise err.__cause__ from None
+        raise
     if not isinstance(suite, Suite):
         raise TypeError(f"suite config must build a Suite, got {type(suite).__name__}")
     return suite

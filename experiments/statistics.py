@@ -69,22 +69,48 @@ def bootstrap_ci(
     `statistic` must reduce along an `axis` keyword (as numpy's do); it is called on a
     (chunk, n) array of resampled values with `axis=-1`.
     """
-    values = _values(values)
+    (interval,) = bootstrap_cis(
+        {"values": values}, confidence=confidence, n_resamples=n_resamples, seed=seed, statistic=statistic
+    ).values()
+    return interval
+
+
+def bootstrap_cis(
+    columns: Mapping[str, ArrayLike],
+    *,
+    confidence: float = 0.95,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+    statistic: Callable[..., np.ndarray] = np.mean,
+) -> dict[str, ConfidenceInterval]:
+    """`bootstrap_ci` of several metrics over the same queries, sharing one set of resample draws.
+
+    Each column's interval equals `bootstrap_ci(column, seed=seed)` (the draws are the same), at the
+    cost of one draw instead of one per metric.
+    """
+    arrays = {name: _values(v, name) for name, v in columns.items()}
+    sizes = {a.size for a in arrays.values()}
+    if len(sizes) != 1:
+        raise ValueError(f"columns must hold one value per query each, got sizes {sorted(sizes)}")
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
     if n_resamples < 1:
         raise ValueError(f"n_resamples must be positive, got {n_resamples}")
     rng = np.random.default_rng(seed)
-    n = values.size
+    (n,) = sizes
     chunk = max(1, _CHUNK_ELEMENTS // n)
-    estimates = np.empty(n_resamples)
+    estimates = {name: np.empty(n_resamples) for name in arrays}
     for start in range(0, n_resamples, chunk):
         stop = min(start + chunk, n_resamples)
         indices = rng.integers(0, n, size=(stop - start, n))
-        estimates[start:stop] = statistic(values[indices], axis=-1)
+        for name, values in arrays.items():
+            estimates[name][start:stop] = statistic(values[indices], axis=-1)
     tail = (1.0 - confidence) / 2.0
-    low, high = np.quantile(estimates, [tail, 1.0 - tail])
-    return ConfidenceInterval(float(low), float(high))
+    out = {}
+    for name, est in estimates.items():
+        low, high = np.quantile(est, [tail, 1.0 - tail])
+        out[name] = ConfidenceInterval(float(low), float(high))
+    return out
 
 
 def paired_randomization_test(

@@ -263,3 +263,15 @@ def test_misaligned_or_bad_values_are_rejected():
     b = pd.Series([0.1, 0.2], index=["q2", "q1"])
     with pytest.raises(ValueError, match="aligned"):
         compare({"a": a, "b": b}, baseline="a")
+
+
+def test_bootstrap_cis_shares_draws_and_equals_bootstrap_ci_per_column():
+    from experiments.statistics import bootstrap_cis
+
+    rng = np.random.default_rng(3)
+    columns = {"R@10": rng.random(57), "nDCG@10": rng.random(57) ** 2}
+    together = bootstrap_cis(columns, seed=11)
+    for name, values in columns.items():
+        assert together[name] == bootstrap_ci(values, seed=11)
+    with pytest.raises(ValueError, match="one value per query"):
+        bootstrap_cis({"a": rng.random(3), "b": rng.random(4)})
