@@ -35,6 +35,7 @@ import json
 import os
 import platform
 import resource
+import shlex
 import shutil
 import subprocess
 import sys
@@ -481,7 +482,8 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
     results: dict[str, Any] = {
         "machine": machine(),
         "suites": {},
-        "command": " ".join(["python -m experiments.benchmark", *sys.argv[1:]]),
+        "note": args.note,
+        "command": "python -m experiments.benchmark " + shlex.join(sys.argv[1:]),
     }
     args.ce_model, results["cross_encoder_model"] = cross_encoder_model(work)
     print("benchmark: metrics vs ir_measures", flush=True)

@@ -128,6 +128,7 @@ def targets(results: dict) -> list[dict[str, Any]]:
 
 def render(results: dict, note: str = "") -> str:
     m = results["machine"]
+    note = note or results.get("note", "")
     lines = [
         "# Scale and speed benchmark",
         "",
