@@ -34,6 +34,7 @@ from experiments.metrics import parse_metric
 from experiments.runs import RunError, RunRecord, load_run_dir
 from experiments.statistics import compare, holm
 from experiments.tracking import git_commit
+from retrieval.encoder import ModelNotFoundError
 
 ROOT = Path(__file__).resolve().parent.parent
 CONF_DIR = ROOT / "conf"
@@ -367,7 +368,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--summary", type=Path, help="write the Markdown verdict here too")
     parser.add_argument("--refresh", action="store_true", help="write the baseline from this run, on purpose")
-    return parser.parse_args(argv)
+    return parser.parse_intermixed_args(argv)  # Hydra overrides may follow the options
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -386,7 +387,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.refresh:
             return _refresh(run, gate, path, argv)
         result = check_run(run, Baseline.load(path), gate, path)
-    except (GateError, RunError, ValueError) as err:
+    except (GateError, RunError, ValueError, ModelNotFoundError) as err:  # cannot judge, not a regression
         print(f"gate error: {err}", file=sys.stderr)
         return 2
     text = summary_markdown(result)

@@ -174,3 +174,12 @@ def test_a_variant_floor_overrides_the_gate_floor_for_that_variant_only(setup, c
     setup["gate"].write_text(yaml.safe_dump(gate))
     assert main([*setup["args"], "--run-dir", str(setup["run"])]) == 1
     assert "under the floor 0.5000" in capsys.readouterr().out
+
+
+def test_a_missing_model_is_exit_2_cannot_judge_not_a_regression(setup, capsys):
+    missing = setup["tmp"] / "no-such-model"
+    args = [str(setup["gate"]), "cross_encoder", "--baseline", str(setup["baseline"])]
+    assert (
+        main([*args, f"stage.cross_encoder.scorer.model={missing}", "--out", str(setup["tmp"] / "ce")]) == 2
+    )
+    assert str(missing) in capsys.readouterr().err
