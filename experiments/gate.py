@@ -327,7 +327,10 @@ def summary_markdown(result: GateResult) -> str:
         ]
     if result.config_changes:
         lines += ["", "Config differs from the baseline's (not a failure by itself):"]
-        lines += [f"- `{k}`: `{a}` → `{b}`" for k, (a, b) in result.config_changes.items()]
+        lines += [
+            f"- `{k}`: {'(absent)' if a is None else f'`{a}`'} → {'(absent)' if b is None else f'`{b}`'}"
+            for k, (a, b) in result.config_changes.items()
+        ]
     return "\n".join(lines) + "\n"
 
 
