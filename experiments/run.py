@@ -148,8 +148,12 @@ def run_experiment(
     }
     evaluation.metrics["variant"] = cfg.variant.name
     evaluation.metrics["config_hash"] = cfg_hash
-    write_outputs(run_dir, suite, output, evaluation, tag=str(cfg.variant.name))
+    run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    # The same provenance as the MLflow tags, on disk too: reports built from run directories read it.
+    tags = {**_tags(cfg, suite, pipeline), CONFIG_HASH_TAG: cfg_hash}
+    (run_dir / "tags.json").write_text(json.dumps(tags, indent=2))
+    write_outputs(run_dir, suite, output, evaluation, tag=str(cfg.variant.name))
     record_finished(cfg.cache_dir, cfg_hash, suite.content_hash, run_dir, None)
 
     with pd.option_context("display.width", 200, "display.max_columns", 30, "display.precision", 3):
@@ -167,7 +171,7 @@ def run_experiment(
             run_name=f"{suite.name}-{cfg.variant.name}",
             params=flatten(OmegaConf.to_container(cfg, resolve=True)),
             metrics=mlflow_metrics(evaluation.metrics),
-            tags={**_tags(cfg, suite, pipeline), CONFIG_HASH_TAG: cfg_hash},
+            tags=tags,
             run_dir=run_dir,
             config_text=OmegaConf.to_yaml(cfg, resolve=True),
         )

@@ -89,7 +89,9 @@ class MlflowSweepCallback(Callback):
                 tags={SWEEP_KEY_TAG: key, "memeval.sweep_dir": str(config.hydra.sweep.dir)},
             )
             parent_id = parent.info.run_id
-            params = [Param(o.split("=", 1)[0], o.split("=", 1)[-1][:500]) for o in overrides if "=" in o]
+            # `+sweep=...`, `~key`: MLflow rejects '+' and '~' in param keys; the bare key is the name.
+            pairs = (o.split("=", 1) for o in overrides if "=" in o)
+            params = [Param(key.lstrip("+~"), value[:500]) for key, value in pairs]
             if params:
                 client.log_batch(parent_id, params=params)
         sweep_dir = Path(str(config.hydra.sweep.dir))

@@ -45,9 +45,11 @@ def hybrid_run(tmp_path_factory, beam_100k):
 
 def test_run_writes_every_file_with_all_ten_abilities(hybrid_run):
     run_dir, _, stdout = hybrid_run
-    for name in ("metrics.json", "per_query.csv", "run.trec", "qrels.tsv", "config.yaml"):
+    for name in ("metrics.json", "per_query.csv", "run.trec", "qrels.tsv", "config.yaml", "tags.json"):
         assert (run_dir / name).is_file(), name
     metrics = json.loads((run_dir / "metrics.json").read_text())
+    tags = json.loads((run_dir / "tags.json").read_text())
+    assert tags["suite_hash"] == metrics["suite"]["content_hash"] and tags["variant"] == "hybrid"
     assert metrics["n_queries"] == 199
     assert set(metrics["by_label"]["ability"]) == set(ABILITIES)
     assert metrics["by_label"]["ability"]["abstention"]["abstention_n"] == 20
