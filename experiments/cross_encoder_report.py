@@ -136,6 +136,38 @@ def measure_suite(suite_name: str, model: str, control: str | None = None) -> di
     }
 
 
+def measure_latency(suite_name: str, model: str, n_queries: int, threads: int | None) -> dict[str, float]:
+    """Cold scoring time of the first-stage top 16 for the first `n_queries` queries (model loaded first)."""
+    cfg = compose_variant(suite_name, model)
+    suite = load_suite_from_config(cfg)
+    stage = instantiate(cfg.stage.cross_encoder, _convert_="all")
+    first = Pipeline.from_config(["bm25", "dense", "fusion"], cfg.stage, depth=stage.top_n)
+    queries = suite.queries[:n_queries]
+    output = first.run(
+        suite.memories,
+        suite.queries,
+        suite_hash=suite.content_hash,
+        cache=CandidateCache(Path(cfg.cache_dir) / "candidates"),
+        progress=False,
+    )
+    text = {m.id: m.text for m in suite.memories}
+    scorer = dataclasses.replace(stage.scorer, cache_dir=None, threads=threads)
+    load_cross_encoder(scorer.path, scorer.max_length, scorer.device)
+    scorer.score("warm up", ["warm up"])
+    by_id = {r.query_id: r for r in output.ranked}
+    ms = []
+    for q in queries:
+        started = time.perf_counter()
+        scorer.score(q.text, [text[m] for m in by_id[q.id].memory_ids])
+        ms.append((time.perf_counter() - started) * 1000)
+    return {
+        "p50": float(np.percentile(ms, 50)),
+        "p95": float(np.percentile(ms, 95)),
+        "queries": len(ms),
+        "load_avg_1m": os.getloadavg()[0],
+    }
+
+
 def _md(frame: pd.DataFrame, digits: int = 3) -> str:
     """A Markdown table (pandas' to_markdown needs `tabulate`, which the project does not install)."""
 
@@ -267,13 +299,21 @@ def render(results: list[dict[str, Any]], training: dict[str, Any] | None, comma
             f"(1-minute load average {lat['load_avg_1m']:.1f} at the start), so these are upper bounds.",
             "",
         ]
+        for threads, m in r.get("latency_by_threads", {}).items():
+            lines += [
+                f"Re-measured apart (`--latency`, torch threads {threads}): p50 {m['p50']:.0f} ms, p95 "
+                f"{m['p95']:.0f} ms over the first {m['queries']} queries "
+                f"(load average {m['load_avg_1m']:.1f}).",
+                "",
+            ]
     lines += [
         "## Commands",
         "",
         "```",
         training_command(training) + "   # BEAM 500K -> models/cross-encoder-beam500k",
         command,
-        "python -m experiments.run variant=cross_encoder suite=beam             # one run, mode rrf",
+        command + " --latency N   # re-measure latency only, into the same results",
+        "python -m experiments.run variant=cross_encoder suite=beam      # one run, mode weighted (default)",
         "python -m experiments.run variant=cross_encoder suite=spark25 stage.cross_encoder.mode=replace",
         "```",
         "",
@@ -296,6 +336,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--render-only", action="store_true", help="rewrite README.md from OUT/results.json (no runs)"
     )
+    parser.add_argument(
+        "--latency",
+        type=int,
+        default=0,
+        metavar="N",
+        help="re-measure latency only: N queries per suite, default and 1 torch thread, into results.json",
+    )
     args = parser.parse_args(argv)
     training_file = Path(args.model) / "training.json"
     training = json.loads(training_file.read_text()) if training_file.is_file() else None
@@ -305,9 +352,15 @@ def main(argv: list[str] | None = None) -> None:
         + (f" --suites {' '.join(args.suites)}" if args.suites != list(SUITES) else "")
         + (f" --control {' '.join(args.control)}" if args.control else "")
     )
-    if args.render_only:  # same flags as the run that wrote results.json
+    if args.render_only or args.latency:  # same flags as the run that wrote results.json
         results = [from_payload(r) for r in json.loads((Path(args.out) / "results.json").read_text())]
-        (Path(args.out) / "README.md").write_text(render(results, training, command))
+        for r, suite in zip(results, args.suites, strict=True):
+            if args.latency:
+                r["latency_by_threads"] = {
+                    str(t or "default"): measure_latency(suite, args.model, args.latency, t)
+                    for t in (None, 1)
+                }
+        write(Path(args.out), results, training, command)
         return
     control = str(untrained_head(Path("models/cross-encoder-untrained-head"))) if args.control else None
     results = []
@@ -324,6 +377,7 @@ def write(out: Path, results: list[dict[str, Any]], training: dict[str, Any] | N
         {
             **{k: v for k, v in r.items() if not isinstance(v, (pd.DataFrame, dict))},
             "latency": r["latency"],
+            "latency_by_threads": r.get("latency_by_threads", {}),
             "config": r["config"],
             "overall": r["overall"].to_dict(orient="index"),
             "by_label": r["by_label"].to_dict(orient="index"),
