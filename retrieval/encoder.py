@@ -87,7 +87,7 @@ class SentenceEncoder:
     device: str = "cpu"
     show_progress: bool = True
     # Per-process state (not config): loaded cache shards and hit counters.
-    _memory: dict = field(default_factory=dict, repr=False, compare=False)
+    _memory: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def path(self) -> str:

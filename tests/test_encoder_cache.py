@@ -39,3 +39,12 @@ def test_many_shards_are_compacted_without_losing_a_vector(tmp_path, monkeypatch
     assert np.array_equal(reader.encode(texts, role="document"), vectors)
     assert reader.stats["misses"] == 0
     assert len(list(folder.glob("*.npz"))) == 1
+
+
+def test_a_replaced_encoder_does_not_share_the_in_memory_store(tmp_path):
+    import dataclasses
+
+    plain = SentenceEncoder(cache_dir=None, show_progress=False)
+    plain.encode(["hello"], role="query")
+    prompted = dataclasses.replace(plain, query_prompt="query: ")
+    assert prompted._memory == {} and plain._memory != {}
