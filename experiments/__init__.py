@@ -9,3 +9,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 # `${project_root:}` in configs: data that ships with the project resolves from any working directory.
 if not OmegaConf.has_resolver("project_root"):
     OmegaConf.register_new_resolver("project_root", lambda: str(PROJECT_ROOT))
+# `${subdir:${cache_dir},embeddings}`: a folder under the cache, or null when caching is off
+# (plain `${cache_dir}/embeddings` would turn `cache_dir=null` into a folder named "None").
+if not OmegaConf.has_resolver("subdir"):
+    OmegaConf.register_new_resolver("subdir", lambda base, name: None if base is None else f"{base}/{name}")

@@ -57,3 +57,9 @@ def test_switching_a_stage_off_from_the_command_line_drops_it():
 def test_every_suite_config_composes(suite):
     cfg = compose_with(f"suite={suite}")
     assert "_target_" in cfg.suite
+
+
+def test_caching_off_means_no_cache_folder_anywhere():
+    cfg = compose_with("variant=cross_encoder", "cache_dir=null")
+    assert cfg.encoder.cache_dir is None and cfg.stage.cross_encoder.scorer.cache_dir is None
+    assert compose_with().encoder.cache_dir == ".memeval_cache/embeddings"
