@@ -215,6 +215,9 @@ def test_sweep_baseline_is_the_lowest_setting_and_means_match_per_query_files(ru
 def test_a_significantly_worse_run_is_marked_and_listed_as_losing(runs):
     worse = runs["tmp"] / "worse_runs" / "bad"
     shutil.copytree(runs["dirs"][1], worse)
+    # The same config run later on changed code (else the report drops it as a repeat of the first).
+    tags = json.loads((worse / "tags.json").read_text())
+    (worse / "tags.json").write_text(json.dumps({**tags, "git_commit": "f" * 40}))
     frame = pd.read_csv(worse / "per_query.csv", index_col="query_id")
     frame.loc[frame.index[:8], ["P@5", "RR"]] = 0.0
     frame.to_csv(worse / "per_query.csv")
