@@ -42,7 +42,9 @@ def render(readme: str, root: Path = ROOT) -> str:
     def fill(match: re.Match) -> str:
         if match["path"]:
             source = root / match["path"]
-            body = _demote(source.read_text()) if source.is_file() else f"*(missing: {match['path']})*\n"
+            text = source.read_text() if source.is_file() else f"*(missing: {match['path']})*\n"
+            # The README's own heading names the block: the report's title line would repeat it.
+            body = _demote(text.split("\n", 1)[1] if text.startswith("# ") else text)
         else:
             body = {"variants": variants_list}[match["name"]](root)
         return match[1] + body.rstrip("\n") + "\n" + match[5]
