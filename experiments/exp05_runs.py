@@ -11,14 +11,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
-from experiments.evaluate import Evaluation, evaluate
-from experiments.run import build_pipeline, load_suite_from_config
+from experiments.evaluate import Evaluation
+from experiments.run import build_pipeline, execute, load_suite_from_config
 from experiments.suites.suite import Suite
 from experiments.sweeps import process_memo
-from experiments.tagging_report import tagging_report
-from retrieval.pipeline import CandidateCache, RunOutput
+from retrieval.pipeline import RunOutput
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
@@ -32,16 +31,8 @@ def compose_config(variant: str, overrides: Sequence[str] = (), suite_path: str 
 
 def run_config(cfg: DictConfig, suite: Suite | None = None) -> tuple[Suite, RunOutput, Evaluation]:
     suite = suite or load_suite_from_config(cfg)
-    pipeline = build_pipeline(cfg)
-    cache = CandidateCache(Path(cfg.cache_dir) / "candidates") if cfg.cache_dir else None
-    output = pipeline.run(
-        suite.memories,
-        suite.queries,
-        suite_hash=suite.content_hash,
-        cache=cache,
-        progress=False,
-        memo=process_memo(),  # a weight sweep re-runs only the rank stages that changed
+    # a weight sweep re-runs only the rank stages that changed (process memo)
+    output, evaluation = execute(
+        OmegaConf.merge(cfg, {"progress": False}), suite, build_pipeline(cfg), memo=process_memo()
     )
-    evaluation = evaluate(suite, output, list(cfg.metrics), seed=cfg.seed)
-    evaluation.metrics["tagging"] = tagging_report(suite, output.corpus)
     return suite, output, evaluation

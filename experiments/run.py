@@ -40,7 +40,7 @@ from experiments.sweeps import (
 from experiments.tagging_report import tagging_report
 from experiments.tracking import MlflowTracker, TrackingError, flatten, git_commit, mlflow_metrics
 from experiments.trec import write_run
-from retrieval.pipeline import CandidateCache, Pipeline, PipelineConfigError, RunOutput
+from retrieval.pipeline import CandidateCache, Pipeline, PipelineConfigError, ProcessMemo, RunOutput
 
 
 def _files_signature(path: Any) -> tuple:
@@ -98,6 +98,24 @@ def write_outputs(run_dir: Path, suite: Suite, output: RunOutput, evaluation: Ev
     tmp.replace(run_dir / "metrics.json")
 
 
+def execute(
+    cfg: DictConfig, suite: Suite, pipeline: Pipeline, *, memo: ProcessMemo | None = None
+) -> tuple[RunOutput, Evaluation]:
+    """Run the pipeline over the suite (through the candidate cache and `memo`) and evaluate it."""
+    cache = CandidateCache(Path(cfg.cache_dir) / "candidates") if cfg.cache_dir else None
+    output = pipeline.run(
+        suite.memories,
+        suite.queries,
+        suite_hash=suite.content_hash,
+        cache=cache,
+        progress=cfg.progress,
+        memo=memo,
+    )
+    evaluation = evaluate(suite, output, list(cfg.metrics), seed=cfg.seed)
+    evaluation.metrics["tagging"] = tagging_report(suite, output.corpus)  # EXP-05 coverage/precision
+    return output, evaluation
+
+
 def run_experiment(
     cfg: DictConfig, run_dir: Path, *, multirun: bool = False, parent: dict[str, str] | None = None
 ) -> dict[str, Any]:
@@ -129,17 +147,7 @@ def run_experiment(
     for note in suite.notes:
         print(f"  note: {note}")
     started = time.perf_counter()
-    cache = CandidateCache(Path(cfg.cache_dir) / "candidates") if cfg.cache_dir else None
-    output = pipeline.run(
-        suite.memories,
-        suite.queries,
-        suite_hash=suite.content_hash,
-        cache=cache,
-        progress=cfg.progress,
-        memo=process_memo() if multirun else None,
-    )
-    evaluation = evaluate(suite, output, list(cfg.metrics), seed=cfg.seed)
-    evaluation.metrics["tagging"] = tagging_report(suite, output.corpus)  # EXP-05 coverage/precision
+    output, evaluation = execute(cfg, suite, pipeline, memo=process_memo() if multirun else None)
     evaluation.metrics["wall_s"] = time.perf_counter() - started
     evaluation.metrics["suite"] = {
         **suite.summary(),
