@@ -46,6 +46,8 @@ from typing import Any
 
 import numpy as np
 
+from experiments.configs import CONF_DIR
+
 REPO = Path(__file__).resolve().parents[1]
 VARIANTS = ("bm25", "dense", "hybrid", "exp05", "cross_encoder")
 TRAINED_CE = REPO / "models" / "cross-encoder-beam500k"
@@ -107,7 +109,7 @@ def _compose(variant: str, work: Path, ce_model: str | None):
             f"stage.cross_encoder.scorer.model={ce_model}",
             "stage.cross_encoder.scorer.cache_dir=null",
         ]
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         return compose(config_name="config", overrides=overrides)
 
 

@@ -28,6 +28,7 @@ import pandas as pd
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
+from experiments.configs import CONF_DIR
 from experiments.evaluate import evaluate
 from experiments.run import load_suite_from_config
 from experiments.statistics import compare
@@ -45,7 +46,7 @@ BUDGET_MS = 200.0
 
 
 def compose_variant(suite: str, model: str):
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         return compose(
             config_name="config",
             overrides=[
@@ -194,7 +195,7 @@ def training_command(training: dict[str, Any] | None) -> str:
     command = "python -m experiments.train_reranker"
     if not training:
         return command
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         defaults = compose(config_name="train_reranker")
     used = training["config"]
     changed = [

@@ -8,18 +8,16 @@ evaluates it, returning the per-query table and the metrics.json content (with t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 
+from experiments.configs import CONF_DIR
 from experiments.evaluate import Evaluation
 from experiments.run import build_pipeline, execute, load_suite_from_config
 from experiments.suites.suite import Suite
 from experiments.sweeps import process_memo
 from retrieval.pipeline import RunOutput
-
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
 
 def compose_config(variant: str, overrides: Sequence[str] = (), suite_path: str | None = None) -> DictConfig:

@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from experiments.configs import CONF_DIR
 from experiments.metrics import parse_metric
 from experiments.runs import RunError, RunRecord, load_run_dir
 from experiments.statistics import compare, holm
@@ -37,7 +38,7 @@ from experiments.tracking import git_commit
 from retrieval.encoder import ModelNotFoundError
 
 ROOT = Path(__file__).resolve().parent.parent
-CONF_DIR = ROOT / "conf"
+
 BASELINE_DIR = Path("reports/baselines")
 # Config keys that define what was measured; a baseline records them and the gate shows differences.
 CONFIG_PREFIXES = ("suite.", "variant.", "stage.", "encoder.model", "depth")

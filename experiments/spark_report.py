@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 from hydra import compose, initialize_config_dir
 
+from experiments.configs import CONF_DIR
 from experiments.evaluate import Evaluation, evaluate
 from experiments.run import build_pipeline, load_suite_from_config
 from experiments.statistics import bootstrap_ci, compare, holm
@@ -54,7 +55,7 @@ class PhaseResult:
 
 
 def compose_variant(variant: str, overrides: Sequence[str] = ()):
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         return compose(
             config_name="config",
             overrides=[

@@ -26,6 +26,7 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
+from experiments.configs import CONF_DIR
 from experiments.evaluate import Evaluation, evaluate
 from experiments.statistics import compare, holm
 from retrieval.pipeline import CandidateCache, Pipeline
@@ -123,7 +124,7 @@ class Runner:
         self.cache = CandidateCache(Path(cache_dir)) if cache_dir else None
 
     def config(self, overrides: Sequence[str]):
-        with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
             return compose("config", overrides=[*overrides, "tracking=none", "progress=false"])
 
     def suite(self, cfg):

@@ -30,6 +30,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from experiments.configs import CONF_DIR
 from experiments.tracking import git_commit
 
 REPO = Path(__file__).resolve().parents[1]
@@ -103,7 +104,7 @@ def _compose_cpu_s(overrides: list[str], repeats: int = 5) -> float:
     """CPU seconds Hydra takes to compose this config once (a sweep job pays it twice)."""
     from hydra import compose, initialize_config_dir
 
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         compose("config", overrides=overrides, return_hydra_config=True)  # warm imports
         started = time.process_time()
         for _ in range(repeats):

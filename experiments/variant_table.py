@@ -23,11 +23,12 @@ from typing import Any
 
 from hydra import compose, initialize_config_dir
 
+from experiments.configs import CONF_DIR
 from experiments.evaluate import evaluate
 from experiments.run import build_pipeline, load_suite_from_config
 from experiments.statistics import bootstrap_ci
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+CONF = CONF_DIR
 
 
 def run_variants(suite_name: str, variants: list[str], overrides: list[str]) -> tuple[Any, dict[str, Any]]:

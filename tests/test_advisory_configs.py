@@ -6,6 +6,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
+from experiments.configs import CONF_DIR
 from experiments.run import build_pipeline, load_suite_from_config
 from retrieval.stages.action_domain import ActionDomainClassifier
 from retrieval.stages.actionability import ActionabilityGate
@@ -13,9 +14,8 @@ from retrieval.stages.enrichment import ContextualEnrichment
 from retrieval.stages.intent_route import IntentRouter
 from retrieval.stages.retrieval_gate import RetrievalGate
 from retrieval.stages.score_floor import ScoreFloor
-from tests.support import REPO
 
-CONF = REPO / "conf"
+CONF = CONF_DIR
 DEFAULTS = {
     "action_domain": ActionDomainClassifier,
     "intent_route": IntentRouter,

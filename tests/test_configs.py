@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from hydra import compose, initialize_config_dir
 
+from experiments.configs import CONF_DIR
 from experiments.run import build_pipeline
 from retrieval.pipeline import Pipeline
-from tests.support import REPO
 
-CONF = REPO / "conf"
+CONF = CONF_DIR
 VARIANTS = sorted(p.stem for p in (CONF / "variant").glob("*.yaml"))
 
 

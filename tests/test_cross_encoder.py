@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from experiments.configs import CONF_DIR
 from retrieval.encoder import ModelNotFoundError
 from retrieval.pipeline import Pipeline
 from retrieval.reranker import CrossEncoderScorer
@@ -234,9 +235,8 @@ def test_defaults_rerank_16_to_8_and_the_yaml_states_every_default():
     from hydra import compose, initialize_config_dir
     from hydra.utils import instantiate
 
-    from tests.support import REPO
 
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(config_name="config", overrides=["variant=cross_encoder"])
     assert list(cfg.variant.stages) == ["bm25", "dense", "fusion", "cross_encoder"]
     stage = instantiate(cfg.stage.cross_encoder, _convert_="all")

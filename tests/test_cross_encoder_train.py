@@ -9,15 +9,16 @@ import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
 
+from experiments.configs import CONF_DIR
 from experiments.suites.jsonl import save_suite
 from experiments.train_reranker import split_by_conversation, train, training_pairs
 from retrieval.reranker import CrossEncoderScorer
-from tests.support import REPO, tiny_suite
+from tests.support import tiny_suite
 from tests.test_cross_encoder import build_tiny_cross_encoder
 
 
 def compose_training(*overrides: str):
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         return compose(config_name="train_reranker", overrides=list(overrides))
 
 

@@ -8,6 +8,7 @@ from types import MappingProxyType
 import numpy as np
 import pytest
 
+from experiments.configs import CONF_DIR
 from retrieval.decay import AccessLedger, epoch_days, importance_weight, recency
 from retrieval.pipeline import Pipeline
 from retrieval.retrievers.bm25 import BM25Retriever
@@ -161,9 +162,8 @@ def test_switched_off_decay_and_prune_are_identical_to_their_absence():
 def test_variant_config_replays_access_and_prunes():
     from hydra import compose, initialize_config_dir
 
-    from tests.support import REPO
 
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=["variant=decay", "tracking=none"])
     pipeline = Pipeline.from_config(list(cfg.variant.stages), cfg.stage)
     decay, prune = pipeline.rank

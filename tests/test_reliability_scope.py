@@ -17,12 +17,13 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
+from experiments.configs import CONF_DIR
 from experiments.run import run_experiment
 from experiments.suites.beam_synth import generate
 from experiments.suites.jsonl import save_suite
 from tests.support import BEAM_DIR, CACHE_DIR, REPO, tiny_suite
 
-VARIANTS = sorted(p.stem for p in (REPO / "conf" / "variant").glob("*.yaml"))
+VARIANTS = sorted(p.stem for p in (CONF_DIR / "variant").glob("*.yaml"))
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +46,7 @@ def run_variant(variant: str, suite_overrides: list[str], tmp: Path, ce_dir: Pat
         f"cache_dir={tmp / 'cache'}",
         f"encoder.cache_dir={CACHE_DIR / 'embeddings'}",  # shared embeddings: no re-encoding per test
     ]
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(config_name="config", overrides=overrides)
         if "cross_encoder" in cfg.stage:
             cfg = compose(

@@ -65,7 +65,7 @@ def report_suite() -> Suite:
 def run(suite_dir: Path, out: Path, overrides: list[str]) -> Path:
     from hydra import compose, initialize_config_dir
 
-    from experiments.gate import CONF_DIR
+    from experiments.configs import CONF_DIR
     from experiments.run import run_experiment
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):

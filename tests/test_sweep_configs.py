@@ -7,12 +7,12 @@ import yaml
 from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
-from tests.support import REPO
+from experiments.configs import CONF_DIR
 from tests.sweep_support import job_dirs, sweep, write_tiny_suite
 
 
 def compose_hydra(*overrides: str):
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         return compose(config_name="config", overrides=list(overrides), return_hydra_config=True)
 
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
 
+from experiments.configs import CONF_DIR
 from experiments.sweeps import config_hash, finished_on_disk, record_finished, resume_enabled
 from retrieval.pipeline import Pipeline, ProcessMemo
 from retrieval.retrievers.bm25 import BM25Retriever
@@ -23,7 +24,7 @@ from tests.sweep_support import job_dirs, sweep, write_tiny_suite
 
 
 def compose_with(*overrides: str):
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         return compose(config_name="config", overrides=list(overrides))
 
 
@@ -47,7 +48,7 @@ def test_config_hash_ignores_key_order_and_nested_progress_flags():
 def test_config_hash_is_the_same_in_another_process():
     code = (
         "from hydra import compose, initialize_config_dir; from experiments.sweeps import config_hash\n"
-        f"with initialize_config_dir(config_dir={str(REPO / 'conf')!r}, version_base='1.3'):\n"
+        f"with initialize_config_dir(config_dir={str(CONF_DIR)!r}, version_base='1.3'):\n"
         "    print(config_hash(compose(config_name='config', overrides=['variant=bm25'])))"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)

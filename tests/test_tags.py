@@ -7,6 +7,7 @@ from types import MappingProxyType
 import numpy as np
 import pytest
 
+from experiments.configs import CONF_DIR
 from retrieval.pipeline import Pipeline
 from retrieval.retrievers.bm25 import BM25Retriever
 from retrieval.stages.keyword_tags import KeywordTags
@@ -184,9 +185,8 @@ def test_switched_off_tag_boost_is_identical_to_no_tag_boost():
 def test_variant_config_builds_keyword_tags_then_tag_boost():
     from hydra import compose, initialize_config_dir
 
-    from tests.support import REPO
 
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=["variant=tag_inference", "tracking=none"])
     pipeline = Pipeline.from_config(list(cfg.variant.stages), cfg.stage)
     assert isinstance(pipeline.ingest[0], KeywordTags) and isinstance(pipeline.rank[-1], TagBoost)

@@ -6,6 +6,7 @@ from types import MappingProxyType
 
 import numpy as np
 
+from experiments.configs import CONF_DIR
 from retrieval.stages.topic_tags import TopicTags
 from retrieval.types import Memory
 
@@ -83,9 +84,8 @@ def test_topic_variant_config_builds_topic_tags_then_tag_boost():
 
     from retrieval.pipeline import Pipeline
     from retrieval.stages.tag_boost import TagBoost
-    from tests.support import REPO
 
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(
             "config", overrides=["suite=beam", "+suite.topics=true", "variant=tag_inference_topics"]
         )

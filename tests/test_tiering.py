@@ -7,6 +7,7 @@ from types import MappingProxyType
 import numpy as np
 import pytest
 
+from experiments.configs import CONF_DIR
 from experiments.suites.tiered_synth import tiered_synth
 from retrieval.pipeline import Pipeline
 from retrieval.retrievers.bm25 import BM25Retriever
@@ -242,7 +243,6 @@ def test_configs_build_both_policies_of_the_one_mechanism():
     from hydra import compose, initialize_config_dir
     from hydra.utils import instantiate
 
-    from tests.support import REPO
 
     overrides = [
         "variant=tiering",
@@ -251,7 +251,7 @@ def test_configs_build_both_policies_of_the_one_mechanism():
         "+stage@stage.advisory_tiered=tiered_advisory",
         "+stage@stage.advisory_fusion=tier_fusion_advisory",
     ]
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=overrides)
     pipeline = Pipeline.from_config(list(cfg.variant.stages), cfg.stage)
     high_order, fusion = pipeline.stages
@@ -274,9 +274,8 @@ def test_configs_build_both_policies_of_the_one_mechanism():
 def test_tiering_advisory_variant_is_the_same_mechanism_under_the_advisory_policy():
     from hydra import compose, initialize_config_dir
 
-    from tests.support import REPO
 
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=["variant=tiering_advisory", "tracking=none"])
     policy, tiered, fusion = Pipeline.from_config(list(cfg.variant.stages), cfg.stage).stages
     assert (
