@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 export HF_HUB_OFFLINE := 1           # models load from local files only (DESIGN.md "Models, offline")
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup run test lint clean-venv
+.PHONY: setup run test test-fast lint clean-venv
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,8 +21,22 @@ setup: $(VENV)/.installed
 run: setup
 	$(PY) -m experiments.run $(ARGS)
 
+# The tests in tiers, fastest first, each tier's wall time printed: fast (unit and small end-to-end,
+# minutes), slow (real BEAM runs, subprocess sweeps), integration (a real mlflow server, launchers).
+# `make test-fast` is the quick loop while editing. ARGS go to every tier (e.g. ARGS="-x").
+TIERS := fast:not slow and not integration|slow:slow and not integration|integration:integration
+
 test: setup
-	$(PY) -m pytest -q $(ARGS)
+	@tiers='$(TIERS)'; IFS='|'; failed=0; for tier in $$tiers; do \
+	  name=$${tier%%:*}; mark=$${tier#*:}; start=$$(date +%s); \
+	  echo "== test tier: $$name (-m '$$mark')"; \
+	  $(PY) -m pytest -q -m "$$mark" $(ARGS); code=$$?; \
+	  echo "== test tier $$name: $$(( $$(date +%s) - start )) s, exit $$code"; \
+	  if [ $$code -ne 0 ] && [ $$code -ne 5 ]; then failed=$$code; fi; \
+	done; exit $$failed
+
+test-fast: setup
+	$(PY) -m pytest -q -m "not slow and not integration" $(ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check retrieval experiments tests

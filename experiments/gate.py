@@ -30,16 +30,15 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from experiments.configs import CONF_DIR
+from experiments import PROJECT_ROOT
+from experiments.configs import CONF_DIR, compose_config
 from experiments.metrics import parse_metric
 from experiments.runs import RunError, RunRecord, load_run_dir
 from experiments.statistics import compare, holm
 from experiments.tracking import git_commit
 from retrieval.encoder import ModelNotFoundError
 
-ROOT = Path(__file__).resolve().parent.parent
-
-BASELINE_DIR = Path("reports/baselines")
+BASELINE_ENV = "MEMEVAL_BASELINE_DIR"
 # Config keys that define what was measured; a baseline records them and the gate shows differences.
 CONFIG_PREFIXES = ("suite.", "variant.", "stage.", "encoder.model", "depth")
 # ...except where the suite sits on this machine (its content hash identifies it) and encoder settings
@@ -341,21 +340,48 @@ def _p(value: float) -> str:
 
 def run_variant(gate: GateConfig, variant: str, overrides: Sequence[str], out_dir: Path) -> RunRecord:
     """Run the gate's suite with `variant` through `experiments.run` (no tracking) into `out_dir`."""
-    from hydra import compose, initialize_config_dir
-
     from experiments.run import run_experiment
 
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose(
-            "config",
-            overrides=[*gate.overrides, f"variant={variant}", "tracking=none", "progress=false", *overrides],
-        )
+    fixed = [*gate.overrides, f"variant={variant}", "tracking=none", "progress=false"]
+    cfg = compose_config([*fixed, *overrides])
     run_experiment(cfg, out_dir)
     return load_run_dir(out_dir)
 
 
-def baseline_path(gate: GateConfig, variant: str) -> Path:
-    return BASELINE_DIR / f"{gate.name}-{variant}.json"
+def baseline_dir() -> Path:
+    """Where committed baselines live: $MEMEVAL_BASELINE_DIR, else the project's reports/baselines
+    (found from the package, so the gate works from any directory), else ./reports/baselines."""
+    if os.environ.get(BASELINE_ENV):
+        return Path(os.environ[BASELINE_ENV])
+    project = PROJECT_ROOT / "reports" / "baselines"
+    return project if project.is_dir() else Path("reports/baselines")
+
+
+def baseline_path(gate: GateConfig, variant: str, folder: Path | None = None) -> Path:
+    return (folder or baseline_dir()) / f"{gate.name}-{variant}.json"
+
+
+def check_baseline_before_running(
+    gate: GateConfig, variant: str, overrides: Sequence[str], path: Path
+) -> None:
+    """Fail fast (exit 2) when there is nothing to compare with: no baseline, or one made on another
+    version of the suite. Loading the suite costs little next to running it."""
+    if not path.is_file():
+        raise GateError(
+            f"no baseline {path} for gate {gate.name!r} and variant {variant!r}; write one on purpose with "
+            f"`memeval-gate {gate.name} {variant} --refresh`, or name one with --baseline"
+        )
+    from experiments.run import load_suite_from_config
+
+    expected = Baseline.load(path).suite_hash
+    cfg = compose_config([*gate.overrides, f"variant={variant}", "tracking=none", *overrides])
+    suite = load_suite_from_config(cfg, memoise=True)
+    if suite.content_hash != expected:
+        raise GateError(
+            f"suite hash mismatch: baseline {path} was made on suite {expected[:12]}, but the suite is now "
+            f"{suite.content_hash[:12]}: the suite changed, so the gate cannot judge; refresh the baseline "
+            "on purpose (--refresh) once the change is intended"
+        )
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -365,7 +391,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides when the gate runs the suite")
     parser.add_argument("--run-dir", type=Path, help="gate this finished run directory instead of running")
     parser.add_argument(
-        "--baseline", type=Path, help="baseline file (default reports/baselines/<gate>-<variant>.json)"
+        "--baseline", type=Path, help="baseline file (default <baseline dir>/<gate>-<variant>.json)"
+    )
+    parser.add_argument(
+        "--baseline-dir",
+        type=Path,
+        help=f"folder of baselines (default ${BASELINE_ENV}, else the project's reports/baselines)",
     )
     parser.add_argument(
         "--out", type=Path, help="where a run made by the gate goes (default outputs/gate/...)"
@@ -379,7 +410,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         gate = GateConfig.load(args.gate)
-        path = args.baseline or baseline_path(gate, args.variant)
+        path = args.baseline or baseline_path(gate, args.variant, args.baseline_dir)
+        if not args.refresh and not args.run_dir:
+            check_baseline_before_running(gate, args.variant, args.overrides, path)
         if args.run_dir:
             run = load_run_dir(args.run_dir)
             if run.variant != args.variant and not args.baseline:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -40,6 +41,7 @@ from experiments.sweeps import (
 from experiments.tagging_report import tagging_report
 from experiments.tracking import MlflowTracker, TrackingError, flatten, git_commit, mlflow_metrics
 from experiments.trec import write_run
+from retrieval.encoder import ModelNotFoundError
 from retrieval.pipeline import CandidateCache, Pipeline, PipelineConfigError, ProcessMemo, RunOutput
 
 
@@ -122,8 +124,9 @@ def run_experiment(
     """Run, evaluate, write, log. In a multirun (`multirun`) the process memo is reused, finished jobs
     are skipped (see experiments.sweeps), and `parent` (the sweep's MLflow parent) makes it a child run.
     """
-    suite = load_suite_from_config(cfg, memoise=multirun)  # validates: bad input fails here, before work
     pipeline = build_pipeline(cfg)
+    pipeline.check_models()  # a missing model is a clear error now, not after retrieval ran
+    suite = load_suite_from_config(cfg, memoise=multirun)  # validates: bad input fails here, before work
     cfg_hash = config_hash(cfg)
     tracker: MlflowTracker | None = (
         instantiate(cfg.tracking.tracker, **(parent or {})) if cfg.tracking.enabled else None
@@ -188,6 +191,18 @@ def run_experiment(
     return evaluation.metrics
 
 
+def _discard_if_unused(run_dir: Path) -> None:
+    """Remove a run directory that holds only what Hydra wrote before the run refused to start, so a
+    refused run leaves no empty result folder behind (results, if any, are never touched)."""
+    if run_dir.is_dir() and all(p.name == ".hydra" or p.suffix == ".log" for p in run_dir.iterdir()):
+        shutil.rmtree(run_dir, ignore_errors=True)
+        here = Path.cwd().resolve()
+        for parent in run_dir.resolve().parents:  # and the folders made only for it (outputs/<suite>/...)
+            if parent == here or here not in parent.parents or any(parent.iterdir()):
+                break
+            parent.rmdir()
+
+
 def _skip(run_dir: Path, cfg_hash: str, finished: Any, tracker: MlflowTracker | None) -> dict[str, Any]:
     """A finished run answers this job: log nothing new, point to it, return its metrics."""
     where = finished.run_dir or f"MLflow run {finished.mlflow_run_id}"
@@ -238,8 +253,9 @@ def main(cfg: DictConfig) -> float | None:
     parent = read_parent(hydra_cfg.sweep.dir) if multirun and cfg.tracking.enabled else {}
     try:
         metrics = run_experiment(cfg, run_dir, multirun=multirun, parent=parent)
-    except (SuiteError, PipelineConfigError, TrackingError) as err:
+    except (SuiteError, PipelineConfigError, TrackingError, ModelNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
+        _discard_if_unused(run_dir)
         sys.exit(2)
     value = metrics["overall"].get(cfg.objective)
     return None if value is None else float(value)

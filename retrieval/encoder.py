@@ -46,6 +46,16 @@ def resolve_model_path(model: str) -> str:
     return model  # a hub name: works where the hub (or its local cache) is reachable
 
 
+def require_local_or_online(path: str, model: str) -> None:
+    """A model is loadable when it is a local directory, or a hub name while the hub may be reached."""
+    offline = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE")
+    if offline and not Path(path).is_dir():
+        raise ModelNotFoundError(
+            f"model {model!r} is not a local directory and the Hugging Face hub is offline (HF_HUB_OFFLINE): "
+            "give a local directory"
+        )
+
+
 @functools.lru_cache(maxsize=8)
 def model_revision(path: str) -> str:
     """Hash of a local model's weights file (a hub name's revision is the name itself)."""
@@ -92,6 +102,10 @@ class SentenceEncoder:
     @property
     def path(self) -> str:
         return resolve_model_path(self.model)
+
+    def check_available(self) -> None:
+        """Raise ModelNotFoundError now, before any work, if the model cannot be loaded offline."""
+        require_local_or_online(self.path, self.model)
 
     def fingerprint(self) -> str:
         """What changes the vectors: model, weights, prompts, normalisation (not batch size or cache dir)."""

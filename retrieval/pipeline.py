@@ -13,6 +13,7 @@ sweep over a later stage's weight re-runs only the rank stages.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import os
@@ -152,6 +153,19 @@ class Pipeline:
                 raise PipelineConfigError(f"stage.{name} does not build a Stage: {type(stage).__name__}")
             built.append(stage)
         return cls(tuple(built), depth=depth)
+
+    def check_models(self) -> None:
+        """Fail before any work when a model a stage needs (encoder, cross-encoder) cannot be loaded:
+        every component with a `check_available()`, at any depth, is asked (they raise ModelNotFoundError)."""
+        todo: list[Any] = list(self.stages)
+        while todo:
+            value = todo.pop()
+            if callable(getattr(value, "check_available", None)):
+                value.check_available()
+            elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+                todo += [getattr(value, f.name) for f in dataclasses.fields(value)]
+            elif isinstance(value, (list, tuple)):
+                todo += list(value)
 
     def prefix_fingerprint(self, suite_hash: str, query_ids: Sequence[str]) -> str:
         prefix = [*self.ingest, *self.retrievers, *([self.fusion] if self.fusion else [])]

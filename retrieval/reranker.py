@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from retrieval.encoder import ModelNotFoundError, model_revision
+from retrieval.encoder import ModelNotFoundError, model_revision, require_local_or_online
 
 TRAINED_DEFAULT = "./models/cross-encoder-beam500k"
 
@@ -88,6 +88,13 @@ class CrossEncoderScorer:
     @property
     def path(self) -> str:
         return resolve_cross_encoder_path(self.model)
+
+    def check_available(self) -> None:
+        """Raise ModelNotFoundError now, before any work, if the model cannot be loaded."""
+        try:
+            require_local_or_online(self.path, self.model)
+        except ModelNotFoundError as err:
+            raise ModelNotFoundError(_how_to_provide(self.model)) from err
 
     def fingerprint(self) -> str:
         """What changes a score: model, weights, truncation length (not batch size or cache dir)."""

@@ -139,6 +139,39 @@ def test_a_baseline_for_another_suite_version_is_a_clear_error(setup, capsys):
     assert "suite hash mismatch" in err and "--refresh" in err
 
 
+def test_a_changed_suite_is_refused_before_the_suite_is_run(setup, capsys):
+    other_dir = save_suite(gate_suite(extra="v2"), setup["tmp"] / "suite_v2")
+    gate = yaml.safe_load(setup["gate"].read_text())
+    gate["overrides"][1] = f"suite.path={other_dir}"
+    setup["gate"].write_text(yaml.safe_dump(gate))
+    out = setup["tmp"] / "never-run"
+    assert main([*setup["args"], "--out", str(out)]) == 2
+    assert not out.exists()  # judged impossible before any work
+    assert "suite hash mismatch" in capsys.readouterr().err
+
+
+def test_a_missing_baseline_is_refused_before_the_suite_is_run(setup, capsys):
+    out = setup["tmp"] / "never-run"
+    args = [str(setup["gate"]), "bm25", "--baseline", str(setup["tmp"] / "none.json"), "--out", str(out)]
+    assert main(args) == 2
+    assert not out.exists()
+    assert "--refresh" in capsys.readouterr().err
+
+
+def test_baselines_are_found_from_the_project_from_any_directory_or_from_a_flag(setup, tmp_path, monkeypatch):
+    from experiments import PROJECT_ROOT
+    from experiments.gate import baseline_dir
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MEMEVAL_BASELINE_DIR", raising=False)
+    assert baseline_dir() == PROJECT_ROOT / "reports" / "baselines"
+    monkeypatch.setenv("MEMEVAL_BASELINE_DIR", str(setup["baseline"].parent))
+    assert baseline_dir() == setup["baseline"].parent
+    monkeypatch.delenv("MEMEVAL_BASELINE_DIR")
+    args = [str(setup["gate"]), "bm25", "--baseline-dir", str(setup["baseline"].parent)]
+    assert main([*args, "--run-dir", str(setup["run"])]) == 0
+
+
 def test_a_missing_baseline_says_how_to_create_it(setup, capsys):
     args = [str(setup["gate"]), "bm25", "--baseline", str(setup["tmp"] / "none.json")]
     assert main([*args, "--run-dir", str(setup["run"])]) == 2
@@ -154,7 +187,8 @@ def test_committed_gate_configs_load(tmp_path):
 
 
 def test_committed_baselines_hold_the_gated_metrics_of_their_gate():
-    from experiments.gate import ROOT, Baseline, GateConfig
+    from experiments import PROJECT_ROOT as ROOT
+    from experiments.gate import Baseline, GateConfig
 
     files = sorted((ROOT / "reports" / "baselines").glob("*.json"))
     assert {f.stem for f in files} >= {"spark25-hybrid", "beam100k-hybrid"}

@@ -4,7 +4,8 @@ Runs every variant in conf/variant/ (new ones are picked up automatically) throu
 (`experiments.run.run_experiment`, the CLI's code path minus Hydra's main) and reads `scope_leaks`
 from the metrics.json it writes. Fast: the tiny two-scope suite whose scopes hold the same texts, so
 any cross-scope result is a leak. Slow: every multi-scope suite config (generated tiers, replayed
-access counts via the decay variant, spark25, a two-conversation beam_synth suite, real BEAM 100K).
+access counts via the decay variant, spark25, a two-conversation beam_synth suite, and two real BEAM
+100K conversations: enough scopes to leak between, without reranking 199 questions per variant).
 The cross-encoder variant runs with the MiniLM weights as an untrained CrossEncoder (no trained
 model ships; its scores do not matter for isolation).
 """
@@ -70,17 +71,20 @@ def test_no_variant_returns_a_memory_of_another_scope_on_the_tiny_suite(variant,
 
 
 @pytest.fixture(scope="module")
-def synth_two_conversations(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("synth")
-    generate(out, n_conversations=2, messages_per_conversation=300, seed=1)
-    return out
+def suite_dirs(tmp_path_factory) -> dict[str, Path]:
+    synth = tmp_path_factory.mktemp("synth")
+    generate(synth, n_conversations=2, messages_per_conversation=300, seed=1)
+    beam = tmp_path_factory.mktemp("beam100k-two-conversations")
+    for conversation in ("1", "2"):  # a tier folder holding two of the real conversations
+        (beam / conversation).symlink_to(BEAM_DIR / "100K" / conversation, target_is_directory=True)
+    return {"synth": synth, "beam": beam}
 
 
 SUITES = {
-    "tiered_synth": lambda synth: ["suite=tiered_synth", "suite.observations=200", "suite.scopes=3"],
-    "spark25": lambda synth: ["suite=spark25", f"suite.path={REPO / 'datasets' / 'spark25'}"],
-    "beam_synth": lambda synth: ["suite=beam", f"suite.path={synth}"],
-    "beam100k": lambda synth: ["suite=beam", f"suite.path={BEAM_DIR / '100K'}"],
+    "tiered_synth": lambda dirs: ["suite=tiered_synth", "suite.observations=200", "suite.scopes=3"],
+    "spark25": lambda dirs: ["suite=spark25", f"suite.path={REPO / 'datasets' / 'spark25'}"],
+    "beam_synth": lambda dirs: ["suite=beam", f"suite.path={dirs['synth']}"],
+    "beam100k": lambda dirs: ["suite=beam", f"suite.path={dirs['beam']}"],
 }
 
 
@@ -88,9 +92,9 @@ SUITES = {
 @pytest.mark.parametrize("suite", SUITES)
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_no_variant_leaks_across_scopes_on_any_multi_scope_suite(
-    suite, variant, tmp_path, cross_encoder_dir, synth_two_conversations
+    suite, variant, tmp_path, cross_encoder_dir, suite_dirs
 ):
-    metrics = run_variant(variant, SUITES[suite](synth_two_conversations), tmp_path, cross_encoder_dir)
+    metrics = run_variant(variant, SUITES[suite](suite_dirs), tmp_path, cross_encoder_dir)
     if suite != "spark25":
         assert metrics["suite"]["scopes"] >= 2
     assert metrics["scope_leaks"] == 0
