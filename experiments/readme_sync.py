@@ -1,11 +1,12 @@
-"""Keep the README's result tables generated: copy report files into marked README blocks.
+"""Keep the README's and docs' result tables generated: copy report files into marked blocks.
 
     <!-- generated from reports/beam/baselines-100K.md -->
     ...replaced by the file's content (its headings pushed two levels down)...
     <!-- end generated -->
 
-`python -m experiments.readme_sync` rewrites the blocks; `--check` exits 1 when the README is out
-of date (a test runs it), so a table in the README is always the one a command wrote.
+`python -m experiments.readme_sync` rewrites the blocks of README.md and docs/*.md; `--check` exits 1
+when one is out of date (a test runs it), so a table in the docs is always the one a command wrote.
+Headings move down two levels in README.md (blocks sit under `###`) and one level in docs/.
 A block `<!-- generated: variants -->` lists conf/variant/*.yaml with each file's first comment.
 """
 
@@ -38,13 +39,13 @@ def variants_list(root: Path = ROOT) -> str:
     return "\n".join(rows) + "\n"
 
 
-def render(readme: str, root: Path = ROOT) -> str:
+def render(readme: str, root: Path = ROOT, levels: int = 2) -> str:
     def fill(match: re.Match) -> str:
         if match["path"]:
             source = root / match["path"]
             text = source.read_text() if source.is_file() else f"*(missing: {match['path']})*\n"
             # The README's own heading names the block: the report's title line would repeat it.
-            body = _demote(text.split("\n", 1)[1] if text.startswith("# ") else text)
+            body = _demote(text.split("\n", 1)[1] if text.startswith("# ") else text, levels)
         else:
             body = {"variants": variants_list}[match["name"]](root)
         return match[1] + body.rstrip("\n") + "\n" + match[5]
@@ -52,20 +53,30 @@ def render(readme: str, root: Path = ROOT) -> str:
     return BLOCK.sub(fill, readme)
 
 
+def documents(root: Path = ROOT) -> dict[Path, int]:
+    """Files with generated blocks, and how far their headings move down."""
+    return {root / "README.md": 2, **{path: 1 for path in sorted((root / "docs").glob("*.md"))}}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if README.md is not up to date")
+    parser.add_argument("--check", action="store_true", help="exit 1 if a document is not up to date")
     args = parser.parse_args(argv)
-    path = ROOT / "README.md"
-    current = path.read_text()
-    fresh = render(current)
-    if args.check:
-        if fresh != current:
-            print("README.md is out of date: run `python -m experiments.readme_sync`", file=sys.stderr)
-            return 1
-        return 0
-    path.write_text(fresh)
-    print(f"updated {path}")
+    stale = []
+    for path, levels in documents().items():
+        current = path.read_text()
+        fresh = render(current, levels=levels)
+        if fresh == current:
+            continue
+        if args.check:
+            stale.append(path)
+        else:
+            path.write_text(fresh)
+            print(f"updated {path}")
+    if stale:
+        names = ", ".join(str(p.relative_to(ROOT)) for p in stale)
+        print(f"out of date: {names}: run `python -m experiments.readme_sync`", file=sys.stderr)
+        return 1
     return 0
 
 
