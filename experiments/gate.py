@@ -340,7 +340,12 @@ def _p(value: float) -> str:
 
 
 def run_variant(gate: GateConfig, variant: str, overrides: Sequence[str], out_dir: Path) -> RunRecord:
-    """Run the gate's suite with `variant` through `experiments.run` (no tracking) into `out_dir`."""
+    """Run the gate's suite with `variant` through `experiments.run` (no tracking) into `out_dir`.
+
+    Always measured fresh: no candidate or rerank-score cache (`cache_dir` off) and no finished run
+    answering for this one (`resume` off), whatever the overrides say. The embedding cache stays where
+    it was: its key is complete (model weights, library versions, code, role, prompt, text).
+    """
     from hydra import compose, initialize_config_dir
 
     from experiments.run import run_experiment
@@ -350,6 +355,9 @@ def run_variant(gate: GateConfig, variant: str, overrides: Sequence[str], out_di
             "config",
             overrides=[*gate.overrides, f"variant={variant}", "tracking=none", "progress=false", *overrides],
         )
+    cfg.encoder.cache_dir = cfg.encoder.cache_dir  # resolved now, before `cache_dir` goes
+    cfg.cache_dir = None
+    cfg.resume = False
     run_experiment(cfg, out_dir)
     return load_run_dir(out_dir)
 
