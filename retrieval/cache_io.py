@@ -88,10 +88,10 @@ def read_verified(path: str | Path) -> bytes | None:
         return None
     payload = data[_HEADER:]
     if not data.startswith(MAGIC) or len(data) < _HEADER:
-        discard(path, "torn or not a memeval cache file")
+        discard(path, "torn, or not a checksummed memeval cache file")
         return None
     if hashlib.sha256(payload).digest() != data[len(MAGIC) : _HEADER]:
-        discard(path, "checksum mismatch")
+        discard(path, "checksum mismatch: torn or altered")
         return None
     return payload
 
