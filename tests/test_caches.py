@@ -172,6 +172,19 @@ def test_an_altered_rerank_shard_fails_its_checksum_and_is_scored_again(tmp_path
     np.testing.assert_allclose(again, scores, rtol=1e-6)
 
 
+def test_unwritable_embedding_and_score_caches_warn_once_and_still_answer(tmp_path, tiny_model):
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where the cache folder should be")
+    encoder = SentenceEncoder(model=tiny_model, cache_dir=str(blocker), show_progress=False)
+    scorer = CrossEncoderScorer(model=tiny_model, max_length=32, cache_dir=str(blocker))
+    with pytest.warns(CacheWarning, match="cannot be written") as caught:
+        for text in ("one", "two", "three"):  # three writes, one warning per folder
+            assert encoder.encode([text], role="document").shape[0] == 1
+            assert scorer.score("query", [text]).shape == (1,)
+    assert len([w for w in caught if issubclass(w.category, CacheWarning)]) == 2
+    assert encoder.stats["misses"] == 3 and scorer.stats["misses"] == 3
+
+
 def test_the_cache_file_helper_verifies_what_it_reads(tmp_path):
     path = tmp_path / "entry.bin"
     assert cache_io.write_verified(path, b"payload") and cache_io.read_verified(path) == b"payload"
