@@ -91,9 +91,13 @@ def _aggregate(frame: pd.DataFrame, metrics: Sequence[str]) -> dict[str, Any]:
 def summarize(frame: pd.DataFrame, metrics: Sequence[str], *, seed: int = 0) -> dict[str, Any]:
     """The metrics.json content: overall (with bootstrap 95% CIs), per label value, latency, leaks."""
     overall = _aggregate(frame, metrics)
+    # Latency only from work measured in this run: a stage answered from a cache has a NaN timing
+    # (retrieval/pipeline.py), so its queries have none; with none measured, the figures are null.
     latency = frame["latency_ms"].dropna()
-    overall["latency_ms_p50"] = float(np.percentile(latency, 50)) if len(latency) else None
-    overall["latency_ms_p95"] = float(np.percentile(latency, 95)) if len(latency) else None
+    measured = bool(len(latency))
+    overall["latency_ms_p50"] = float(np.percentile(latency, 50)) if measured else None
+    overall["latency_ms_p95"] = float(np.percentile(latency, 95)) if measured else None
+    overall["latency_measured"] = measured
     answerable = frame[~frame["abstention"]]
     ci = {}
     if len(answerable):  # one set of resample draws shared by every metric
@@ -127,4 +131,5 @@ def evaluate(
     summary = summarize(frame, [*metrics, *noise.columns], seed=seed)
     summary["build_ms"] = dict(output.build_ms)
     summary["prefix_cache_hit"] = output.prefix_cache_hit
+    summary["cache"] = dict(output.cache)  # what came from a cache, and whether latency was measured
     return Evaluation(frame, summary)

@@ -339,11 +339,19 @@ def _p(value: float) -> str:
 
 
 def run_variant(gate: GateConfig, variant: str, overrides: Sequence[str], out_dir: Path) -> RunRecord:
-    """Run the gate's suite with `variant` through `experiments.run` (no tracking) into `out_dir`."""
+    """Run the gate's suite with `variant` through `experiments.run` (no tracking) into `out_dir`.
+
+    Always measured fresh: no candidate or rerank-score cache (`cache_dir` off) and no finished run
+    answering for this one (`resume` off), whatever the overrides say. The embedding cache stays where
+    it was: its key is complete (model weights, library versions, code, role, prompt, text).
+    """
     from experiments.run import run_experiment
 
     fixed = [*gate.overrides, f"variant={variant}", "tracking=none", "progress=false"]
     cfg = compose_config([*fixed, *overrides])
+    cfg.encoder.cache_dir = cfg.encoder.cache_dir  # resolved now, before `cache_dir` goes
+    cfg.cache_dir = None
+    cfg.resume = False
     run_experiment(cfg, out_dir)
     return load_run_dir(out_dir)
 

@@ -31,7 +31,9 @@ from experiments.suites.jsonl import write_qrels
 from experiments.suites.suite import Suite, SuiteError
 from experiments.sweep_tracking import read_parent
 from experiments.sweeps import (
+    CODE_VERSION_TAG,
     CONFIG_HASH_TAG,
+    code_version,
     config_hash,
     find_finished,
     process_memo,
@@ -159,10 +161,11 @@ def run_experiment(
     }
     evaluation.metrics["variant"] = cfg.variant.name
     evaluation.metrics["config_hash"] = cfg_hash
+    evaluation.metrics["code_version"] = code_version()
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
     # The same provenance as the MLflow tags, on disk too: reports built from run directories read it.
-    tags = {**_tags(cfg, suite, pipeline), CONFIG_HASH_TAG: cfg_hash}
+    tags = {**_tags(cfg, suite, pipeline), CONFIG_HASH_TAG: cfg_hash, CODE_VERSION_TAG: code_version()}
     (run_dir / "tags.json").write_text(json.dumps(tags, indent=2))
     write_outputs(run_dir, suite, output, evaluation, tag=str(cfg.variant.name))
     record_finished(cfg.cache_dir, cfg_hash, suite.content_hash, run_dir, None)
@@ -170,9 +173,13 @@ def run_experiment(
     with pd.option_context("display.width", 200, "display.max_columns", 30, "display.precision", 3):
         print(results_table(evaluation, list(cfg.metrics), cfg.report_label))
     overall = evaluation.metrics["overall"]
+    latency = (  # never a figure replayed from a cache: absent when cached work was not timed here
+        f"latency ms p50 {overall['latency_ms_p50']:.1f} p95 {overall['latency_ms_p95']:.1f}"
+        if overall.get("latency_ms_p50") is not None
+        else "latency not measured (reused from cache)"
+    )
     print(
-        f"latency ms p50 {overall['latency_ms_p50']:.1f} p95 {overall['latency_ms_p95']:.1f}; "
-        f"scope leaks {evaluation.metrics['scope_leaks']}; "
+        f"{latency}; scope leaks {evaluation.metrics['scope_leaks']}; "
         f"prefix cache {'hit' if output.prefix_cache_hit else 'miss'}"
     )
     print(f"results in {run_dir}")

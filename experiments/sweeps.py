@@ -3,15 +3,20 @@
 Sits between the runner's config and its work: `experiments.run` asks `find_finished` before it
 runs anything, and calls `record_finished` once the run's files (and its MLflow run) are complete.
 
-A job is "finished" when a run with the same config hash and the same suite content hash exists and
-completed. Two places know it, and agree by construction:
+A job is "finished" when a run with the same config hash, the same suite content hash and the same
+code (`code_version()`: a hash of the `retrieval` and `experiments` sources) exists and completed. A
+code change therefore re-runs every job: a finished run of other code never answers for this code.
+Two places know it, and agree by construction:
 
 - MLflow (when tracking is on and the store answers): a run in the experiment tagged
-  `memeval.config_hash` and `suite_hash`, with status FINISHED. A job killed by SIGKILL leaves its
-  run RUNNING, a job that raised leaves it FAILED; neither counts, so a re-run does that job again.
-- The disk (the source of truth when the store is down or tracking is off): a small index entry
-  `<cache_dir>/finished/<config_hash>-<suite_hash>.json` naming the run directory, whose
-  `metrics.json` (written last and atomically by the runner) must exist and carry the same hashes.
+  `memeval.config_hash`, `suite_hash` and `memeval.code_version`, with status FINISHED. A job killed
+  by SIGKILL leaves its run RUNNING, a job that raised leaves it FAILED; neither counts, so a re-run
+  does that job again.
+- The disk (the source of truth when the store is down or tracking is off): a small checksummed
+  index entry `<cache_dir>/finished/<config_hash>-<suite_hash>-<code_version>.json` naming the run
+  directory, whose `metrics.json` (written last and atomically by the runner) must exist and carry
+  the same hashes. A corrupt entry is reported and deleted (retrieval/cache_io.py); an unwritable
+  cache folder only warns.
 
 When the store answers, it decides (a run on disk but missing from MLflow is re-run, so it gets
 logged); when it does not, the disk decides.
@@ -22,8 +27,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,11 +34,14 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from retrieval import cache_io
+from retrieval.code_version import source_hash
 from retrieval.pipeline import ProcessMemo
 
 # Keys that change how a run is shown or where it is stored, never its numbers.
 VOLATILE_KEYS = frozenset({"hydra", "progress", "show_progress", "cache_dir", "tracking", "resume"})
 CONFIG_HASH_TAG = "memeval.config_hash"
+CODE_VERSION_TAG = "memeval.code_version"
 # On a sweep's parent run: a job answered by a finished run of another sweep names it here.
 REUSED_TAG_PREFIX = "memeval.reused."
 
@@ -84,39 +90,58 @@ def resume_enabled(setting: Any, multirun: bool) -> bool:
     raise ValueError(f"resume must be auto, true or false, not {setting!r}")
 
 
-def _index_path(cache_dir: str | Path, cfg_hash: str, suite_hash: str) -> Path:
-    return Path(cache_dir) / "finished" / f"{cfg_hash}-{suite_hash[:16]}.json"
+def code_version() -> str:
+    """The code a run's numbers come from: the `retrieval` and `experiments` sources (cached per process)."""
+    return source_hash("retrieval", "experiments")
+
+
+def _index_path(cache_dir: str | Path, cfg_hash: str, suite_hash: str, code: str) -> Path:
+    return Path(cache_dir) / "finished" / f"{cfg_hash}-{suite_hash[:16]}-{code}.json"
 
 
 def record_finished(
-    cache_dir: str | Path | None, cfg_hash: str, suite_hash: str, run_dir: Path, mlflow_run_id: str | None
+    cache_dir: str | Path | None,
+    cfg_hash: str,
+    suite_hash: str,
+    run_dir: Path,
+    mlflow_run_id: str | None,
+    code: str | None = None,
 ) -> None:
-    """Point the disk index at a run directory whose metrics.json is complete (atomic write)."""
+    """Point the disk index at a run directory whose metrics.json is complete (atomic, checksummed).
+
+    `code` defaults to this process's `code_version()`. An unwritable cache warns once, loses nothing.
+    """
     if not cache_dir:
         return
-    path = _index_path(cache_dir, cfg_hash, suite_hash)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    code = code or code_version()
     entry = {
         "config_hash": cfg_hash,
         "suite_hash": suite_hash,
+        "code_version": code,
         "run_dir": str(Path(run_dir).resolve()),
         "mlflow_run_id": mlflow_run_id,
     }
-    tmp = path.with_name(f".{uuid.uuid4().hex}.tmp")
-    tmp.write_text(json.dumps(entry, indent=2))
-    os.replace(tmp, path)
+    cache_io.write_verified(_index_path(cache_dir, cfg_hash, suite_hash, code), json.dumps(entry).encode())
 
 
-def finished_on_disk(cache_dir: str | Path | None, cfg_hash: str, suite_hash: str) -> FinishedRun | None:
+def finished_on_disk(
+    cache_dir: str | Path | None, cfg_hash: str, suite_hash: str, code: str | None = None
+) -> FinishedRun | None:
     if not cache_dir:
         return None
-    path = _index_path(cache_dir, cfg_hash, suite_hash)
+    code = code or code_version()
+    path = _index_path(cache_dir, cfg_hash, suite_hash, code)
+    payload = cache_io.read_verified(path)  # None: no entry, or a corrupt one (warned and deleted)
+    if payload is None:
+        return None
     try:
-        entry = json.loads(path.read_text())
+        entry = json.loads(payload)
         metrics = json.loads((Path(entry["run_dir"]) / "metrics.json").read_text())
     except (OSError, ValueError, KeyError):
-        return None  # no entry, or its run directory is gone or half-written: not finished
+        return None  # its run directory is gone or half-written: not finished
     if metrics.get("config_hash") != cfg_hash or metrics.get("suite", {}).get("content_hash") != suite_hash:
+        return None
+    if entry.get("code_version") != code:
         return None
     return FinishedRun("disk", metrics["overall"], entry["run_dir"], entry.get("mlflow_run_id"))
 
@@ -128,8 +153,9 @@ def finished_in_mlflow(
     cfg_hash: str,
     suite_hash: str,
     names: list[str],
+    code: str | None = None,
 ) -> FinishedRun | None:
-    """The newest FINISHED run with these hashes; raises if the store cannot be asked."""
+    """The newest FINISHED run with these hashes and this code; raises if the store cannot be asked."""
     import mlflow
 
     from experiments.tracking import mlflow_metrics
@@ -144,7 +170,7 @@ def finished_in_mlflow(
         [experiment_id],
         filter_string=(
             f"tags.`{CONFIG_HASH_TAG}` = '{cfg_hash}' and tags.suite_hash = '{suite_hash}' "
-            "and attributes.status = 'FINISHED'"
+            f"and tags.`{CODE_VERSION_TAG}` = '{code or code_version()}' and attributes.status = 'FINISHED'"
         ),
         order_by=["attributes.start_time DESC"],
         max_results=1,

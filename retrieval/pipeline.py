@@ -7,8 +7,11 @@ dropped before anything runs, so a variant with a stage switched off is the same
 same fingerprints and the same numbers, as one without it.
 
 Caching: the candidate lists after the retrieval prefix (ingest + channels + fusion) are stored on
-disk under the prefix's fingerprint (suite content hash + every prefix stage's fingerprint), so a
-sweep over a later stage's weight re-runs only the rank stages.
+disk under the prefix's fingerprint (suite content hash + query ids + the `retrieval` package's source
+hash + every prefix stage's fingerprint), so a sweep over a later stage's weight re-runs only the rank
+stages, and a code change never reads an old entry. Entries are checksummed (retrieval/cache_io.py).
+Timings come only from work done in this run: a stage whose output was reused (prefix cache, process
+memo) has a NaN timing, so its query latency is NaN (absent), never an earlier run's figure replayed.
 """
 
 from __future__ import annotations
@@ -16,10 +19,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import os
-import pickle
+import math
 import time
-import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +30,8 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from retrieval import cache_io
+from retrieval.code_version import source_hash
 from retrieval.stage import Fusion, IngestStage, RankStage, Retriever, Stage
 from retrieval.types import Candidates, Corpus, Memory, Query, RankedList
 
@@ -46,11 +49,17 @@ class RunOutput:
     build_ms: Mapping[str, float]
     prefix_cache_hit: bool
     prefix_fingerprint: str
+    # What came from a cache (prefix candidates, rank levels, embeddings, rerank scores) and whether the
+    # latencies were all measured in this run: the `cache` section of metrics.json.
+    cache: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class CandidateCache:
-    """On-disk store of retrieval-prefix candidates, one pickle per prefix fingerprint."""
+    """On-disk store of retrieval-prefix candidates, one checksummed pickle per prefix fingerprint.
+
+    A torn or corrupt entry is reported, deleted and recomputed; an unwritable folder means no caching.
+    """
 
     folder: str | Path
 
@@ -58,19 +67,10 @@ class CandidateCache:
         return Path(self.folder) / f"{key}.pkl"
 
     def load(self, key: str) -> dict | None:
-        path = self._path(key)
-        if not path.is_file():
-            return None
-        with path.open("rb") as fh:
-            return pickle.load(fh)
+        return cache_io.load_pickle(self._path(key))
 
-    def save(self, key: str, value: dict) -> None:
-        path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{uuid.uuid4().hex}.tmp")
-        with tmp.open("wb") as fh:
-            pickle.dump(value, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, path)  # atomic, so parallel sweep jobs never read half a file
+    def save(self, key: str, value: dict) -> bool:
+        return cache_io.save_pickle(self._path(key), value)
 
 
 @dataclass(frozen=True)
@@ -168,8 +168,10 @@ class Pipeline:
                 todo += list(value)
 
     def prefix_fingerprint(self, suite_hash: str, query_ids: Sequence[str]) -> str:
+        """Suite, queries, the code (the `retrieval` package's source) and every prefix stage's config."""
         prefix = [*self.ingest, *self.retrievers, *([self.fusion] if self.fusion else [])]
-        chain = [suite_hash, hashlib.sha256("\n".join(query_ids).encode()).hexdigest()]
+        queries = hashlib.sha256("\n".join(query_ids).encode()).hexdigest()
+        chain = [suite_hash, queries, source_hash("retrieval")]
         chain += [s.fingerprint() for s in prefix]
         return hashlib.sha256("|".join(chain).encode()).hexdigest()[:24]
 
@@ -192,8 +194,9 @@ class Pipeline:
         """`memo` (needs `suite_hash`) reuses this process's corpus, indexes and candidates across runs."""
         memo = memo if suite_hash else None
         build_ms: dict[str, float] = {}
+        counts_before = dict(cache_io.COUNTS)
         t0 = time.perf_counter()
-        ingest_key = (suite_hash, tuple(s.fingerprint() for s in self.ingest))
+        ingest_key = (suite_hash, source_hash("retrieval"), tuple(s.fingerprint() for s in self.ingest))
 
         def ingest() -> Corpus:
             return Corpus(tuple(self.ingest_memories(memories)))
@@ -202,9 +205,9 @@ class Pipeline:
         build_ms["ingest"] = (time.perf_counter() - t0) * 1000
 
         key = self.prefix_fingerprint(suite_hash or "", [q.id for q in queries])
-        cached = memo.get("prefix", key) if memo is not None else None
+        cached, source = (memo.get("prefix", key), "process memo") if memo is not None else (None, None)
         if cached is None and cache is not None and suite_hash:
-            cached = cache.load(key)
+            cached, source = cache.load(key), "disk"
         if cached is None:
             prefix = self._retrieve(corpus, queries, build_ms, progress, memo, ingest_key)
             if cache is not None and suite_hash:
@@ -216,7 +219,7 @@ class Pipeline:
 
         # Rank stages one at a time over all queries. With a memo, the candidates after each stage are
         # kept under the chain of fingerprints so far, so a sweep over a later stage's field re-runs
-        # only that stage and the ones after it (the kept stages' measured timings are replayed).
+        # only that stage and the ones after it (the kept stages' timings become NaN: not measured here).
         chain = [key]
         for stage in self.rank:
             chain.append(hashlib.sha256(f"{chain[-1]}|{stage.fingerprint()}".encode()).hexdigest()[:24])
@@ -226,6 +229,9 @@ class Pipeline:
             if hit is not None:
                 state, start = hit, level
                 break
+        reused = cached is not None or start > 0
+        if reused:  # reused work was not timed in this run: its timings are unknown, not replayed
+            state = {q: (index, columns, _unmeasured(times)) for q, (index, columns, times) in state.items()}
         todo = len(queries) * (len(self.rank) - start)
         with tqdm(total=todo, desc="rank", disable=not progress or not todo, leave=False) as bar:
             for level in range(start, len(self.rank)):
@@ -241,7 +247,22 @@ class Pipeline:
                     query.id, tuple(corpus.ids[top.index]), top.score, dict(top.columns), dict(timings)
                 )
             )
-        return RunOutput(ranked, corpus, build_ms, cached is not None, key)
+        counts = {k: v - counts_before.get(k, 0) for k, v in cache_io.COUNTS.items()}
+        source = source if cached is not None else None
+        report = {
+            "prefix_candidates": {"hit": cached is not None, "source": source},
+            "rank_levels_reused": start,
+            "rank_levels": len(self.rank),
+            **{
+                kind: {"hits": counts.get(f"{kind}.hits", 0), "misses": counts.get(f"{kind}.misses", 0)}
+                for kind in ("embeddings", "rerank_scores")
+            },
+            "latency_measured": not reused,
+            "unmeasured_stages": sorted(
+                {s for r in ranked for s, ms in r.timings_ms.items() if math.isnan(ms)}
+            ),
+        }
+        return RunOutput(ranked, corpus, build_ms, cached is not None, key, report)
 
     def _retrieve(
         self,
@@ -293,6 +314,10 @@ def _apply(stage: RankStage, query: Query, corpus: Corpus, entry: tuple, memo: A
         dict(candidates.columns),
         {**timings, stage.name: timings.get(stage.name, 0.0) + elapsed},
     )
+
+
+def _unmeasured(timings: Mapping[str, float]) -> dict[str, float]:
+    return dict.fromkeys(timings, math.nan)
 
 
 def _single_channel(corpus: Corpus, channel: str, hits: tuple[np.ndarray, np.ndarray]) -> Candidates:

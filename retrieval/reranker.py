@@ -2,9 +2,11 @@
 
 A cross-encoder reads (query, memory) together and returns one relevance logit per pair. It is the
 costly part of a rerank, so scores are cached by (model fingerprint, query text, memory text): a
-sweep over the stage's mode or weight re-scores nothing. Entries live in append-only `.npz` shards
-under one folder per model fingerprint (name, weights hash, max_length), as in `encoder.py`, so
-parallel sweep workers never write the same file.
+sweep over the stage's mode or weight re-scores nothing. Entries live in append-only, checksummed
+`.npz` shards (retrieval/cache_io.py) under one folder per model fingerprint (name, weights hash,
+max_length) plus the versions of the libraries that run the model and this module's own source, as in
+`encoder.py`, so parallel sweep workers never write the same file and a code or library change never
+reads old scores. A torn or corrupt shard is dropped with a warning and its pairs are scored again.
 
 The model is loaded lazily, once per process. No trained cross-encoder ships on PyPI, so the
 default is a local directory written by `memeval-train-reranker`; users with hub access may name
@@ -23,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from retrieval import cache_io
+from retrieval.code_version import MODEL_LIBRARIES, library_versions, source_hash
 from retrieval.encoder import ModelNotFoundError, model_revision, require_local_or_online
 
 TRAINED_DEFAULT = "./models/cross-encoder-beam500k"
@@ -115,6 +119,8 @@ class CrossEncoderScorer:
         missing = dict((k, t) for k, t in zip(keys, texts, strict=True) if k not in store)
         self.stats["hits"] += len(keys) - sum(k not in store for k in keys)
         self.stats["misses"] += sum(k not in store for k in keys)
+        cache_io.COUNTS["rerank_scores.hits"] += len(keys) - sum(k not in store for k in keys)
+        cache_io.COUNTS["rerank_scores.misses"] += sum(k not in store for k in keys)
         if missing:
             import torch
 
@@ -140,7 +146,11 @@ class CrossEncoderScorer:
         if not self.cache_dir:
             return None
         slug = Path(self.model).name[-60:] or "model"
-        return Path(self.cache_dir) / f"{slug}-{hashlib.sha256(self.fingerprint().encode()).hexdigest()[:16]}"
+        key = (
+            f"{self.fingerprint()}|{library_versions(*MODEL_LIBRARIES)}"
+            f"|code={source_hash('retrieval.reranker')}"
+        )
+        return Path(self.cache_dir) / f"{slug}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
 
     def _store(self) -> dict[str, float]:
         slot = ("store", self.fingerprint())  # keyed by model too: belt and braces
@@ -148,9 +158,12 @@ class CrossEncoderScorer:
             store: dict[str, float] = {}
             folder = self._folder()
             if folder is not None and folder.is_dir():
-                for shard in sorted(folder.glob("*.npz")):
-                    with np.load(shard) as data:
+                for shard in sorted(folder.glob("[!.]*.npz")):
+                    data = cache_io.load_arrays(shard, ("keys", "scores"))  # None: corrupt (warned, deleted)
+                    if data is not None and len(data["keys"]) == len(data["scores"]):
                         store.update(zip(data["keys"].tolist(), data["scores"].tolist(), strict=True))
+                    elif data is not None:
+                        cache_io.discard(shard, "keys and scores differ in length")
             self._memory[slot] = store
         return self._memory[slot]
 
@@ -158,11 +171,11 @@ class CrossEncoderScorer:
         folder = self._folder()
         if folder is None:
             return
-        folder.mkdir(parents=True, exist_ok=True)
-        name = uuid.uuid4().hex
-        tmp = folder / f".{name}.tmp.npz"
-        np.savez(tmp, keys=np.array(list(new), dtype="U64"), scores=np.array(list(new.values())))
-        os.replace(tmp, folder / f"{name}.npz")  # atomic: a reader never sees half a shard
+        cache_io.save_arrays(  # atomic and checksummed; an unwritable folder warns once, scores stay
+            folder / f"{uuid.uuid4().hex}.npz",
+            keys=np.array(list(new), dtype="U64"),
+            scores=np.array(list(new.values()), dtype=np.float64),
+        )
 
 
 def _pair_key(query: str, text: str) -> str:

@@ -217,3 +217,27 @@ def test_a_missing_model_is_exit_2_cannot_judge_not_a_regression(setup, capsys):
         main([*args, f"stage.cross_encoder.scorer.model={missing}", "--out", str(setup["tmp"] / "ce")]) == 2
     )
     assert str(missing) in capsys.readouterr().err
+
+
+def test_the_gate_measures_fresh_even_with_a_warm_cache_and_resume_asked_for(setup):
+    """A candidate cache and a finished run that would answer this config are both ignored by the gate."""
+    from hydra import compose, initialize_config_dir
+
+    from experiments.configs import CONF_DIR
+    from experiments.run import run_experiment
+
+    cache = setup["tmp"] / "warm_cache"
+    suite_overrides = yaml.safe_load(setup["gate"].read_text())["overrides"][:2]
+    asked = [f"cache_dir={cache}", "resume=true"]
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(
+            "config", overrides=[*suite_overrides, "variant=bm25", "tracking=none", "progress=false", *asked]
+        )
+    run_experiment(cfg, setup["tmp"] / "warm")  # fills the candidate cache and the finished-run index
+    assert list((cache / "candidates").glob("*.pkl")) and list((cache / "finished").glob("*.json"))
+    out = setup["tmp"] / "gated"
+    assert main([*setup["args"], "--out", str(out), *asked]) == 0
+    assert not (out / "skipped.json").exists()  # not answered by the finished run
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["cache"]["prefix_candidates"]["hit"] is False  # not read from the warm cache
+    assert metrics["overall"]["latency_measured"] is True and metrics["overall"]["latency_ms_p50"] > 0

@@ -3,7 +3,10 @@
 Which metrics.json fields may differ between two runs of one config, and why:
 - timings (TIMING_FIELDS): `wall_s`, `build_ms` (per build step), `overall.latency_ms_p50/_p95`;
 - cache provenance (PROVENANCE_FIELDS): `prefix_cache_hit`, true when the retrieval prefix came
-  from the candidate cache of an earlier run.
+  from the candidate cache of an earlier run, and `overall.latency_measured`, false then (the
+  prefix was not timed in that run, so its latency is null, never replayed);
+- the `cache` section (CACHE_FIELDS): what came from which cache, including embedding hit counts,
+  which differ between two fresh runs when the first one fills the shared embedding cache.
 Everything else must be equal exactly (floats included). A new field that varies between runs fails
 these tests until it is listed here, with its reason. (Suggested for the runner: move the timing
 fields into their own timings.json, so metrics.json can be compared byte for byte.)
@@ -25,7 +28,8 @@ from tests.support import CACHE_DIR, REPO
 from tests.sweep_support import write_tiny_suite
 
 TIMING_FIELDS = frozenset({"wall_s", "build_ms", "latency_ms_p50", "latency_ms_p95"})
-PROVENANCE_FIELDS = frozenset({"prefix_cache_hit"})
+PROVENANCE_FIELDS = frozenset({"prefix_cache_hit", "latency_measured"})
+CACHE_FIELDS = frozenset({"cache"})
 PER_QUERY_TIMINGS = ("latency_ms", "ms.")  # per_query.csv columns: timings
 
 
@@ -83,9 +87,10 @@ def test_same_config_and_seed_give_identical_metrics_in_fresh_processes(tmp_path
     loaded = {d.name: json.loads((d / "metrics.json").read_text()) for d in (first, second, cached)}
     assert loaded["a"]["prefix_cache_hit"] is False and loaded["c"]["prefix_cache_hit"] is True
     assert loaded["a"]["overall"]["n_queries"] == 4
-    reference = comparable(loaded["a"], TIMING_FIELDS)
-    assert comparable(loaded["b"], TIMING_FIELDS) == reference
-    assert comparable(loaded["c"], TIMING_FIELDS | PROVENANCE_FIELDS) == comparable(
+    assert loaded["c"]["cache"]["prefix_candidates"]["hit"] and not loaded["c"]["overall"]["latency_measured"]
+    reference = comparable(loaded["a"], TIMING_FIELDS | CACHE_FIELDS)
+    assert comparable(loaded["b"], TIMING_FIELDS | CACHE_FIELDS) == reference
+    assert comparable(loaded["c"], TIMING_FIELDS | CACHE_FIELDS | PROVENANCE_FIELDS) == comparable(
         reference, PROVENANCE_FIELDS
     )
     trec = (first / "run.trec").read_bytes()
