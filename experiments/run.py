@@ -25,6 +25,7 @@ from hydra.types import RunMode
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from experiments.config_check import ConfigError, check_config
 from experiments.evaluate import Evaluation, evaluate
 from experiments.suites.jsonl import write_qrels
 from experiments.suites.suite import Suite, SuiteError
@@ -122,8 +123,8 @@ def run_experiment(
     """Run, evaluate, write, log. In a multirun (`multirun`) the process memo is reused, finished jobs
     are skipped (see experiments.sweeps), and `parent` (the sweep's MLflow parent) makes it a child run.
     """
+    pipeline = check_config(cfg)  # every config problem at once (ConfigError), before any data is read
     suite = load_suite_from_config(cfg, memoise=multirun)  # validates: bad input fails here, before work
-    pipeline = build_pipeline(cfg)
     cfg_hash = config_hash(cfg)
     tracker: MlflowTracker | None = (
         instantiate(cfg.tracking.tracker, **(parent or {})) if cfg.tracking.enabled else None
@@ -238,7 +239,7 @@ def main(cfg: DictConfig) -> float | None:
     parent = read_parent(hydra_cfg.sweep.dir) if multirun and cfg.tracking.enabled else {}
     try:
         metrics = run_experiment(cfg, run_dir, multirun=multirun, parent=parent)
-    except (SuiteError, PipelineConfigError, TrackingError) as err:
+    except (ConfigError, SuiteError, PipelineConfigError, TrackingError) as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
     value = metrics["overall"].get(cfg.objective)
