@@ -173,14 +173,13 @@ def suite_problems(cfg: DictConfig) -> list[str]:
         hints = {}
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     out = []
-    if "path" in params or "path" in suite:
+    if "path" in params:
         out += _path_problems_of(suite, loader in _directory_loaders())
     for key in suite:
-        if key in SUITE_META_KEYS or key == "path":
+        if key in SUITE_META_KEYS or (key == "path" and key in params):
             continue
         if key not in params and not takes_any:
-            known = ", ".join(k for k in params if k != "path") or "none"
-            out.append(f"suite.{key}: not an argument of {target} (it takes: path, {known})")
+            out.append(f"suite.{key}: not an argument of {target} (it takes: {', '.join(params) or 'none'})")
             continue
         value, missing = _get(suite, key, "suite.")
         if missing:

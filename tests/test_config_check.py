@@ -23,7 +23,7 @@ from experiments.sweeps import config_hash
 from retrieval.fusion import RRFFusion
 from retrieval.pipeline import PipelineConfigError
 from retrieval.retrievers.bm25 import BM25Retriever
-from retrieval.stage import FieldError, value_problems
+from retrieval.stage import FieldError, _canonical, value_problems
 from retrieval.stages.cross_encoder import CrossEncoderRerank
 from tests.support import REPO
 from tests.sweep_support import write_tiny_suite
@@ -167,6 +167,7 @@ def test_every_shipped_suite_config_validates(suite, tmp_path):
         ),
         (["+suite.pth=x"], "suite.pth: not an argument of experiments.suites.jsonl.load_suite"),
         (["suite=tiered_synth", "suite.observations=many"], "suite.observations: expected int, got 'many'"),
+        (["suite=tiered_synth", "+suite.path=/tmp"], "suite.path: not an argument of"),
     ],
 )
 def test_a_bad_run_setting_is_named(overrides, expected):
@@ -217,6 +218,8 @@ def test_integral_floats_hash_like_ints():
     assert config_hash(compose_config(["variant=bm25", "stage.bm25.k1=1.0"])) == base
     assert config_hash(compose_config(["variant=bm25", "stage.bm25.k1=1.5"])) != base
     assert config_hash({"a": [2.0, {"b": 0.0}]}) == config_hash({"a": [2, {"b": 0}]})
+    assert config_hash({"a": float("nan")}) != config_hash({"a": 0})  # not integral: no crash, no merge
+    assert _canonical(2.0) == 2 and _canonical(float("inf")) == float("inf")  # stage fingerprints agree
 
 
 def test_resume_finds_a_run_whether_k1_was_written_1_or_1_0(tmp_path, capsys):
