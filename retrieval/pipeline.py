@@ -18,6 +18,7 @@ import functools
 import hashlib
 import os
 import pickle
+import re
 import time
 import uuid
 from collections import OrderedDict
@@ -313,16 +314,19 @@ def _build_stage(name: str, node: Any, problems: list[str]) -> Stage | None:
     from hydra.errors import InstantiationException
     from hydra.utils import instantiate
 
-    def failed(err: BaseException) -> None:
+    def failed(err: BaseException, where: str = f"stage.{name}") -> None:
         if isinstance(err, FieldError):
-            problems.extend(f"stage.{name}.{field}: {problem}" for field, problem in err.problems)
+            problems.extend(f"{where}.{field}: {problem}" for field, problem in err.problems)
         else:
-            problems.append(f"stage.{name}: {err}")
+            problems.append(f"{where}: {err}")
 
     try:
         partial = instantiate(node, _convert_="all", _partial_=True)
     except InstantiationException as err:  # a nested component failed, or the target cannot be found
-        return failed(err.__cause__ or err)
+        # Hydra names the failing node (`full_key: stage.tiered.bm25`): a nested stage's field keeps its path.
+        nested = re.search(r"full_key: (\S+)", str(err))
+        where = nested[1] if nested and nested[1].startswith(f"stage.{name}.") else f"stage.{name}"
+        return failed(err.__cause__ or err, where)
     target = getattr(partial, "func", None)
     if isinstance(target, type) and dataclasses.is_dataclass(target):
         found = field_type_problems(target, partial.keywords)

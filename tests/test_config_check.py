@@ -81,6 +81,8 @@ def test_a_mistyped_stage_field_is_named_with_what_was_expected(override, expect
         (["stage.fusion.k=0"], "stage.fusion.k: must be > 0, got 0"),
         (["variant=exp05", "stage.instruction_boost.max_boosted=-1"], "stage.instruction_boost.max_boosted"),
         (["variant=cross_encoder", "stage.cross_encoder.top_k=32"], "stage.cross_encoder.top_k: needs 1 <="),
+        (["variant=tiering", "stage.tiered.bm25.k1=-1"], "stage.tiered.bm25.k1: must be >= 0, got -1"),
+        (["variant=tiering", "stage.tiered.cap=0"], "stage.tiered.cap: must be >= 1, got 0"),
     ],
 )
 def test_an_out_of_range_stage_value_is_refused_naming_the_stage_and_field(overrides, expected):
