@@ -26,6 +26,7 @@ from hydra.types import RunMode
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from experiments.config_check import ConfigError, check_config
 from experiments.evaluate import Evaluation, evaluate
 from experiments.suites.jsonl import write_qrels
 from experiments.suites.suite import Suite, SuiteError
@@ -126,7 +127,7 @@ def run_experiment(
     """Run, evaluate, write, log. In a multirun (`multirun`) the process memo is reused, finished jobs
     are skipped (see experiments.sweeps), and `parent` (the sweep's MLflow parent) makes it a child run.
     """
-    pipeline = build_pipeline(cfg)
+    pipeline = check_config(cfg)  # every config problem at once (ConfigError), before any data is read
     pipeline.check_models()  # a missing model is a clear error now, not after retrieval ran
     suite = load_suite_from_config(cfg, memoise=multirun)  # validates: bad input fails here, before work
     cfg_hash = config_hash(cfg)
@@ -260,7 +261,7 @@ def main(cfg: DictConfig) -> float | None:
     parent = read_parent(hydra_cfg.sweep.dir) if multirun and cfg.tracking.enabled else {}
     try:
         metrics = run_experiment(cfg, run_dir, multirun=multirun, parent=parent)
-    except (SuiteError, PipelineConfigError, TrackingError, ModelNotFoundError) as err:
+    except (ConfigError, SuiteError, PipelineConfigError, TrackingError, ModelNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         _discard_if_unused(run_dir)
         sys.exit(2)

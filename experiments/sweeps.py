@@ -71,11 +71,14 @@ def _strip(node: Any) -> Any:
         return {k: _strip(v) for k, v in node.items() if k not in VOLATILE_KEYS}
     if isinstance(node, list):
         return [_strip(v) for v in node]
+    if isinstance(node, float) and node.is_integer():
+        return int(node)  # k1=1 and k1=1.0 are one config (as in stage fingerprints, retrieval.stage)
     return node
 
 
 def config_hash(cfg: DictConfig | Mapping[str, Any]) -> str:
-    """sha256 (16 hex) of the resolved config minus volatile keys, independent of key order."""
+    """sha256 (16 hex) of the resolved config minus volatile keys, independent of key order and of how an
+    integral number is written (1 or 1.0)."""
     container = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
     text = json.dumps(_strip(container), sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from retrieval.stage import Fusion
+from retrieval.stage import Fusion, Range
 from retrieval.types import Candidates, Corpus
 
 Channels = Mapping[str, tuple[np.ndarray, np.ndarray]]
@@ -74,6 +74,7 @@ def _candidates(corpus: Corpus, index, fused, columns) -> Candidates:
 @dataclass(frozen=True, kw_only=True)
 class RRFFusion(Fusion):
     name = "rrf"
+    ranges = {"k": Range(gt=0), "weights": Range()}
     k: int = 60
     weights: dict[str, float] | None = None
 
@@ -84,6 +85,7 @@ class RRFFusion(Fusion):
 @dataclass(frozen=True, kw_only=True)
 class WeightedFusion(Fusion):
     name = "weighted"
+    ranges = {"weights": Range()}
     weights: dict[str, float] = field(default_factory=lambda: {"bm25": 0.5, "dense": 0.5})
 
     def __call__(self, corpus: Corpus, channels: Channels) -> Candidates:

@@ -20,6 +20,7 @@ import dataclasses
 import functools
 import hashlib
 import math
+import re
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -32,12 +33,26 @@ from tqdm.auto import tqdm
 
 from retrieval import cache_io
 from retrieval.code_version import source_hash
-from retrieval.stage import Fusion, IngestStage, RankStage, Retriever, Stage
+from retrieval.stage import (
+    FieldError,
+    Fusion,
+    IngestStage,
+    RankStage,
+    Retriever,
+    Stage,
+    field_type_problems,
+    range_problems,
+    stage_ranges,
+)
 from retrieval.types import Candidates, Corpus, Memory, Query, RankedList
 
 
 class PipelineConfigError(ValueError):
-    pass
+    """A variant that cannot make a pipeline; `problems` lists each one (`stage.<name>.<field>: ...`)."""
+
+    def __init__(self, problems: str | Sequence[str]):
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        super().__init__("\n".join(self.problems))
 
 
 @dataclass(frozen=True)
@@ -136,22 +151,23 @@ class Pipeline:
 
     @classmethod
     def from_config(cls, order: Sequence[str], stages: Mapping[str, Any], depth: int = 100) -> Pipeline:
-        """Build from a variant's stage order and the `stage` config mapping (Hydra `_target_` nodes)."""
-        from hydra.errors import InstantiationException
-        from hydra.utils import instantiate
+        """Build from a variant's stage order and the `stage` config mapping (Hydra `_target_` nodes).
 
+        Every stage's values are checked before the pipeline exists: each field against its annotation
+        (retrieval.stage.field_type_problems), then the stage's own ranges on construction. One
+        PipelineConfigError lists every problem of every stage as `stage.<name>.<field>: <problem>`.
+        """
         missing = [name for name in order if name not in stages]
         if missing:
             raise PipelineConfigError(f"variant names stages with no config under `stage`: {missing}")
+        problems: list[str] = []
         built = []
         for name in order:
-            try:
-                stage = instantiate(stages[name], _convert_="all")
-            except InstantiationException as err:  # e.g. a misspelt field: name the stage
-                raise PipelineConfigError(f"stage.{name}: {err.__cause__ or err}") from err
-            if not isinstance(stage, Stage):
-                raise PipelineConfigError(f"stage.{name} does not build a Stage: {type(stage).__name__}")
-            built.append(stage)
+            stage = _build_stage(name, stages[name], problems)
+            if stage is not None:
+                built.append(stage)
+        if problems:
+            raise PipelineConfigError(problems)
         return cls(tuple(built), depth=depth)
 
     def check_models(self) -> None:
@@ -324,6 +340,46 @@ def _single_channel(corpus: Corpus, channel: str, hits: tuple[np.ndarray, np.nda
     index, scores = hits
     rank = np.arange(1, len(index) + 1)
     return Candidates(corpus, index, {channel: scores, f"{channel}_rank": rank, "score": scores})
+
+
+def _build_stage(name: str, node: Any, problems: list[str]) -> Stage | None:
+    """Instantiate one stage config, or append what is wrong with it to `problems` and return None.
+
+    Hydra builds the nested components (encoder, scorer...) and hands back the stage class with its
+    values (`_partial_`); the values are type-checked before the class sees them, so its range checks
+    (`__post_init__`) only ever see values of the right type.
+    """
+    from hydra.errors import InstantiationException
+    from hydra.utils import instantiate
+
+    def failed(err: BaseException, where: str = f"stage.{name}") -> None:
+        if isinstance(err, FieldError):
+            problems.extend(f"{where}.{field}: {problem}" for field, problem in err.problems)
+        else:
+            problems.append(f"{where}: {err}")
+
+    try:
+        partial = instantiate(node, _convert_="all", _partial_=True)
+    except InstantiationException as err:  # a nested component failed, or the target cannot be found
+        # Hydra names the failing node (`full_key: stage.tiered.bm25`): a nested stage's field keeps its path.
+        nested = re.search(r"full_key: (\S+)", str(err))
+        where = nested[1] if nested and nested[1].startswith(f"stage.{name}.") else f"stage.{name}"
+        return failed(err.__cause__ or err, where)
+    target = getattr(partial, "func", None)
+    if isinstance(target, type) and dataclasses.is_dataclass(target):
+        found = field_type_problems(target, partial.keywords)
+        if found:  # the class cannot be built: add the range problems of the values of the right type
+            bad = {field.split("[")[0].split(".")[0] for field, _ in found}
+            typed = {k: v for k, v in partial.keywords.items() if k not in bad}
+            return failed(FieldError(found + range_problems(typed, stage_ranges(target))))
+    try:
+        stage = partial()
+    except (TypeError, ValueError) as err:  # e.g. a missing required field, or a range check
+        return failed(err)
+    if not isinstance(stage, Stage):
+        problems.append(f"stage.{name} does not build a Stage: {type(stage).__name__}")
+        return None
+    return stage
 
 
 def _kind(stage: Stage) -> str:

@@ -14,7 +14,7 @@ from typing import Literal
 
 import numpy as np
 
-from retrieval.stage import Retriever, top_n
+from retrieval.stage import Range, Retriever, top_n
 from retrieval.tokenize import tokenize
 from retrieval.types import Corpus, Query
 
@@ -74,6 +74,7 @@ class _BM25Index:
 @dataclass(frozen=True, kw_only=True)
 class BM25Retriever(Retriever):
     name = "bm25"
+    ranges = {"k1": Range(ge=0), "b": Range(ge=0, le=1)}
     channel: str = "bm25"
     backend: Backend = "bm25s"
     k1: float = 1.5

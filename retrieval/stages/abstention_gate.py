@@ -14,13 +14,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from retrieval.stage import RankStage
+from retrieval.stage import Range, RankStage
 from retrieval.types import Candidates, Query
 
 
 @dataclass(frozen=True, kw_only=True)
 class AbstentionGate(RankStage):
     name = "abstention_gate"
+    ranges = {"threshold": Range()}
     column: str = "dense"
     threshold: float | None = 0.35
 

@@ -58,10 +58,12 @@ class ActionDomainClassifier(IngestStage):
     rules: Sequence[Sequence[str]] = DEFAULT_RULES
     default_domain: str = "general"
 
-    def __post_init__(self) -> None:
-        for rule in self.rules:
-            if len(rule) != 3 or rule[1] not in ("text", "source", "category"):
-                raise ValueError(f"action_domain rule must be [domain, text|source|category, regex]: {rule}")
+    def config_problems(self) -> list[tuple[str, str]]:
+        return [
+            (f"rules[{i}]", f"an action_domain rule must be [domain, text|source|category, regex]: {rule!r}")
+            for i, rule in enumerate(self.rules)
+            if isinstance(rule, str) or len(rule) != 3 or rule[1] not in ("text", "source", "category")
+        ]
 
     def classify(self, memory: Memory) -> tuple[str, int]:
         """(domain, index of the rule that fired; -1 for the default)."""

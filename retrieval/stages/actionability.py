@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from retrieval.stage import RankStage
+from retrieval.stage import Range, RankStage
 from retrieval.stages.fallback import keep_or_relax
 from retrieval.types import Candidates, Query
 
@@ -76,6 +76,7 @@ def _matches(pattern: str, texts: np.ndarray) -> np.ndarray:
 @dataclass(frozen=True, kw_only=True)
 class ActionabilityGate(RankStage):
     name = "actionability"
+    ranges = {"threshold": Range(), "weights": Range(), "min_words": Range(ge=0), "min_results": Range(ge=0)}
     threshold: float = 0.3
     weights: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
     patterns: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_PATTERNS))

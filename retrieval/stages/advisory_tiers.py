@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
 
-from retrieval.stage import IngestStage
+from retrieval.stage import IngestStage, Range
 from retrieval.tiering import SEARCH_TIER
 from retrieval.types import Memory
 
@@ -36,6 +36,14 @@ def _day(value: str | None) -> date | None:
 @dataclass(frozen=True, kw_only=True)
 class AdvisoryTiers(IngestStage):
     name = "advisory_tiers"
+    ranges = {
+        "pinned_validated": Range(ge=0),
+        "pinned_reliability": Range(ge=0, le=1),
+        "active_validated": Range(ge=0),
+        "active_reliability": Range(ge=0, le=1),
+        "recent_days": Range(),  # -1: nothing counts as recent
+        "high_confidence": Range(ge=0, le=1),
+    }
     pinned_validated: int = 15
     pinned_reliability: float = 0.95
     trusted_sources: tuple[str, ...] = ()

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from retrieval.fusion import minmax
-from retrieval.stage import RankStage
+from retrieval.stage import Range, RankStage
 from retrieval.types import Candidates, Query
 
 
@@ -27,6 +27,7 @@ def word_counts(texts: np.ndarray) -> np.ndarray:
 @dataclass(frozen=True, kw_only=True)
 class ConcisenessPenalty(RankStage):
     name = "conciseness_penalty"
+    ranges = {"weight": Range(), "max_words": Range(ge=1)}
     weight: float = 0.05
     max_words: int = 150
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from retrieval.fusion import minmax
 from retrieval.reranker import CrossEncoderScorer
-from retrieval.stage import RankStage
+from retrieval.stage import Range, RankStage
 from retrieval.types import Candidates, Query
 
 Mode = Literal["replace", "rrf", "weighted"]
@@ -39,6 +39,7 @@ def _ranks(scores: np.ndarray) -> np.ndarray:
 @dataclass(frozen=True, kw_only=True)
 class CrossEncoderRerank(RankStage):
     name = "cross_encoder"
+    ranges = {"top_n": Range(ge=1), "top_k": Range(ge=1), "weight": Range(ge=0, le=1), "rrf_k": Range(gt=0)}
     scorer: CrossEncoderScorer
     top_n: int = 16
     top_k: int = 8
@@ -47,13 +48,16 @@ class CrossEncoderRerank(RankStage):
     rrf_k: int = 60
     tail: Literal["drop", "keep"] = "drop"
 
-    def __post_init__(self) -> None:
+    def config_problems(self) -> list[tuple[str, str]]:
+        out = []
         if self.mode not in ("replace", "rrf", "weighted"):
-            raise ValueError(f"cross_encoder.mode must be replace, rrf or weighted, not {self.mode!r}")
+            out.append(("mode", f"must be replace, rrf or weighted, not {self.mode!r}"))
         if self.tail not in ("drop", "keep"):
-            raise ValueError(f"cross_encoder.tail must be drop or keep, not {self.tail!r}")
-        if not 1 <= self.top_k <= self.top_n:
-            raise ValueError(f"cross_encoder needs 1 <= top_k <= top_n, got {self.top_k}, {self.top_n}")
+            out.append(("tail", f"must be drop or keep, not {self.tail!r}"))
+        numbers = all(isinstance(v, int) for v in (self.top_k, self.top_n))
+        if numbers and 1 <= self.top_k and 1 <= self.top_n < self.top_k:
+            out.append(("top_k", f"needs 1 <= top_k <= top_n, got top_k={self.top_k}, top_n={self.top_n}"))
+        return out
 
     def __call__(self, query: Query, candidates: Candidates) -> Candidates:
         n = min(self.top_n, len(candidates))

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from retrieval.fusion import minmax
-from retrieval.stage import RankStage
+from retrieval.stage import Range, RankStage
 from retrieval.tokenize import tokenize
 from retrieval.types import Candidates, Query
 
@@ -63,6 +63,7 @@ def recency_rank(columns: Sequence[np.ndarray]) -> np.ndarray:
 @dataclass(frozen=True, kw_only=True)
 class CurrentState(RankStage):
     name = "current_state"
+    ranges = {"min_jaccard": Range(ge=0, le=1), "window": Range(ge=0), "margin": Range(), "penalty": Range()}
     min_jaccard: float = 0.5
     window: int = 30
     recency: Sequence[str] = ("created_at", "position")

@@ -26,13 +26,19 @@ from retrieval.decay import (
     metadata_access,
     recency,
 )
-from retrieval.stage import RankStage
+from retrieval.stage import Range, RankStage
 from retrieval.types import Candidates, Query
 
 
 @dataclass(frozen=True, kw_only=True)
 class TimeDecay(RankStage):
     name = "decay"
+    ranges = {
+        "half_life_days": Range(gt=0),
+        "floor": Range(ge=0, le=1),
+        "importance_weights": Range(),
+        "access_step": Range(ge=0),
+    }
     kind_field: str = "tier"
     half_life_days: dict[str, float] = field(default_factory=lambda: {"default": 30.0})
     floor: dict[str, float] = field(default_factory=lambda: {"default": 0.3})

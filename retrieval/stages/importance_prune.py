@@ -12,13 +12,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from retrieval.decay import DECAYING_LEVELS, DEFAULT_WEIGHTS, importance_weight, metadata_access
-from retrieval.stage import RankStage
+from retrieval.stage import Range, RankStage
 from retrieval.types import Candidates, Query
 
 
 @dataclass(frozen=True, kw_only=True)
 class ImportancePrune(RankStage):
     name = "importance_prune"
+    ranges = {"min_weight": Range(), "importance_weights": Range(), "access_step": Range(ge=0)}
     min_weight: float = 0.3
     importance_weights: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
     default_importance: str | None = None

@@ -24,13 +24,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from retrieval.fusion import minmax
-from retrieval.stage import RankStage
+from retrieval.stage import Range, RankStage
 from retrieval.types import Candidates, Query
 
 
 @dataclass(frozen=True, kw_only=True)
 class InstructionBoost(RankStage):
     name = "instruction_boost"
+    ranges = {"weight": Range(), "max_boosted": Range(ge=0)}
     weight: float = 0.15
     fact_role: str = "instruction"
     max_boosted: int | None = None

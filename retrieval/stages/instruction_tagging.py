@@ -20,7 +20,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from retrieval.stage import IngestStage
+from retrieval.stage import IngestStage, Range
 from retrieval.types import RESERVED_METADATA_KEYS, Memory
 
 INSTRUCTION_MARKERS = (
@@ -60,6 +60,7 @@ def marker_pattern(markers: Sequence[str], anchor: str = "word") -> re.Pattern[s
 @dataclass(frozen=True, kw_only=True)
 class InstructionTagging(IngestStage):
     name = "instruction_tagging"
+    ranges = {"importance_floor": Range()}
     markers: Sequence[str] = INSTRUCTION_MARKERS
     roles: Sequence[str] | None = ("user",)
     anchor: str = "word"

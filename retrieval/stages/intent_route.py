@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from retrieval.stage import RankStage
+from retrieval.stage import Range, RankStage
 from retrieval.types import Candidates, Query
 
 _SHELL = r"^(bash|shell|sh|terminal|run_command|exec\w*|powershell)$"
@@ -70,6 +70,7 @@ def context_text(value: Any) -> str:
 @dataclass(frozen=True, kw_only=True)
 class IntentRouter(RankStage):
     name = "intent_route"
+    ranges = {"min_pool": Range(ge=0)}
     intents: Sequence[Sequence[str]] = DEFAULT_INTENTS
     domains: Mapping[str, Sequence[str]] = field(default_factory=lambda: dict(DEFAULT_DOMAINS))
     always_allowed: Sequence[str] = ("general",)

@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from retrieval.stage import IngestStage
+from retrieval.stage import IngestStage, Range
 from retrieval.tokenize import tokenize
 from retrieval.types import Memory
 
@@ -30,6 +30,13 @@ AUTO_TAGS = "auto_tags"
 @dataclass(frozen=True, kw_only=True)
 class KeywordTags(IngestStage):
     name = "keyword_tags"
+    ranges = {
+        "per_memory": Range(ge=0),
+        "min_df": Range(ge=1),
+        "max_df_share": Range(gt=0, le=1),
+        "min_length": Range(ge=1),
+        "max_scope_share": Range(ge=0, le=1),
+    }
     per_memory: int = 3
     min_df: int = 2
     max_df_share: float = 0.1

@@ -21,7 +21,7 @@ import numpy as np
 
 from retrieval.encoder import SentenceEncoder
 from retrieval.fusion import minmax
-from retrieval.stage import RankStage
+from retrieval.stage import Range, RankStage
 from retrieval.types import Candidates, Query
 
 
@@ -47,13 +47,10 @@ def mmr_order(
 @dataclass(frozen=True, kw_only=True)
 class MMRDiversity(RankStage):
     name = "mmr"
+    ranges = {"lambda_mult": Range(ge=0, le=1), "pool": Range(ge=1)}
     encoder: SentenceEncoder  # anything with encode(texts, role) -> vectors and fingerprint()
     lambda_mult: float = 0.5
     pool: int = 20
-
-    def __post_init__(self) -> None:
-        if not 0.0 <= self.lambda_mult <= 1.0:
-            raise ValueError(f"mmr lambda_mult must be in [0, 1], got {self.lambda_mult}")
 
     def __call__(self, query: Query, candidates: Candidates) -> Candidates:
         n = min(self.pool, len(candidates))

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from retrieval.stage import RankStage
+from retrieval.stage import Range, RankStage
 from retrieval.stages.intent_route import context_text
 from retrieval.types import Candidates, Query
 
@@ -22,6 +22,7 @@ from retrieval.types import Candidates, Query
 @dataclass(frozen=True, kw_only=True)
 class RetrievalGate(RankStage):
     name = "retrieval_gate"
+    ranges = {"min_context_chars": Range(ge=0)}
     read_only_tools: Sequence[str] = ("Read", "Glob", "Grep", "LS", "NotebookRead", "View", "list_files")
     min_context_chars: int = 1  # a task context shorter than this (after trimming) counts as none
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from retrieval.stage import RankStage
+from retrieval.stage import Range, RankStage
 from retrieval.stages.fallback import keep_or_relax
 from retrieval.types import Candidates, Query
 
@@ -24,6 +24,7 @@ from retrieval.types import Candidates, Query
 @dataclass(frozen=True, kw_only=True)
 class ScoreFloor(RankStage):
     name = "score_floor"
+    ranges = {"min_similarity": Range(), "min_fused": Range(), "min_results": Range(ge=0)}
     min_similarity: float | None = 0.2
     similarity_column: str = "dense"
     min_fused: float | None = None

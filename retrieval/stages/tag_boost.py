@@ -23,7 +23,7 @@ import numpy as np
 from scipy import sparse
 
 from retrieval.encoder import SentenceEncoder
-from retrieval.stage import RankStage
+from retrieval.stage import Range, RankStage
 from retrieval.types import Candidates, Corpus, Query
 
 _HASHTAG = re.compile(r"#([A-Za-z0-9][\w-]*)")
@@ -66,6 +66,7 @@ _VOCABULARIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 @dataclass(frozen=True, kw_only=True)
 class TagBoost(RankStage):
     name = "tag_boost"
+    ranges = {"step": Range(), "max_boost": Range(), "threshold": Range(), "fallback_top": Range(ge=0)}
     step: float = 0.15
     max_boost: float = 1.5
     tag_fields: tuple[str, ...] = ("tags", "auto_tags")

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from retrieval.stage import Fusion
+from retrieval.stage import Fusion, Range
 from retrieval.tiering import pd_isnull, tier_labels, unit_factor
 from retrieval.types import Candidates, Corpus
 
@@ -31,6 +31,11 @@ _TABLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 @dataclass(frozen=True, kw_only=True)
 class TierFusion(Fusion):
     name = "tier_fusion"
+    ranges = {
+        "weights": Range(ge=0),
+        "high_confidence": Range(ge=0, le=1),
+        "high_confidence_weight": Range(ge=0),
+    }
     channel: str = "tiered"
     default_tier: str = "observation"
     weights: dict[str, float] = field(default_factory=dict)  # per-tier fusion weight (missing -> 1.0)

@@ -27,7 +27,7 @@ import numpy as np
 from retrieval.fusion import rrf_fuse
 from retrieval.retrievers.bm25 import BM25Retriever
 from retrieval.retrievers.dense import DenseRetriever
-from retrieval.stage import Retriever, top_n
+from retrieval.stage import Range, Retriever, top_n
 from retrieval.tiering import HIGH_ORDER_TIERS, tier_of
 from retrieval.types import Corpus, Query
 
@@ -144,6 +144,14 @@ class _TieredIndex:
 @dataclass(frozen=True, kw_only=True)
 class TieredRetriever(Retriever):
     name = "tiered"
+    ranges = {
+        "rrf_k": Range(gt=0),
+        "cap": Range(ge=1),
+        "caps": Range(ge=1),
+        "confidence_floor": Range(ge=0, le=1),
+        "escalate_below": Range(ge=0),
+        "search_depth": Range(ge=1),
+    }
     channel: str = "tiered"
     bm25: BM25Retriever
     dense: DenseRetriever | None = None
@@ -160,6 +168,11 @@ class TieredRetriever(Retriever):
     escalate_below: int = 3
     search_depth: int = 100_000  # hits per channel before the per-tier cut (default: the whole scope)
     ranking: str = "global"  # "global": channel ranks across tiers; "tier": RRF within each tier
+
+    def config_problems(self) -> list[tuple[str, str]]:
+        if self.ranking not in ("global", "tier"):
+            return [("ranking", f"must be 'global' or 'tier', not {self.ranking!r}")]
+        return []
 
     def searched_tiers(self) -> list[str]:
         return [t for t in self.tiers if self.high_order or t in self.base_tiers]

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from retrieval.encoder import SentenceEncoder
-from retrieval.stage import IngestStage
+from retrieval.stage import IngestStage, Range
 from retrieval.stages.keyword_tags import AUTO_TAGS
 from retrieval.types import Memory
 
@@ -27,6 +27,7 @@ from retrieval.types import Memory
 @dataclass(frozen=True, kw_only=True)
 class TopicTags(IngestStage):
     name = "topic_tags"
+    ranges = {"threshold": Range(), "per_memory": Range(ge=0)}
     encoder: SentenceEncoder
     topic_field: str = "topic"
     threshold: float = 0.3
