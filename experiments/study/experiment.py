@@ -128,9 +128,7 @@ def row_config(
     plan: StudyPlan, row: Row, *, tracking: Any = _KEEP, cache_dir: Any = _KEEP, progress: bool = False
 ) -> DictConfig:
     """The run config of one row: what `memeval-run <its overrides>` would see, with the study's settings."""
-    from experiments.configs import compose_config
-
-    cfg = compose_config(plan.row_overrides(row))
+    cfg = _compose(plan.row_overrides(row))
     if tracking is False:
         cfg.tracking = OmegaConf.create({"enabled": False})
     elif isinstance(tracking, Mapping | DictConfig):  # a `tracking` config node (the study app's)
@@ -141,6 +139,18 @@ def row_config(
     cfg.progress = progress
     cfg.resume = True  # a study re-run reuses its finished rows
     return cfg
+
+
+def _compose(overrides: list[str]) -> DictConfig:
+    """compose_config, also from inside a Hydra app (memeval-study), whose Hydra reads the same conf dir."""
+    from hydra import compose
+    from hydra.core.global_hydra import GlobalHydra
+
+    from experiments.configs import compose_config
+
+    if GlobalHydra.instance().is_initialized():
+        return compose(config_name="config", overrides=overrides)
+    return compose_config(overrides)
 
 
 def _slug(name: str) -> str:
