@@ -30,6 +30,11 @@ from retrieval.pipeline import PipelineConfigError
 
 
 def run(cfg: DictConfig, command: str) -> Path:
+    if cfg.get("study") is None:
+        from experiments.configs import CONF_DIR
+
+        plans = sorted(p.stem for p in (CONF_DIR / "study").glob("*.yaml"))
+        raise PlanError(f"study: name a plan, study=<name>; shipped plans: {plans} (--help for more)")
     plan = load_plan(OmegaConf.to_container(cfg.study, resolve=True))
     result = run_plan(
         plan,

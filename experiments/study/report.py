@@ -34,7 +34,8 @@ def _section(result: StudyResult, section: Section):
 def write_report(result: StudyResult, out_dir: str | Path, *, commands: Sequence[str] = ()) -> Path:
     """reports/<study>/report.md + index.html (+ PNGs) for a finished study; returns the folder."""
     plan, out = result.plan, Path(out_dir)
-    description = f"Study plan `{plan.name}`" + (f": {plan.description.strip()}" if plan.description else "")
+    about = plan.description.strip().rstrip(".")
+    description = f"study plan `{plan.name}`" + (f": {about}" if about else "")
     build_report(
         result.runs,
         out,
