@@ -217,8 +217,10 @@ def _load_row(run_dir: Path, cfg: DictConfig) -> RunRecord:
     note = json.loads(skipped.read_text()) if skipped.is_file() else {}
     if note.get("run_dir") and (Path(note["run_dir"]) / "metrics.json").is_file():
         return load_run_dir(note["run_dir"])
-    if (run_dir / "metrics.json").is_file():
-        return load_run_dir(run_dir)
+    if (run_dir / "metrics.json").is_file():  # the row ran here before: the same config, or stale
+        record = load_run_dir(run_dir)
+        if record.summary.get("config_hash") == note.get("config_hash"):
+            return record
     if note.get("mlflow_run_id"):
         from experiments.sweeps import CONFIG_HASH_TAG
 
