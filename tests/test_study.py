@@ -213,3 +213,35 @@ def test_a_bad_plan_exits_2_before_running_anything(tmp_path):
     proc = _study(tmp_path, tmp_path)
     assert proc.returncode == 2 and "study.baseline" in proc.stderr
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.slow
+def test_with_tracking_a_study_is_one_mlflow_parent_with_a_child_per_row(tiny_dir, tmp_path, monkeypatch):
+    import mlflow
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracking = {
+        "enabled": True,
+        "tracker": {"_target_": "experiments.tracking.MlflowTracker", "experiment": "study", "uri": uri},
+    }
+    rows = [Row("bm25", ("variant=bm25",)), Row("bm25_b0", ("variant=bm25", "stage.bm25.b=0"))]
+    kwargs = dict(
+        suite={"name": "jsonl", "path": str(tiny_dir)},
+        metrics=["R@10"],
+        tracking=tracking,
+        cache_dir=str(tmp_path / "cache"),
+        runs_dir=tmp_path / "runs",
+    )
+    result = Experiment(rows, **kwargs)
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    children = client.search_runs(
+        [client.get_experiment_by_name("study").experiment_id],
+        f"tags.`mlflow.parentRunId` = '{result.parent_run_id}'",
+    )
+    assert sorted(r.data.tags["variant"] for r in children) == ["bm25", "bm25_b0"]
+    assert client.get_run(result.parent_run_id).info.status == "FINISHED"
+    again = Experiment(rows, **kwargs)  # the same study: its parent is reopened, no row is re-run
+    assert again.parent_run_id == result.parent_run_id
+    assert len(client.search_runs([children[0].info.experiment_id], "")) == 3  # parent + 2 children
+    assert again.table().equals(result.table())
