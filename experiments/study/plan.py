@@ -181,7 +181,7 @@ def expand_sweep(sweep: Mapping[str, Any], variant: str, where: str = "sweep") -
     return rows
 
 
-def _rows(raw: Any, variant: str) -> list[Row]:
+def _rows(raw: Any) -> list[Row]:
     if raw is None:
         return []
     if not isinstance(raw, Sequence) or isinstance(raw, str):
@@ -304,7 +304,7 @@ def load_plan(raw: Mapping[str, Any]) -> StudyPlan:
     if not ROW_NAME.fullmatch(name):
         raise _fail("name", f"{name!r} names the report folder: letters, digits and _ . + - only")
     variant = str(raw["variant"])
-    rows = _rows(raw.get("rows"), variant)
+    rows = _rows(raw.get("rows"))
     if raw.get("sweep") is not None:
         rows += expand_sweep(raw["sweep"], variant)
     if not rows:
