@@ -299,6 +299,9 @@ class Pipeline:
             else:
                 indexes[retriever.channel] = retriever.build(corpus)
             build_ms[f"index_{retriever.channel}"] = (time.perf_counter() - t) * 1000
+            # An index built from outside data (a TREC run file) checks the queries it will be asked.
+            if callable(getattr(indexes[retriever.channel], "check_queries", None)):
+                indexes[retriever.channel].check_queries(queries)
         out = {}
         for query in tqdm(queries, desc="retrieve", disable=not progress, leave=False):
             timings, channels = {}, {}

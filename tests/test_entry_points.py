@@ -20,6 +20,7 @@ SCRIPTS = {
     "memeval-gate": "usage: memeval-gate",
     "memeval-report": "usage: memeval-report",
     "memeval-train-reranker": "memeval-train-reranker: fine-tune a cross-encoder",
+    "memeval-study": "memeval-study: run a study plan",
 }
 
 

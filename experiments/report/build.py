@@ -6,7 +6,7 @@ The last step of the data flow: `experiments.runs` reads the runs, `analysis` co
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -47,7 +47,10 @@ def build_report(
     commands: Sequence[str] = (),
     source: str = "",
     keep_repeats: bool = False,
+    sections: Sequence[Callable[[analysis.Comparison, pd.DataFrame], list[Block]]] = (),
 ) -> analysis.Comparison:
+    """`sections`: extra blocks (a study's named report sections), each from the comparison and its
+    significance table, placed after the per-query wins and losses."""
     dropped: list[RunRecord] = []
     if not keep_repeats:
         runs, dropped = analysis.drop_repeats(runs)
@@ -140,6 +143,8 @@ def build_report(
     )
 
     blocks += _wins_losses(comp, sig, primary)
+    for section in sections:
+        blocks += section(comp, sig)
     blocks += [
         Heading("Latency"),
         Table(analysis.latency(comp).map(lambda v: v if isinstance(v, str) else _f(v, 2)), "run"),

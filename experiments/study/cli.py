@@ -1,0 +1,77 @@
+"""`memeval-study` / `python -m experiments.study study=<plan>`: run a study plan end to end.
+
+    python -m experiments.study study=boost_beam100k
+    python -m experiments.study study=boost_beam100k tracking=none study.stats.seed=1
+
+Loads experiments/conf/study/<plan>.yaml (checked before anything runs), runs every row through
+`experiments.run` (caches, process memo, resume: a re-run reuses finished rows), one MLflow parent
+run with a child per row when tracking is on, then writes <out_root>/<study>/report.md + index.html.
+Exit 2 on a bad plan, suite or config, a missing model, or an unreachable store.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from experiments.runs import RunError
+from experiments.study.experiment import run_plan
+from experiments.study.plan import PlanError, load_plan
+from experiments.study.report import write_report
+from experiments.suites.suite import SuiteError
+from experiments.tracking import TrackingError
+from retrieval.encoder import ModelNotFoundError
+from retrieval.pipeline import PipelineConfigError
+
+
+def run(cfg: DictConfig, command: str) -> Path:
+    if cfg.get("study") is None:
+        from experiments.configs import CONF_DIR
+
+        plans = sorted(p.stem for p in (CONF_DIR / "study").glob("*.yaml"))
+        raise PlanError(f"study: name a plan, study=<name>; shipped plans: {plans} (--help for more)")
+    plan = load_plan(OmegaConf.to_container(cfg.study, resolve=True))
+    result = run_plan(
+        plan,
+        runs_dir=Path(cfg.runs_root) / plan.name,
+        tracking=cfg.tracking if cfg.tracking.enabled else False,
+        cache_dir=cfg.cache_dir,
+        progress=cfg.progress,
+    )
+    print(result)
+    out = write_report(result, Path(cfg.out_root) / plan.name, commands=[command])
+    if result.parent_run_id:
+        _log_report(result.parent_run_id, cfg, out)
+    print(f"wrote {out}/report.md and index.html: {len(result.runs)} rows, baseline {result.baseline}")
+    return out
+
+
+def _log_report(parent_run_id: str, cfg: DictConfig, out: Path) -> None:
+    import mlflow
+
+    from experiments.tracking import resolve_uri
+
+    client = mlflow.MlflowClient(tracking_uri=resolve_uri(cfg.tracking.tracker.get("uri")))
+    for path in sorted(out.iterdir()):
+        if path.is_file():
+            client.log_artifact(parent_run_id, str(path), "report")
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="run_study")
+def main(cfg: DictConfig) -> None:
+    overrides = [str(o) for o in HydraConfig.get().overrides.task]
+    command = "python -m experiments.study " + shlex.join(overrides)
+    try:
+        run(cfg, command)
+    except (PlanError, SuiteError, PipelineConfigError, TrackingError, ModelNotFoundError, RunError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,286 @@
+"""`Experiment(...)`: run a study's rows and compare them, in one call (like `pt.Experiment`, ranx `compare`).
+
+    from experiments.study import Experiment, Row
+    result = Experiment(
+        [Row("bm25", ("variant=bm25",)), Row("hybrid", ("variant=hybrid",))],
+        suite="spark25", metrics=["P@5", "nDCG@10"], baseline="bm25", tracking=False,
+    )
+    result.table()                 # means per row x metric, † / ‡ = significantly better / worse
+    result.per_query("P@5")        # queries x rows
+
+Every row is an ordinary run of `experiments.run.run_experiment` (multirun mode), so a study goes
+through the same caches, process memo and resume as `memeval-run`: a finished row is reused, not
+re-run. With tracking on, the study is one MLflow parent run with a child per row. The CLI
+(`python -m experiments.study study=<plan>`) is this function plus `write_report`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from omegaconf import DictConfig, OmegaConf
+
+from experiments.report import analysis
+from experiments.runs import RunError, RunRecord, higher_is_better, load_mlflow_runs, load_run_dir
+from experiments.study.plan import Row, StudyPlan, load_plan
+
+STUDY_KEY_TAG = "memeval.study_key"
+_KEEP = object()  # "what the run config says"
+
+
+@dataclass(frozen=True)
+class StudyResult:
+    """The rows, their finished runs (aligned), and the comparison against the baseline."""
+
+    plan: StudyPlan
+    runs: tuple[RunRecord, ...]
+    labels: tuple[str, ...]  # each row's label in the comparison (its name)
+    comparison: analysis.Comparison
+    significance: pd.DataFrame  # one row per (metric, run), Holm across all of them
+    run_dirs: tuple[Path, ...]
+    parent_run_id: str | None = None
+
+    @property
+    def baseline(self) -> str:
+        return self.comparison.baseline
+
+    def per_query(self, metric: str | None = None) -> pd.DataFrame:
+        """Per-query values of one metric (default: the primary), queries x rows."""
+        return self.comparison.values[metric or self.plan.primary]
+
+    def table(self) -> pd.DataFrame:
+        """Mean per row and metric, with † (significantly better) / ‡ (worse) than the baseline."""
+        sig = self.significance
+        out = pd.DataFrame(index=list(self.comparison.labels))
+        for metric in self.comparison.metrics:
+            part = sig[sig["metric"] == metric].set_index("run").loc[out.index]
+            marks = [
+                "" if not s else "†" if (d > 0) == higher_is_better(metric) else "‡"
+                for s, d in zip(part["significant"], part["delta"], strict=True)
+            ]
+            out[metric] = [f"{m:.4f}{mark}" for m, mark in zip(part["mean"], marks, strict=True)]
+        out.index.name = "run"
+        return out
+
+    def __str__(self) -> str:
+        return (
+            f"{self.plan.title}: {len(self.runs)} rows, baseline {self.baseline}; † / ‡ significantly "
+            f"better / worse ({self.plan.stats.test}, Holm, alpha {self.plan.stats.alpha})\n"
+            + self.table().to_string()
+        )
+
+
+def Experiment(  # noqa: N802 - named like pt.Experiment: one call from rows to a compared table
+    rows: Sequence[Row | Mapping[str, Any]] | None,
+    suite: str | Mapping[str, Any],
+    metrics: Sequence[str],
+    *,
+    baseline: str | None = None,
+    variant: str = "hybrid",
+    sweep: Mapping[str, Any] | None = None,
+    overrides: Sequence[str] = (),
+    primary: str | None = None,
+    label: str | None = None,
+    test: str = "randomization",
+    alpha: float = 0.05,
+    seed: int = 0,
+    name: str = "experiment",
+    runs_dir: str | Path | None = None,
+    tracking: bool | Mapping[str, Any] = False,
+    cache_dir: Any = _KEEP,
+    progress: bool = False,
+) -> StudyResult:
+    """Run the rows (listed, and/or expanded from `sweep`) on `suite` and compare them to `baseline`.
+
+    `rows`: `Row(name, overrides)` or `{"name": ..., "overrides": [...]}`. `suite`: a suite config name
+    or `{"name": "beam", "path": ...}`. `tracking`: False (no MLflow), True (the run config's), or a
+    `tracking` config node. Run directories go to `runs_dir` (default outputs/studies/<name>).
+    """
+    raw_rows = [
+        {"name": r.name, "overrides": list(r.overrides)} if isinstance(r, Row) else r for r in rows or ()
+    ]
+    plan = load_plan(
+        {
+            "name": name,
+            "suite": suite,
+            "variant": variant,
+            "rows": raw_rows or None,
+            "sweep": sweep,
+            "overrides": list(overrides),
+            "baseline": baseline,
+            "metrics": list(metrics),
+            "primary": primary,
+            "label": label,
+            "stats": {"test": test, "alpha": alpha, "seed": seed},
+        }
+    )
+    return run_plan(plan, runs_dir=runs_dir, tracking=tracking, cache_dir=cache_dir, progress=progress)
+
+
+def row_config(
+    plan: StudyPlan, row: Row, *, tracking: Any = _KEEP, cache_dir: Any = _KEEP, progress: bool = False
+) -> DictConfig:
+    """The run config of one row: what `memeval-run <its overrides>` would see, with the study's settings."""
+    cfg = _compose(plan.row_overrides(row))
+    if tracking is False:
+        cfg.tracking = OmegaConf.create({"enabled": False})
+    elif isinstance(tracking, Mapping | DictConfig):  # a `tracking` config node (the study app's)
+        node = OmegaConf.to_container(tracking) if isinstance(tracking, DictConfig) else dict(tracking)
+        cfg.tracking = OmegaConf.create(node)
+    if cache_dir is not _KEEP:
+        cfg.cache_dir = cache_dir
+    cfg.progress = progress
+    cfg.resume = True  # a study re-run reuses its finished rows
+    return cfg
+
+
+def _compose(overrides: list[str]) -> DictConfig:
+    """compose_config, also from inside a Hydra app (memeval-study), whose Hydra reads the same conf dir."""
+    from hydra import compose
+    from hydra.core.global_hydra import GlobalHydra
+
+    from experiments.configs import compose_config
+
+    if GlobalHydra.instance().is_initialized():
+        return compose(config_name="config", overrides=overrides)
+    return compose_config(overrides)
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^\w.+=-]+", "_", name).strip("_") or "row"
+
+
+def study_key(plan: StudyPlan) -> str:
+    """Identity of a study: its name and every row's overrides."""
+    text = json.dumps([plan.name, [plan.row_overrides(r) for r in plan.rows]])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def run_plan(
+    plan: StudyPlan,
+    *,
+    runs_dir: str | Path | None = None,
+    tracking: bool | Mapping[str, Any] = _KEEP,  # type: ignore[assignment]
+    cache_dir: Any = _KEEP,
+    progress: bool = False,
+) -> StudyResult:
+    """Compose every row's config, run each (finished rows are reused), load the runs, compare them."""
+    from experiments.run import run_experiment
+
+    root = Path(runs_dir) if runs_dir is not None else Path("outputs") / "studies" / plan.name
+    configs = [
+        row_config(plan, r, tracking=tracking, cache_dir=cache_dir, progress=progress) for r in plan.rows
+    ]
+    parent = _start_parent(plan, configs[0]) if configs[0].tracking.enabled else {}
+    dirs = []
+    for i, (row, cfg) in enumerate(zip(plan.rows, configs, strict=True), 1):
+        print(f"[{i}/{len(plan.rows)}] {row.name}: {' '.join(plan.row_overrides(row))}")
+        run_dir = root / _slug(row.name)
+        run_experiment(cfg, run_dir, multirun=True, parent=parent or None)
+        dirs.append(run_dir)
+    if parent:
+        _finish_parent(parent)
+    runs = [_load_row(d, cfg) for d, cfg in zip(dirs, configs, strict=True)]
+    return compare_rows(plan, runs, dirs, parent.get("parent_run_id"))
+
+
+def compare_rows(
+    plan: StudyPlan,
+    runs: Sequence[RunRecord],
+    run_dirs: Sequence[Path] = (),
+    parent_run_id: str | None = None,
+) -> StudyResult:
+    """The comparison of a plan's finished runs (aligned with its rows) against its baseline row."""
+    labels, _ = analysis.name_runs(runs)
+    renamed = [lab for lab, row in zip(labels, plan.rows, strict=True) if lab != row.name]
+    if renamed:
+        print(f"note: the report labels some rows differently from the plan: {renamed}")
+    baseline = labels[[r.name for r in plan.rows].index(plan.baseline)]
+    comp = analysis.build_comparison(runs, baseline=baseline, metrics=plan.metrics, label=plan.label)
+    stats = plan.stats
+    sig = analysis.significance(comp, test=stats.test, alpha=stats.alpha, seed=stats.seed)
+    return StudyResult(plan, tuple(runs), tuple(labels), comp, sig, tuple(run_dirs), parent_run_id)
+
+
+def _load_row(run_dir: Path, cfg: DictConfig) -> RunRecord:
+    """A row's run: its own directory, or the finished run a skipped row reused (on disk, else MLflow)."""
+    skipped = run_dir / "skipped.json"
+    if (run_dir / "metrics.json").is_file() and not skipped.is_file():
+        return load_run_dir(run_dir)
+    note = json.loads(skipped.read_text()) if skipped.is_file() else {}
+    if note.get("run_dir") and (Path(note["run_dir"]) / "metrics.json").is_file():
+        return load_run_dir(note["run_dir"])
+    if (run_dir / "metrics.json").is_file():  # the row ran here before: the same config, or stale
+        record = load_run_dir(run_dir)
+        if record.summary.get("config_hash") == note.get("config_hash"):
+            return record
+    if note.get("mlflow_run_id"):
+        from experiments.sweeps import CONFIG_HASH_TAG
+
+        found = load_mlflow_runs(tags={CONFIG_HASH_TAG: note["config_hash"]}, uri=_uri(cfg))
+        match = [r for r in found if r.source == f"mlflow:{note['mlflow_run_id']}"]
+        if match:
+            return match[0]
+    raise RunError(f"{run_dir} holds no finished run and names none that can be read")
+
+
+def _uri(cfg: DictConfig) -> str:
+    from experiments.tracking import resolve_uri
+
+    return resolve_uri(cfg.tracking.tracker.get("uri"))
+
+
+def _start_parent(plan: StudyPlan, cfg: DictConfig) -> dict[str, str]:
+    """One MLflow parent run for the study (reopened on a re-run), as experiments.sweep_tracking does."""
+    import mlflow
+    from hydra.utils import instantiate
+    from mlflow.entities import Param
+
+    from experiments.tracking import _experiment_id, resolve_uri
+
+    tracker = instantiate(cfg.tracking.tracker)
+    uri = resolve_uri(tracker.uri)
+    mlflow.set_tracking_uri(uri)  # a new SQLite store is created here, once
+    experiment_id = tracker.experiment_id or _experiment_id(tracker.experiment)
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    key = study_key(plan)
+    previous = client.search_runs(
+        [experiment_id],
+        filter_string=f"tags.`{STUDY_KEY_TAG}` = '{key}'",
+        order_by=["attributes.start_time DESC"],
+        max_results=1,
+    )
+    if previous:
+        parent_id = previous[0].info.run_id
+        client.update_run(parent_id, status="RUNNING")
+    else:
+        parent = client.create_run(
+            experiment_id,
+            run_name=f"study {plan.name}",
+            tags={STUDY_KEY_TAG: key, "memeval.study": plan.name},
+        )
+        parent_id = parent.info.run_id
+        params = {
+            "study": plan.name,
+            "rows": str(len(plan.rows)),
+            "baseline": plan.baseline,
+            "metrics": ",".join(plan.metrics),
+            "primary": plan.primary,
+            "test": plan.stats.test,
+        }
+        client.log_batch(parent_id, params=[Param(k, v[:500]) for k, v in params.items()])
+    print(f"MLflow parent run {parent_id} (experiment {experiment_id}) for study {plan.name}")
+    return {"uri": uri, "experiment_id": experiment_id, "parent_run_id": parent_id}
+
+
+def _finish_parent(parent: Mapping[str, str]) -> None:
+    import mlflow
+
+    mlflow.MlflowClient(tracking_uri=parent["uri"]).set_terminated(parent["parent_run_id"], "FINISHED")

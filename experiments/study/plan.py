@@ -1,0 +1,335 @@
+"""A study plan: the YAML that says which runs a study compares and how (experiments/conf/study/*.yaml).
+
+First step of a study: the plan is read and checked here, before anything runs, and turned into
+rows (one run config each: the suite, the base variant, the plan's overrides, the row's overrides).
+`experiments.study.experiment.Experiment` runs the rows; the report is built from their runs.
+
+    name: boost_beam100k
+    suite: {name: beam, path: ../shared/beam/100K}
+    variant: exp05
+    sweep: {stage.instruction_boost.weight: "range(0, 0.41, 0.1)"}
+    baseline: stage.instruction_boost.weight=0
+    metrics: [R@10, nDCG@10]
+
+A bad plan is a `PlanError` naming the field (`study.baseline: ...`), raised before any run.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from experiments.metrics import parse_metric
+from experiments.report.build import TEST_NAMES
+from experiments.runs import LOWER_IS_BETTER
+
+ROW_NAME = re.compile(r"[A-Za-z0-9_.+\-]+")
+PLAN_KEYS = frozenset(
+    {
+        "name",
+        "title",
+        "description",
+        "suite",
+        "variant",
+        "overrides",
+        "rows",
+        "sweep",
+        "baseline",
+        "metrics",
+        "primary",
+        "label",
+        "stats",
+        "sections",
+    }
+)
+STATS_KEYS = frozenset({"test", "alpha", "correction", "seed"})
+CORRECTIONS = ("holm",)  # the report corrects across all its comparisons; Holm is what it implements
+
+
+class PlanError(ValueError):
+    """A study plan that cannot run: the message names the field (`study.rows[2].overrides`)."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One run of a study: a name (its label in tables) and the overrides that make it differ."""
+
+    name: str
+    overrides: tuple[str, ...] = ()
+    swept: tuple[tuple[str, str], ...] = ()  # (key, value) pairs a sweep set, empty for a listed row
+
+
+@dataclass(frozen=True)
+class Stats:
+    test: str = "randomization"
+    alpha: float = 0.05
+    correction: str = "holm"
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Section:
+    """A named report section (a plug-in from experiments.study.sections) and its options."""
+
+    name: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StudyPlan:
+    name: str
+    suite: tuple[str, ...]  # overrides: ("suite=beam", "suite.path=...")
+    variant: str
+    rows: tuple[Row, ...]
+    baseline: str  # a row name
+    metrics: tuple[str, ...]
+    primary: str
+    label: str | None = None
+    overrides: tuple[str, ...] = ()  # for every row, before the row's own
+    stats: Stats = Stats()
+    sections: tuple[Section, ...] = ()
+    title: str = ""
+    description: str = ""
+
+    def row_overrides(self, row: Row) -> list[str]:
+        """The full override list of a row's run config (later keys replace earlier ones)."""
+        return merge_overrides([*self.suite, f"variant={self.variant}", *self.overrides, *row.overrides])
+
+
+def override_key(override: str) -> str:
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+def merge_overrides(overrides: Sequence[str]) -> list[str]:
+    """One override per key, the last one winning, in first-seen order (Hydra rejects a key given twice)."""
+    merged: dict[str, str] = {}
+    for override in overrides:
+        merged.pop(override_key(override), None)
+        merged[override_key(override)] = override
+    return list(merged.values())
+
+
+def _fail(where: str, message: str) -> PlanError:
+    return PlanError(f"study.{where}: {message}")
+
+
+def _strings(value: Any, where: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise _fail(where, f"must be a list of strings, got {value!r}")
+    for i, item in enumerate(value):
+        if not isinstance(item, str | int | float):
+            raise _fail(f"{where}[{i}]", f"must be a string, got {item!r}")
+    return tuple(str(v) for v in value)
+
+
+def _overrides(value: Any, where: str) -> tuple[str, ...]:
+    items = _strings(value, where)
+    for i, item in enumerate(items):
+        if "=" not in item:
+            raise _fail(f"{where}[{i}]", f"{item!r} is not an override (key=value)")
+    return items
+
+
+def _short(key: str) -> str:
+    """How the report names a swept key (experiments.report.analysis labels runs the same way)."""
+    return ".".join(key.split(".")[-2:]) if key.startswith("stage.") else key
+
+
+def _show(value: str) -> str:
+    try:
+        return f"{float(value):.10g}"
+    except ValueError:
+        return value
+
+
+def expand_sweep(sweep: Mapping[str, Any], variant: str, where: str = "sweep") -> list[Row]:
+    """Rows for every combination of the swept values; Hydra's sweep syntax (range(), a,b,c, lists).
+
+    Each row is named `<variant>[<key>=<value>, ...]` over the keys with more than one value, sorted,
+    which is the label the comparison report gives the same run.
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    if not isinstance(sweep, Mapping) or not sweep:
+        raise _fail(where, f"must map config keys to values to sweep, got {sweep!r}")
+    parser = OverridesParser.create()
+    values: dict[str, list[str]] = {}
+    for key, expression in sweep.items():
+        if isinstance(expression, Sequence) and not isinstance(expression, str):
+            expression = ",".join(str(v) for v in expression)
+        try:
+            parsed = parser.parse_override(f"{key}={expression}")
+            found = list(parsed.sweep_string_iterator()) if parsed.is_sweep_override() else [str(expression)]
+        except HydraException as err:
+            raise _fail(f"{where}.{key}", f"cannot expand {expression!r}: {err}") from None
+        if not found:
+            raise _fail(f"{where}.{key}", f"{expression!r} expands to no value")
+        values[str(key)] = found
+    varying = sorted(k for k, v in values.items() if len(v) > 1)
+    rows = []
+    for combo in itertools.product(*values.values()):
+        pairs = tuple(zip(values, combo, strict=True))
+        parts = [f"{_short(k)}={_show(v)}" for k, v in sorted(pairs) if k in varying]
+        name = f"{variant}[{', '.join(parts)}]" if parts else variant
+        rows.append(Row(name, tuple(f"{k}={v}" for k, v in pairs), pairs))
+    return rows
+
+
+def _rows(raw: Any) -> list[Row]:
+    if raw is None:
+        return []
+    if not isinstance(raw, Sequence) or isinstance(raw, str):
+        raise _fail("rows", f"must be a list of {{name, overrides}}, got {raw!r}")
+    rows = []
+    for i, item in enumerate(raw):
+        if not isinstance(item, Mapping) or "name" not in item:
+            raise _fail(f"rows[{i}]", f"must be a mapping with a name (and overrides), got {item!r}")
+        unknown = set(item) - {"name", "overrides"}
+        if unknown:
+            raise _fail(f"rows[{i}]", f"unknown keys {sorted(unknown)} (a row has name and overrides)")
+        name = str(item["name"])
+        if not ROW_NAME.fullmatch(name):
+            raise _fail(f"rows[{i}].name", f"{name!r} may use only letters, digits and _ . + -")
+        overrides = _overrides(item.get("overrides"), f"rows[{i}].overrides")
+        # A listed row is its own variant in the report: its name labels it there and in MLflow.
+        if not any(override_key(o) == "variant.name" for o in overrides):
+            overrides = (*overrides, f"variant.name={name}")
+        rows.append(Row(name, overrides))
+    return rows
+
+
+def _suite(raw: Any) -> tuple[str, ...]:
+    if isinstance(raw, str):
+        return (f"suite={raw}",)
+    if isinstance(raw, Mapping) and "name" in raw:
+        return (f"suite={raw['name']}", *(f"suite.{k}={v}" for k, v in raw.items() if k != "name"))
+    raise _fail("suite", f"must name a suite config (spark25) or be {{name: beam, path: ...}}, got {raw!r}")
+
+
+def _baseline(raw: Any, rows: Sequence[Row]) -> str:
+    names = [r.name for r in rows]
+    if raw is None:
+        return names[0]
+    text = str(raw)
+    if text in names:
+        return text
+    if "=" in text:  # a selector: the one row whose overrides include exactly this one
+        key, value = text.split("=", 1)
+        matches = [
+            r.name
+            for r in rows
+            if any(
+                k == key and _show(v) == _show(value) for k, _, v in (o.partition("=") for o in r.overrides)
+            )
+        ]
+        if len(matches) == 1:
+            return matches[0]
+        raise _fail("baseline", f"{text!r} selects {len(matches)} rows ({matches}); it must select one")
+    raise _fail("baseline", f"{text!r} is no row name ({names}) and no key=value selector")
+
+
+def _metrics(raw: Any) -> tuple[str, ...]:
+    metrics = _strings(raw, "metrics")
+    if not metrics:
+        raise _fail("metrics", "name at least one metric, e.g. [nDCG@10, R@10]")
+    for i, metric in enumerate(metrics):
+        if LOWER_IS_BETTER.fullmatch(metric):
+            continue
+        try:
+            parse_metric(metric)
+        except ValueError as err:
+            raise _fail(f"metrics[{i}]", str(err)) from None
+    return metrics
+
+
+def _stats(raw: Any) -> Stats:
+    raw = raw or {}
+    if not isinstance(raw, Mapping):
+        raise _fail("stats", f"must be a mapping (test, alpha, correction, seed), got {raw!r}")
+    unknown = set(raw) - STATS_KEYS
+    if unknown:
+        raise _fail("stats", f"unknown keys {sorted(unknown)}; known: {sorted(STATS_KEYS)}")
+    stats = Stats(**{k: raw[k] for k in STATS_KEYS if raw.get(k) is not None})
+    if stats.test not in TEST_NAMES:
+        raise _fail("stats.test", f"{stats.test!r} is not one of {sorted(TEST_NAMES)}")
+    if not isinstance(stats.alpha, int | float) or not 0 < float(stats.alpha) < 1:
+        raise _fail("stats.alpha", f"must be a number in (0, 1), got {stats.alpha!r}")
+    if stats.correction not in CORRECTIONS:
+        raise _fail("stats.correction", f"{stats.correction!r} is not one of {list(CORRECTIONS)}")
+    if not isinstance(stats.seed, int) or isinstance(stats.seed, bool):
+        raise _fail("stats.seed", f"must be an integer, got {stats.seed!r}")
+    return Stats(stats.test, float(stats.alpha), stats.correction, stats.seed)
+
+
+def _sections(raw: Any) -> tuple[Section, ...]:
+    from experiments.study.sections import resolve_section
+
+    if raw is None:
+        return ()
+    if not isinstance(raw, Sequence) or isinstance(raw, str):
+        raise _fail("sections", f"must be a list of section names, got {raw!r}")
+    out = []
+    for i, item in enumerate(raw):
+        if isinstance(item, Mapping) and "name" in item:
+            section = Section(str(item["name"]), {k: v for k, v in item.items() if k != "name"})
+        elif isinstance(item, str):
+            section = Section(item)
+        else:
+            raise _fail(f"sections[{i}]", f"must be a name or {{name: ..., options}}, got {item!r}")
+        try:
+            resolve_section(section.name)
+        except KeyError as err:
+            raise _fail(f"sections[{i}]", str(err.args[0])) from None
+        out.append(section)
+    return tuple(out)
+
+
+def load_plan(raw: Mapping[str, Any]) -> StudyPlan:
+    """Check a plan (a mapping, e.g. `cfg.study` as a container) and expand its sweep into rows."""
+    if not isinstance(raw, Mapping):
+        raise PlanError(f"study: a plan is a mapping, got {type(raw).__name__}")
+    unknown = set(raw) - PLAN_KEYS
+    if unknown:
+        raise PlanError(f"study: unknown keys {sorted(unknown)}; a plan has {sorted(PLAN_KEYS)}")
+    for key in ("name", "suite", "variant", "metrics"):
+        if raw.get(key) in (None, "", "???"):
+            raise _fail(key, "is required")
+    name = str(raw["name"])
+    if not ROW_NAME.fullmatch(name):
+        raise _fail("name", f"{name!r} names the report folder: letters, digits and _ . + - only")
+    variant = str(raw["variant"])
+    rows = _rows(raw.get("rows"))
+    if raw.get("sweep") is not None:
+        rows += expand_sweep(raw["sweep"], variant)
+    if not rows:
+        raise _fail("rows", "a study needs rows (name + overrides) and/or a sweep")
+    seen = [r.name for r in rows]
+    duplicates = sorted({n for n in seen if seen.count(n) > 1})
+    if duplicates:
+        raise _fail("rows", f"row names must be unique: {duplicates} appear twice")
+    metrics = _metrics(raw["metrics"])
+    primary = str(raw.get("primary") or metrics[0])
+    if primary not in metrics:
+        raise _fail("primary", f"{primary!r} is not among the metrics {list(metrics)}")
+    label = raw.get("label")
+    return StudyPlan(
+        name=name,
+        suite=_suite(raw["suite"]),
+        variant=variant,
+        rows=tuple(rows),
+        baseline=_baseline(raw.get("baseline"), rows),
+        metrics=metrics,
+        primary=primary,
+        label=None if label is None else str(label),
+        overrides=_overrides(raw.get("overrides"), "overrides"),
+        stats=_stats(raw.get("stats")),
+        sections=_sections(raw.get("sections")),
+        title=str(raw.get("title") or name),
+        description=str(raw.get("description") or ""),
+    )

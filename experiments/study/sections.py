@@ -1,0 +1,65 @@
+"""Report sections a study plan names (`sections: [exp05_acceptance]`): small plug-ins, one function each.
+
+A section is a function `SectionContext -> list[Block]` (experiments.report.render blocks), added
+to the comparison report after the generic tables. The study runner knows none of them: it looks a
+name up here. Register one with `@register_section("name")`, or name any importable function in the
+plan as `package.module:function`. The built-in ones live in experiments/study/builtin_sections.py.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from experiments.report.analysis import Comparison
+from experiments.report.render import Block
+
+
+@dataclass(frozen=True)
+class SectionContext:
+    """What a section sees: the report's comparison, its significance table and the plan's settings."""
+
+    comparison: Comparison
+    significance: pd.DataFrame  # one row per (metric, run): mean, delta, CI, p_value, p_holm, significant
+    primary: str
+    alpha: float
+    seed: int
+    options: Mapping[str, Any] = field(default_factory=dict)  # the plan's options for this section
+
+
+SectionFunction = Callable[[SectionContext], list[Block]]
+_REGISTRY: dict[str, SectionFunction] = {}
+
+
+def register_section(name: str) -> Callable[[SectionFunction], SectionFunction]:
+    def add(function: SectionFunction) -> SectionFunction:
+        _REGISTRY[name] = function
+        return function
+
+    return add
+
+
+def available_sections() -> list[str]:
+    importlib.import_module("experiments.study.builtin_sections")
+    return sorted(_REGISTRY)
+
+
+def resolve_section(name: str) -> SectionFunction:
+    """A registered section, or `module:function`; KeyError naming what exists when neither."""
+    if ":" in name:
+        module, _, attr = name.partition(":")
+        try:
+            function = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError) as err:
+            raise KeyError(f"cannot import report section {name!r}: {err}") from None
+        if not callable(function):
+            raise KeyError(f"report section {name!r} is not a function")
+        return function
+    known = available_sections()
+    if name not in _REGISTRY:
+        raise KeyError(f"no report section named {name!r}; registered: {known} (or give module:function)")
+    return _REGISTRY[name]
