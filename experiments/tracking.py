@@ -136,11 +136,6 @@ def _create_store(path: Path) -> None:
     tmp_uri = f"sqlite:///{tmp}"
     try:
         mlflow.MlflowClient(tracking_uri=tmp_uri).search_experiments()  # tables, migrations, Default
-        hook = os.environ.get("MEMEVAL_TEST_STORE_CREATED_PAUSE")  # tests: killed before the rename
-        if hook:
-            import time
-
-            time.sleep(float(hook))
     finally:
         engine = SqlAlchemyStore._engine_map.pop(tmp_uri, None)
         if engine is not None:
