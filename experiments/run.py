@@ -247,13 +247,16 @@ def _tags(cfg: DictConfig, suite: Suite, pipeline: Pipeline) -> dict[str, str]:
 
 def _job_failed(cfg: DictConfig, run_dir: Path, parent: dict[str, str], err: BaseException) -> None:
     """A failed multirun job: failed.json, and a FAILED child run (and parent) when the sweep is tracked."""
-    tags = {"variant": str(cfg.variant.get("name", "?"))}
     try:
-        tags[CONFIG_HASH_TAG] = config_hash(cfg)
-    except Exception:  # a config that does not even resolve: the error says why
-        pass
-    run_name = f"{HydraConfig.get().runtime.choices.get('suite', 'suite')}-{tags['variant']}"
-    job_failed(run_dir, parent, err, run_name=run_name, tags=tags)
+        tags = {"variant": str(cfg.variant.get("name", "?"))}
+        try:
+            tags[CONFIG_HASH_TAG] = config_hash(cfg)
+        except Exception:  # a config that does not even resolve: the error says why
+            pass
+        run_name = f"{HydraConfig.get().runtime.choices.get('suite', 'suite')}-{tags['variant']}"
+        job_failed(run_dir, parent, err, run_name=run_name, tags=tags)
+    except Exception as record_err:  # never hide the job's own error behind this one
+        print(f"warning: could not record the failed job in {run_dir}: {record_err}", file=sys.stderr)
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
