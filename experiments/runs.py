@@ -125,6 +125,7 @@ def _load_reused(job: Path) -> RunRecord:
     import mlflow
 
     uri = note.get("mlflow_uri") or resolve_uri()
+    _existing_store(uri)
     try:
         client = mlflow.MlflowClient(uri)
         run = client.get_run(run_id)
@@ -204,6 +205,7 @@ def load_mlflow_runs(
     import mlflow
 
     tracking_uri = resolve_uri(uri)
+    _existing_store(tracking_uri)
     client = mlflow.MlflowClient(tracking_uri)
     if experiment:
         found = client.get_experiment_by_name(experiment)
@@ -227,6 +229,15 @@ def load_mlflow_runs(
     if not records:
         raise RunError(f"the MLflow runs matched in {tracking_uri} have no per_query.csv artifact")
     return records
+
+
+def _existing_store(uri: str) -> None:
+    """Reading runs never creates a store: a local SQLite store that is not there is an error."""
+    from experiments.tracking import sqlite_path
+
+    path = sqlite_path(uri)
+    if path is not None and not path.is_file():
+        raise RunError(f"there is no MLflow store at {path} (from {uri})")
 
 
 def _mlflow_record(client: Any, run: Any) -> RunRecord | None:
@@ -254,6 +265,7 @@ def missing_children(parent_run_id: str, uri: str | None = None) -> list[str]:
 
     from experiments.sweeps import CONFIG_HASH_TAG, REUSED_TAG_PREFIX
 
+    _existing_store(resolve_uri(uri))
     client = mlflow.MlflowClient(resolve_uri(uri))
     parent = client.get_run(parent_run_id)
     children = client.search_runs(

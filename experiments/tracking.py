@@ -102,6 +102,15 @@ def ensure_store(uri: str) -> None:
         if problem:
             raise TrackingError(f"the MLflow store {path} is not usable: {problem}.")
         return
+    try:
+        _create_once(path)
+    except TrackingError:
+        raise
+    except Exception as err:  # e.g. a folder that cannot be written
+        raise TrackingError(f"cannot create the MLflow store {path}: {err}") from err
+
+
+def _create_once(path: Path) -> None:
     import fcntl
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -123,7 +132,7 @@ def ensure_store(uri: str) -> None:
 def _is_empty(path: Path) -> bool:
     try:
         return path.stat().st_size == 0
-    except FileNotFoundError:
+    except OSError:  # not there (or its folder is not one): creating it says why it cannot be made
         return True
 
 

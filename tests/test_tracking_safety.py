@@ -125,3 +125,18 @@ def test_other_stores_are_left_alone(tmp_path):
     ensure_store("http://127.0.0.1:9")  # a server: nothing to create, no connection attempted
     ensure_store("sqlite:///:memory:")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_store_that_cannot_be_created_is_a_tracking_error_naming_it(tmp_path):
+    blocker = tmp_path / "not_a_folder"
+    blocker.write_text("a file where the store's folder should be")
+    with pytest.raises(TrackingError, match="cannot create the MLflow store .*not_a_folder"):
+        ensure_store(f"sqlite:///{blocker / 'mlflow.db'}")
+
+
+def test_reading_runs_never_creates_a_store(tmp_path):
+    from experiments.runs import RunError, load_mlflow_runs
+
+    with pytest.raises(RunError, match="no MLflow store"):
+        load_mlflow_runs(experiment="x", uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    assert not (tmp_path / "mlflow.db").exists()
