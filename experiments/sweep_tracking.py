@@ -6,7 +6,13 @@ creates the experiment, and starts the parent run: workers never race on set-up 
 creating a new SQLite store crash; concurrent `set_experiment(new)` can log to Default, mlflow#12259).
 It writes `<sweep dir>/mlflow_parent.json` with the store URI, experiment id and parent run id; each
 job (in-process, joblib worker, submitit/SLURM job on a shared file system) reads it and logs its run
-as a child. On multirun end the parent is marked FINISHED.
+as a child. On multirun end the parent is marked FINISHED, or FAILED when a job failed.
+
+Failures: a sweep that cannot start its parent (store down or half-made) or that gives an override key
+twice stops before any job, with exit 2 (Hydra 1.3 only warns about an Exception from a callback, so
+the callback raises SystemExit). A job that fails records it (`job_failed`: failed.json in its
+directory, a FAILED child run with the error, the parent marked FAILED) and raises `JobFailed`, so
+Hydra runs the remaining jobs and the sweep exits non-zero.
 
 Resume: with `resume` on (auto/true), re-running the same sweep (same config name and command-line
 overrides) reopens that sweep's parent run instead of starting a new one, so the jobs that were
