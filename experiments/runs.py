@@ -204,7 +204,7 @@ def load_mlflow_runs(
     """
     import mlflow
 
-    tracking_uri = resolve_uri(uri)
+    tracking_uri = uri or resolve_uri()  # an explicit store (--tracking-uri) wins over the environment
     _existing_store(tracking_uri)
     client = mlflow.MlflowClient(tracking_uri)
     if experiment:
@@ -265,8 +265,9 @@ def missing_children(parent_run_id: str, uri: str | None = None) -> list[str]:
 
     from experiments.sweeps import CONFIG_HASH_TAG, REUSED_TAG_PREFIX
 
-    _existing_store(resolve_uri(uri))
-    client = mlflow.MlflowClient(resolve_uri(uri))
+    uri = uri or resolve_uri()
+    _existing_store(uri)
+    client = mlflow.MlflowClient(uri)
     parent = client.get_run(parent_run_id)
     children = client.search_runs(
         [parent.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent_run_id}'", max_results=5000

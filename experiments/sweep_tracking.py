@@ -109,8 +109,7 @@ class MlflowSweepCallback(Callback):
         tracker = instantiate(config.tracking.tracker)
         uri = resolve_uri(tracker.uri)
         ensure_store(uri)  # a new SQLite store is created here, once (and safely: see ensure_store)
-        mlflow.set_tracking_uri(uri)
-        experiment_id = tracker.experiment_id or _experiment_id(tracker.experiment)
+        experiment_id = tracker.experiment_id or _experiment_id(tracker.experiment, uri)
         client = mlflow.MlflowClient(tracking_uri=uri)
         overrides = [str(o) for o in config.hydra.overrides.task]
         key = sweep_key(str(config.hydra.job.config_name), overrides)

@@ -309,9 +309,10 @@ class MlflowTracker:
         uri = resolve_uri(self.uri)
         ensure_store(uri)  # a half-made store raises here, naming the file and the fix
         try:
-            mlflow.set_tracking_uri(uri)
-            experiment_id = self.experiment_id or _experiment_id(self.experiment)
-            client = mlflow.MlflowClient()
+            # A client for this store, not mlflow.set_tracking_uri: that also sets MLFLOW_TRACKING_URI in
+            # os.environ, which resolve_uri then prefers for every later run of this process.
+            client = mlflow.MlflowClient(tracking_uri=uri)
+            experiment_id = self.experiment_id or _experiment_id(self.experiment, uri)
             run_tags = {**tags, "memeval.run_dir": str(Path(run_dir).resolve())}  # sweeps.RUN_DIR_TAG
             if metric_names is not None:
                 run_tags[METRIC_NAMES_TAG] = METRIC_NAMES_FILE
@@ -344,16 +345,17 @@ class MlflowTracker:
             ) from err
 
 
-def _experiment_id(name: str) -> str:
+def _experiment_id(name: str, uri: str) -> str:
     import mlflow
 
-    experiment = mlflow.get_experiment_by_name(name)
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name(name)
     if experiment is not None:
         return experiment.experiment_id
     try:
-        return mlflow.create_experiment(name)
+        return client.create_experiment(name)
     except Exception:  # created meanwhile by another process
-        experiment = mlflow.get_experiment_by_name(name)
+        experiment = client.get_experiment_by_name(name)
         if experiment is None:
             raise
         return experiment.experiment_id

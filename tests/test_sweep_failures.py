@@ -75,8 +75,9 @@ def test_a_half_made_store_stops_the_sweep_before_any_job_with_exit_2(tmp_path):
 
 
 def test_a_failed_job_is_a_failed_child_the_others_run_and_a_rerun_finishes_only_the_rest(
-    tmp_path, store_template
+    tmp_path, store_template, monkeypatch
 ):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)  # reports read the given store
     suite = write_tiny_suite(tmp_path)
     later = tmp_path / "later_suite"  # does not exist yet: its job fails with a suite error (exit 2)
     uri = copy_store(store_template, tmp_path / "store")
@@ -114,7 +115,10 @@ def test_a_failed_job_is_a_failed_child_the_others_run_and_a_rerun_finishes_only
     assert len(finished) == 4 and len({c.data.tags[CONFIG_HASH_TAG] for c in finished}) == 4
 
 
-def test_a_report_follows_jobs_that_reused_runs_whose_directories_are_gone(tmp_path, store_template):
+def test_a_report_follows_jobs_that_reused_runs_whose_directories_are_gone(
+    tmp_path, store_template, monkeypatch
+):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)  # reports read the given store
     suite = write_tiny_suite(tmp_path)
     uri = copy_store(store_template, tmp_path / "store")
     sweep(tmp_path, suite, tmp_path / "first", "stage.bm25.k1=1.2,1.5", uri=uri)

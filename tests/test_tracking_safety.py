@@ -65,6 +65,7 @@ def store(tmp_path_factory):
 def test_a_run_with_nasty_labels_is_logged_and_read_back_under_its_original_names(store, monkeypatch):
     folder, uri = store
     monkeypatch.chdir(folder)  # artifacts go to ./mlruns
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     run_dir = folder / "run"
     run_dir.mkdir()
     (run_dir / "metrics.json").write_text("{}")
