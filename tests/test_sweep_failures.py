@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -38,12 +39,13 @@ def failing_sweep(cwd, suite, sweep_dir, *overrides, uri=None):
     pytest.fail("the sweep exited 0")
 
 
-def multirun(cwd, sweep_dir, *overrides, uri):
+def multirun(cwd, sweep_dir, *overrides, uri, extra_env=None):
     """Like sweep_support.sweep, with the suite path among the swept overrides."""
     args = [sys.executable, "-m", "experiments.run", "-m", "suite=jsonl", "variant=bm25", "progress=false",
             f"cache_dir={cwd / 'cache'}", f"hydra.sweep.dir={sweep_dir}", f"tracking.tracker.uri={uri}",
             "tracking.tracker.experiment=sweeps", *overrides]  # fmt: skip
     env = {"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO), "HOME": str(cwd)}
+    env.update(extra_env or {})
     return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
 
@@ -71,6 +73,21 @@ def test_a_half_made_store_stops_the_sweep_before_any_job_with_exit_2(tmp_path):
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "cannot start the sweep's parent run" in proc.stderr and str(db) in proc.stderr
     assert "half-made" in proc.stderr and "no job has run" in proc.stderr
+    assert not (tmp_path / "down").exists() or job_dirs(tmp_path / "down") == []
+
+
+def test_a_store_server_that_is_down_stops_the_sweep_before_any_job(tmp_path):
+    suite = write_tiny_suite(tmp_path)
+    with socket.socket() as probe:  # a free port: nothing answers there
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    uri = f"http://127.0.0.1:{port}"
+    quick = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "5"}
+    proc = multirun(tmp_path, tmp_path / "down", f"suite.path={suite}", "stage.bm25.k1=1.2,1.5", uri=uri,
+                    extra_env=quick)  # fmt: skip
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert f"cannot start the sweep's parent run in the MLflow store {uri}" in proc.stderr
+    assert "no job has run" in proc.stderr and "Launching" not in proc.stdout + proc.stderr
     assert not (tmp_path / "down").exists() or job_dirs(tmp_path / "down") == []
 
 
