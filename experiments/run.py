@@ -30,7 +30,7 @@ from experiments.config_check import ConfigError, check_config
 from experiments.evaluate import Evaluation, evaluate
 from experiments.suites.jsonl import write_qrels
 from experiments.suites.suite import Suite, SuiteError
-from experiments.sweep_tracking import read_parent
+from experiments.sweep_tracking import JobFailed, job_failed, job_started, read_parent
 from experiments.sweeps import (
     CODE_VERSION_TAG,
     CONFIG_HASH_TAG,
@@ -42,7 +42,16 @@ from experiments.sweeps import (
     resume_enabled,
 )
 from experiments.tagging_report import tagging_report
-from experiments.tracking import MlflowTracker, TrackingError, flatten, git_commit, mlflow_metrics
+from experiments.tracking import (
+    MlflowTracker,
+    TrackingError,
+    ensure_store,
+    flatten,
+    git_commit,
+    mlflow_metric_names,
+    mlflow_metrics,
+    resolve_uri,
+)
 from experiments.trec import write_run
 from retrieval.encoder import ModelNotFoundError
 from retrieval.pipeline import CandidateCache, Pipeline, PipelineConfigError, ProcessMemo, RunOutput
@@ -134,6 +143,8 @@ def run_experiment(
     tracker: MlflowTracker | None = (
         instantiate(cfg.tracking.tracker, **(parent or {})) if cfg.tracking.enabled else None
     )
+    if tracker is not None:
+        ensure_store(resolve_uri(tracker.uri))  # a half-made store is an error before any work
     if resume_enabled(cfg.get("resume", "auto"), multirun):
         names = list(dict.fromkeys([*cfg.metrics, cfg.objective]))
         finished = find_finished(
@@ -190,6 +201,7 @@ def run_experiment(
             run_name=f"{suite.name}-{cfg.variant.name}",
             params=flatten(OmegaConf.to_container(cfg, resolve=True)),
             metrics=mlflow_metrics(evaluation.metrics),
+            metric_names=mlflow_metric_names(evaluation.metrics),
             tags=tags,
             run_dir=run_dir,
             config_text=OmegaConf.to_yaml(cfg, resolve=True),
@@ -212,7 +224,10 @@ def _discard_if_unused(run_dir: Path) -> None:
 
 
 def _skip(run_dir: Path, cfg_hash: str, finished: Any, tracker: MlflowTracker | None) -> dict[str, Any]:
-    """A finished run answers this job: log nothing new, point to it, return its metrics."""
+    """A finished run answers this job: log nothing new, point to it, return its metrics.
+
+    skipped.json names the run directory when it is still whole, and the MLflow run (id and store):
+    reports and the gate follow either (experiments.runs)."""
     where = finished.run_dir or f"MLflow run {finished.mlflow_run_id}"
     print(f"skipped: config {cfg_hash} already has a finished run ({finished.source}: {where})")
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -221,13 +236,13 @@ def _skip(run_dir: Path, cfg_hash: str, finished: Any, tracker: MlflowTracker | 
         "source": finished.source,
         "run_dir": finished.run_dir,
         "mlflow_run_id": finished.mlflow_run_id,
+        "mlflow_uri": resolve_uri(tracker.uri) if tracker is not None and finished.mlflow_run_id else None,
     }
     (run_dir / "skipped.json").write_text(json.dumps(note, indent=2))
     if tracker is not None and tracker.parent_run_id and finished.mlflow_run_id:
         import mlflow
 
         from experiments.sweeps import REUSED_TAG_PREFIX
-        from experiments.tracking import resolve_uri
 
         client = mlflow.MlflowClient(tracking_uri=resolve_uri(tracker.uri))
         client.set_tag(tracker.parent_run_id, f"{REUSED_TAG_PREFIX}{cfg_hash}", finished.mlflow_run_id)
@@ -253,18 +268,47 @@ def _tags(cfg: DictConfig, suite: Suite, pipeline: Pipeline) -> dict[str, str]:
     }
 
 
+def _job_failed(cfg: DictConfig, run_dir: Path, parent: dict[str, str], err: BaseException) -> None:
+    """A failed multirun job: failed.json, and a FAILED child run (and parent) when the sweep is tracked."""
+    try:
+        tags = {"variant": str(cfg.variant.get("name", "?"))}
+        try:
+            tags[CONFIG_HASH_TAG] = config_hash(cfg)
+        except Exception:  # a config that does not even resolve: the error says why
+            pass
+        run_name = f"{HydraConfig.get().runtime.choices.get('suite', 'suite')}-{tags['variant']}"
+        job_failed(run_dir, parent, err, run_name=run_name, tags=tags)
+    except Exception as record_err:  # never hide the job's own error behind this one
+        print(f"warning: could not record the failed job in {run_dir}: {record_err}", file=sys.stderr)
+
+
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> float | None:
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir)
     multirun = hydra_cfg.mode == RunMode.MULTIRUN
     parent = read_parent(hydra_cfg.sweep.dir) if multirun and cfg.tracking.enabled else {}
+    if multirun:
+        job_started(run_dir)
     try:
+        if multirun and cfg.tracking.enabled and not parent:
+            raise TrackingError(
+                f"this sweep has no MLflow parent run ({hydra_cfg.sweep.dir}/mlflow_parent.json is missing: "
+                "its start failed or its callback is not configured); the job refuses to log without one"
+            )
         metrics = run_experiment(cfg, run_dir, multirun=multirun, parent=parent)
     except (ConfigError, SuiteError, PipelineConfigError, TrackingError, ModelNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
-        _discard_if_unused(run_dir)
-        sys.exit(2)
+        if not multirun:
+            _discard_if_unused(run_dir)
+            sys.exit(2)
+        # A multirun goes on with its other jobs (sys.exit would abort them); the sweep exits non-zero.
+        _job_failed(cfg, run_dir, parent, err)
+        raise JobFailed(str(err)) from None
+    except Exception as err:
+        if multirun:
+            _job_failed(cfg, run_dir, parent, err)
+        raise
     value = metrics["overall"].get(cfg.objective)
     return None if value is None else float(value)
 

@@ -85,8 +85,14 @@ def read_per_query(path: Path) -> pd.DataFrame:
 
 
 def load_run_dir(path: str | Path) -> RunRecord:
-    """A run directory written by `experiments.run` (metrics.json marks it finished)."""
+    """A run directory written by `experiments.run` (metrics.json marks it finished).
+
+    A sweep job skipped because a finished run answered it holds only skipped.json: the run it names
+    is loaded instead, from its run directory when that is still whole, else from the MLflow store.
+    """
     root = _followed(Path(path))
+    if not (root / "metrics.json").is_file() and (root / "skipped.json").is_file():
+        return _load_reused(root)
     missing = [n for n in ("metrics.json", "per_query.csv") if not (root / n).is_file()]
     if missing:
         raise RunError(f"{root} is not a finished run directory: missing {', '.join(missing)}")
@@ -107,10 +113,39 @@ def _followed(root: Path) -> Path:
     return root
 
 
+def _load_reused(job: Path) -> RunRecord:
+    """The MLflow run a skipped job names (its run directory is gone or was never on this disk)."""
+    note = json.loads((job / "skipped.json").read_text())
+    run_id = note.get("mlflow_run_id")
+    if not run_id:
+        raise RunError(
+            f"{job} was skipped as answered by the run in {note.get('run_dir')}, which no longer holds "
+            "metrics.json, and names no MLflow run: re-run the sweep with resume=false for this point"
+        )
+    import mlflow
+
+    uri = note.get("mlflow_uri") or resolve_uri()
+    _existing_store(uri)
+    try:
+        client = mlflow.MlflowClient(uri)
+        run = client.get_run(run_id)
+        if run.info.status != "FINISHED":
+            raise RunError(f"{job} reused MLflow run {run_id} in {uri}, which is now {run.info.status}")
+        record = _mlflow_record(client, run)
+    except RunError:
+        raise
+    except Exception as err:
+        raise RunError(f"{job} reused MLflow run {run_id}, which cannot be read from {uri}: {err}") from err
+    if record is None:
+        raise RunError(f"{job} reused MLflow run {run_id} in {uri}, which has no per_query.csv artifact")
+    return record
+
+
 def find_run_dirs(paths: list[str | Path]) -> list[Path]:
     """Each path is a run directory, or a folder (e.g. a Hydra multirun) searched for them, sorted.
 
-    Skipped sweep jobs count as the finished run they reused; each run directory is listed once.
+    Skipped sweep jobs count as the finished run they reused: its run directory when it is whole,
+    else the job directory itself (`load_run_dir` then follows its MLflow run); each is listed once.
     """
     found: list[Path] = []
     for path in map(Path, paths):
@@ -121,10 +156,39 @@ def find_run_dirs(paths: list[str | Path]) -> list[Path]:
             found.extend(_followed(p.parent) for p in markers)
         else:
             raise RunError(f"{path} does not exist")
-    found = [p for p in dict.fromkeys(found) if (p / "metrics.json").is_file()]
+    found = [p for p in dict.fromkeys(found) if _is_run(p)]
     if not found:
         raise RunError(f"no finished run directory (with metrics.json) under {', '.join(map(str, paths))}")
     return found
+
+
+def _is_run(path: Path) -> bool:
+    return (path / "metrics.json").is_file() or (path / "skipped.json").is_file()
+
+
+def missing_run_dirs(paths: list[str | Path]) -> list[str]:
+    """Hydra job directories under `paths` that hold no run: failed or killed jobs, with the reason."""
+    out = []
+    for path in map(Path, paths):
+        if not path.is_dir():
+            continue
+        jobs = sorted({p.parent for p in [*path.rglob(".hydra"), *path.rglob("failed.json")]})
+        for job in jobs:
+            if _is_run(job):
+                continue
+            failed = job / "failed.json"
+            reason = (
+                json.loads(failed.read_text()).get("error", "failed")
+                if failed.is_file()
+                else "no metrics.json: the job did not finish"
+            )
+            out.append(f"{job}: {reason}")
+    return out
+
+
+def unique_runs(records: list[RunRecord]) -> list[RunRecord]:
+    """One record per run (two skipped jobs may name the same finished run)."""
+    return list({r.source: r for r in records}.values())
 
 
 def load_mlflow_runs(
@@ -140,7 +204,8 @@ def load_mlflow_runs(
     """
     import mlflow
 
-    tracking_uri = resolve_uri(uri)
+    tracking_uri = uri or resolve_uri()  # an explicit store (--tracking-uri) wins over the environment
+    _existing_store(tracking_uri)
     client = mlflow.MlflowClient(tracking_uri)
     if experiment:
         found = client.get_experiment_by_name(experiment)
@@ -160,29 +225,68 @@ def load_mlflow_runs(
     if not runs:
         selector = " and ".join(clauses[1:]) or "all"
         raise RunError(f"no finished MLflow run in {tracking_uri} matches {selector}")
-    records = []
-    with tempfile.TemporaryDirectory(prefix="memeval-report-") as tmp:
-        for run in runs:
-            have = {a.path for a in client.list_artifacts(run.info.run_id)}
-            if not {"metrics.json", "per_query.csv"} <= have:
-                continue  # e.g. a sweep's parent run: it holds no results of its own
-            target = Path(tmp) / run.info.run_id
-            target.mkdir()
-            for name in ("metrics.json", "per_query.csv"):
-                client.download_artifacts(run.info.run_id, name, str(target))
-            records.append(
-                RunRecord(
-                    f"mlflow:{run.info.run_id}",
-                    dict(run.data.params),
-                    json.loads((target / "metrics.json").read_text()),
-                    read_per_query(target / "per_query.csv"),
-                    {k: v for k, v in run.data.tags.items() if not k.startswith("mlflow.")},
-                    (run.info.end_time or run.info.start_time or 0) / 1000,
-                )
-            )
+    records = [r for r in (_mlflow_record(client, run) for run in runs) if r is not None]
     if not records:
         raise RunError(f"the MLflow runs matched in {tracking_uri} have no per_query.csv artifact")
     return records
+
+
+def _existing_store(uri: str) -> None:
+    """Reading runs never creates a store: a local SQLite store that is not there is an error."""
+    from experiments.tracking import sqlite_path
+
+    path = sqlite_path(uri)
+    if path is not None and not path.is_file():
+        raise RunError(f"there is no MLflow store at {path} (from {uri})")
+
+
+def _mlflow_record(client: Any, run: Any) -> RunRecord | None:
+    """A finished MLflow run's metrics.json and per-query table (None: it holds no results, e.g. a parent)."""
+    have = {a.path for a in client.list_artifacts(run.info.run_id)}
+    if not {"metrics.json", "per_query.csv"} <= have:
+        return None
+    with tempfile.TemporaryDirectory(prefix="memeval-report-") as tmp:
+        for name in ("metrics.json", "per_query.csv"):
+            client.download_artifacts(run.info.run_id, name, tmp)
+        return RunRecord(
+            f"mlflow:{run.info.run_id}",
+            dict(run.data.params),
+            json.loads((Path(tmp) / "metrics.json").read_text()),
+            read_per_query(Path(tmp) / "per_query.csv"),
+            {k: v for k, v in run.data.tags.items() if not k.startswith("mlflow.")},
+            (run.info.end_time or run.info.start_time or 0) / 1000,
+        )
+
+
+def missing_children(parent_run_id: str, uri: str | None = None) -> list[str]:
+    """Jobs of a sweep with no finished run: children that FAILED or are still RUNNING (killed) with no
+    FINISHED run of the same config, and reused runs that are no longer FINISHED."""
+    import mlflow
+
+    from experiments.sweeps import CONFIG_HASH_TAG, REUSED_TAG_PREFIX
+
+    uri = uri or resolve_uri()
+    _existing_store(uri)
+    client = mlflow.MlflowClient(uri)
+    parent = client.get_run(parent_run_id)
+    children = client.search_runs(
+        [parent.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent_run_id}'", max_results=5000
+    )
+    done = {r.data.tags.get(CONFIG_HASH_TAG) for r in children if r.info.status == "FINISHED"}
+    out = []
+    for run in children:
+        if run.info.status != "FINISHED" and run.data.tags.get(CONFIG_HASH_TAG) not in done:
+            error = run.data.tags.get("memeval.error", "")
+            out.append(f"mlflow:{run.info.run_id} ({run.info.status}{': ' + error if error else ''})")
+    for key, run_id in parent.data.tags.items():
+        if key.startswith(REUSED_TAG_PREFIX) and key.removeprefix(REUSED_TAG_PREFIX) not in done:
+            try:
+                status = client.get_run(run_id).info.status
+            except Exception:  # deleted from the store
+                status = "gone"
+            if status != "FINISHED":
+                out.append(f"mlflow:{run_id} (reused, now {status})")
+    return out
 
 
 def _reused_by_sweep(client: Any, parent_run_id: str, have: set[str]) -> list:

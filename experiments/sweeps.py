@@ -44,6 +44,7 @@ CONFIG_HASH_TAG = "memeval.config_hash"
 CODE_VERSION_TAG = "memeval.code_version"
 # On a sweep's parent run: a job answered by a finished run of another sweep names it here.
 REUSED_TAG_PREFIX = "memeval.reused."
+RUN_DIR_TAG = "memeval.run_dir"  # on a run: the run directory it was logged from
 
 
 @functools.cache
@@ -161,8 +162,6 @@ def finished_in_mlflow(
     """The newest FINISHED run with these hashes and this code; raises if the store cannot be asked."""
     import mlflow
 
-    from experiments.tracking import mlflow_metrics
-
     client = mlflow.MlflowClient(tracking_uri=uri)
     if experiment_id is None:
         found = client.get_experiment_by_name(experiment)
@@ -180,11 +179,26 @@ def finished_in_mlflow(
     )
     if not runs:
         return None
-    stored = runs[0].data.metrics
-    # metrics.json names -> MLflow keys (`nDCG@10` -> `nDCG_at_10`), so a sweeper reads its objective.
-    keys = {name: next(iter(mlflow_metrics({"overall": {name: 0.0}}))) for name in names}
-    overall = {name: stored[key] for name, key in keys.items() if key in stored}
-    return FinishedRun("mlflow", overall, None, runs[0].info.run_id)
+    from experiments.tracking import overall_from_mlflow
+
+    run = runs[0]
+    # metrics.json names (`nDCG@10`) through the run's recorded key mapping, so a sweeper reads its objective.
+    overall = overall_from_mlflow(client, run, names)
+    return FinishedRun("mlflow", overall, _run_dir_of(run, cfg_hash, suite_hash), run.info.run_id)
+
+
+def _run_dir_of(run: Any, cfg_hash: str, suite_hash: str) -> str | None:
+    """The run directory an MLflow run was made from (its `memeval.run_dir` tag), if it is still whole."""
+    path = run.data.tags.get(RUN_DIR_TAG)
+    if not path:
+        return None
+    try:
+        metrics = json.loads((Path(path) / "metrics.json").read_text())
+    except (OSError, ValueError):
+        return None
+    suite = metrics.get("suite", {}).get("content_hash")
+    same = metrics.get("config_hash") == cfg_hash and suite == suite_hash
+    return path if same else None
 
 
 def find_finished(
@@ -201,9 +215,15 @@ def find_finished(
 
         uri = resolve_uri(tracker.uri)
         try:
-            return finished_in_mlflow(
+            found = finished_in_mlflow(
                 uri, tracker.experiment, tracker.experiment_id, cfg_hash, suite_hash, names
             )
         except Exception as err:  # store down: the on-disk results are the source of truth
             print(f"warning: cannot ask the MLflow store {uri} for finished runs ({err}); using the disk")
+        else:
+            if found is not None and found.run_dir is None:  # point at the run directory too, if whole
+                on_disk = finished_on_disk(cache_dir, cfg_hash, suite_hash)
+                if on_disk is not None:
+                    found = FinishedRun("mlflow", found.overall, on_disk.run_dir, found.mlflow_run_id)
+            return found
     return finished_on_disk(cache_dir, cfg_hash, suite_hash)

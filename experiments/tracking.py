@@ -8,7 +8,10 @@ the store and the directory that holds the results.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import re
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -28,6 +31,134 @@ def resolve_uri(uri: str | None = None) -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or uri or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
 
 
+def sqlite_path(uri: str) -> Path | None:
+    """The file of a `sqlite:///...` store URI; None for any other store (a server, another database)."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    rest = uri.removeprefix("sqlite:///").split("?", 1)[0]
+    if rest in ("", ":memory:"):
+        return None
+    return Path(rest if rest.startswith("/") else Path.cwd() / rest)
+
+
+_CORE_TABLES = ("experiments", "runs", "metrics", "params", "tags")
+
+
+def _store_problem(path: Path) -> str | None:
+    """Why the SQLite file at `path` is not a complete MLflow store, or None when it is one."""
+    import sqlite3
+
+    from mlflow.store.db.utils import _get_latest_schema_revision
+
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+        try:
+            tables = {r[0] for r in con.execute("select name from sqlite_master where type='table'")}
+            versions = (
+                [r[0] for r in con.execute("select version_num from alembic_version")]
+                if "alembic_version" in tables
+                else []
+            )
+            runs = con.execute("select count(*) from runs").fetchone()[0] if "runs" in tables else 0
+        finally:
+            con.close()
+    except sqlite3.Error as err:
+        return f"it cannot be read as a SQLite database ({err})"
+    missing = [t for t in _CORE_TABLES if t not in tables]
+    head = _get_latest_schema_revision()
+    if not missing and versions == [head]:
+        return None
+    if not versions or missing:
+        what = "it has no schema version" if versions == [] else f"its schema is at revision {versions[0]}"
+        what += f" and lacks the tables {', '.join(missing)}" if missing else ""
+    else:
+        what = f"its schema is at revision {versions[0]}, not {head}"
+    if runs:
+        return (
+            f"{what}; it holds {runs} run(s). If an older MLflow made it, back it up and run "
+            f"`mlflow db upgrade sqlite:///{path}`"
+        )
+    return (
+        f"{what} and holds no runs: it was left half-made (e.g. a process was killed while creating it). "
+        f"Delete {path} (or move it away) and run again; the store is then created afresh"
+    )
+
+
+def ensure_store(uri: str) -> None:
+    """Make a local SQLite store safe to use: create it once, completely, or refuse a half-made one.
+
+    Several processes may start at once on a new store (parallel runs, sweep workers), and any of
+    them may be killed. Creation holds an exclusive `fcntl` lock on `.<name>.lock` beside the file,
+    builds the schema in a temporary file in the same folder and renames it into place, so the store's
+    path only ever holds a complete store. A leftover temporary file (a creator was killed) is removed
+    by the next creator. An existing file that is not a complete store (made some other way and
+    interrupted) raises TrackingError naming it and saying how to fix it. Other stores: nothing to do.
+    """
+    path = sqlite_path(uri)
+    if path is None:
+        return
+    if not _is_empty(path):
+        problem = _store_problem(path)
+        if problem:
+            raise TrackingError(f"the MLflow store {path} is not usable: {problem}.")
+        return
+    try:
+        _create_once(path)
+    except TrackingError:
+        raise
+    except Exception as err:  # e.g. a folder that cannot be written
+        raise TrackingError(f"cannot create the MLflow store {path}: {err}") from err
+
+
+def _create_once(path: Path) -> None:
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.parent / f".{path.name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released by the kernel if this process dies
+        try:
+            if not _is_empty(path):  # another process created it while this one waited
+                problem = _store_problem(path)
+                if problem:
+                    raise TrackingError(f"the MLflow store {path} is not usable: {problem}.")
+                return
+            for stale in path.parent.glob(f".{path.name}.*.creating"):
+                stale.unlink(missing_ok=True)  # a killed creator's (we hold the lock)
+            _create_store(path)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _is_empty(path: Path) -> bool:
+    try:
+        return path.stat().st_size == 0
+    except OSError:  # not there (or its folder is not one): creating it says why it cannot be made
+        return True
+
+
+def _create_store(path: Path) -> None:
+    import mlflow
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    tmp = path.parent / f".{path.name}.{os.getpid()}.creating"
+    tmp.unlink(missing_ok=True)
+    tmp_uri = f"sqlite:///{tmp}"
+    try:
+        mlflow.MlflowClient(tracking_uri=tmp_uri).search_experiments()  # tables, migrations, Default
+    finally:
+        engine = SqlAlchemyStore._engine_map.pop(tmp_uri, None)
+        if engine is not None:
+            engine.dispose()
+    with open(tmp, "rb") as handle:
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
 def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
     out: dict[str, str] = {}
     for key, value in config.items():
@@ -40,27 +171,106 @@ def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
     return out
 
 
-def mlflow_metrics(summary: Mapping[str, Any]) -> dict[str, float]:
-    """metrics.json -> flat MLflow metric keys: `R_at_10`, `ability.knowledge_update.R_at_10`..."""
+METRIC_NAMES_TAG = "memeval.metric_names"  # on a run: the artifact mapping MLflow metric keys back
+METRIC_NAMES_FILE = "metric_names.json"  # {safe MLflow key: name in metrics.json (label.value.metric)}
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]")
+_MAX_KEY = 250  # MLflow's limit on a metric key
 
-    def key(name: str) -> str:
-        try:
-            return metric_name_for_mlflow(name)
-        except ValueError:  # not a relevance metric (latency, counts): keep as is
-            return name.replace("@", "_at_")
 
-    out = {
-        key(k): float(v)
+def _relevance_key(name: str) -> str:
+    try:
+        return metric_name_for_mlflow(name)
+    except ValueError:  # not a relevance metric (latency, counts): keep as is
+        return name.replace("@", "_at_")
+
+
+def _entries(summary: Mapping[str, Any]) -> list[tuple[str, str, float]]:
+    """(wanted key, original name, value) for every number: overall, then per label value."""
+    out = [
+        (_relevance_key(k), k, float(v))
         for k, v in summary["overall"].items()
-        if isinstance(v, (int, float)) and v is not None
-    }
+        if isinstance(v, (int, float)) and not isinstance(v, bool)
+    ]
     for label, values in summary.get("by_label", {}).items():
         for value, stats in values.items():
             for name, v in stats.items():
-                if isinstance(v, (int, float)) and v is not None:
-                    out[f"{label}.{value}.{key(name)}".replace(" ", "_")] = float(v)
-    out["scope_leaks"] = float(summary.get("scope_leaks", 0))
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    wanted = f"{label}.{value}.{_relevance_key(name)}".replace(" ", "_")
+                    out.append((wanted, f"{label}.{value}.{name}", float(v)))
+    out.append(("scope_leaks", "scope_leaks", float(summary.get("scope_leaks", 0))))
     return out
+
+
+def safe_metric_name(wanted: str, taken: Mapping[str, str] | set[str] = frozenset()) -> str:
+    """A key MLflow accepts (`[A-Za-z0-9_.-]`, no leading `.`, <= 250 chars), not in `taken`.
+
+    Label names and values are free text (`C++ & tools (v2)`): every other character becomes `_`;
+    when that makes two names meet, or the name is too long, a short hash of the wanted name follows,
+    so the mapping stays one-to-one (it is recorded with the run, `metric_names.json`).
+    """
+    safe = _UNSAFE.sub("_", wanted)
+    if safe.startswith(".") or not safe:
+        safe = "_" + safe
+    digest = hashlib.sha256(wanted.encode()).hexdigest()
+    if len(safe) > _MAX_KEY:
+        safe = f"{safe[: _MAX_KEY - 9]}-{digest[:8]}"
+    width = 8
+    while safe in taken:  # a collision: make it unique, deterministically
+        safe = f"{safe[: _MAX_KEY - width - 1]}-{digest[:width]}"
+        width += 2
+    return safe
+
+
+def mlflow_metric_names(summary: Mapping[str, Any]) -> dict[str, str]:
+    """{MLflow key: name in metrics.json} for every metric `mlflow_metrics` logs (the reverse mapping)."""
+    names: dict[str, str] = {}
+    for wanted, original, _ in _entries(summary):
+        names[safe_metric_name(wanted, names)] = original
+    return names
+
+
+def mlflow_metrics(summary: Mapping[str, Any]) -> dict[str, float]:
+    """metrics.json -> flat MLflow metric keys: `R_at_10`, `ability.knowledge_update.R_at_10`...
+
+    Keys are always valid MLflow names; `mlflow_metric_names` gives the same keys with their originals.
+    """
+    out: dict[str, float] = {}
+    for wanted, _, value in _entries(summary):
+        out[safe_metric_name(wanted, out)] = value
+    return out
+
+
+def read_metric_names(client: Any, run: Any) -> dict[str, str]:
+    """The run's {MLflow key: original name}; {} for a run logged before the mapping was recorded."""
+    if run.data.tags.get(METRIC_NAMES_TAG) != METRIC_NAMES_FILE:
+        return {}
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="memeval-names-") as tmp:
+        path = client.download_artifacts(run.info.run_id, METRIC_NAMES_FILE, tmp)
+        return dict(json.loads(Path(path).read_text()))
+
+
+def original_metrics(client: Any, run: Any) -> dict[str, float]:
+    """A run's MLflow metrics under their metrics.json names (`nDCG@10`, `category.C++ & tools.P@5`).
+
+    Runs without a recorded mapping: a relevance metric's key is derived the old way (`nDCG_at_10`)."""
+    stored = dict(run.data.metrics)
+    names = read_metric_names(client, run)
+    if names:
+        return {names[k]: v for k, v in stored.items() if k in names}
+    return stored
+
+
+def overall_from_mlflow(client: Any, run: Any, names: list[str]) -> dict[str, float]:
+    """The overall values of `names` (metrics.json names) from an MLflow run."""
+    mapped = read_metric_names(client, run)
+    stored = run.data.metrics
+    if mapped:
+        wanted = {original: safe for safe, original in mapped.items()}
+        return {name: stored[wanted[name]] for name in names if wanted.get(name) in stored}
+    legacy = {name: _relevance_key(name) for name in names}
+    return {name: stored[key] for name, key in legacy.items() if key in stored}
 
 
 def git_commit() -> str:
@@ -92,15 +302,20 @@ class MlflowTracker:
         tags: Mapping[str, str],
         run_dir: Path,
         config_text: str,
+        metric_names: Mapping[str, str] | None = None,
     ) -> str:
         import mlflow
 
         uri = resolve_uri(self.uri)
+        ensure_store(uri)  # a half-made store raises here, naming the file and the fix
         try:
-            mlflow.set_tracking_uri(uri)
-            experiment_id = self.experiment_id or _experiment_id(self.experiment)
-            client = mlflow.MlflowClient()
-            run_tags = dict(tags)
+            # A client for this store, not mlflow.set_tracking_uri: that also sets MLFLOW_TRACKING_URI in
+            # os.environ, which resolve_uri then prefers for every later run of this process.
+            client = mlflow.MlflowClient(tracking_uri=uri)
+            experiment_id = self.experiment_id or _experiment_id(self.experiment, uri)
+            run_tags = {**tags, "memeval.run_dir": str(Path(run_dir).resolve())}  # sweeps.RUN_DIR_TAG
+            if metric_names is not None:
+                run_tags[METRIC_NAMES_TAG] = METRIC_NAMES_FILE
             if self.parent_run_id:
                 run_tags["mlflow.parentRunId"] = self.parent_run_id
             run = client.create_run(experiment_id, run_name=run_name, tags=run_tags)
@@ -114,6 +329,8 @@ class MlflowTracker:
                 for start in range(0, len(metric_items), 900):  # the REST API caps a batch at 1000
                     client.log_batch(run_id, metrics=metric_items[start : start + 900])
                 client.log_text(run_id, config_text, "config.yaml")
+                if metric_names is not None:
+                    client.log_dict(run_id, dict(metric_names), METRIC_NAMES_FILE)
                 for path in sorted(run_dir.iterdir()):
                     if path.is_file():
                         client.log_artifact(run_id, str(path))
@@ -128,16 +345,17 @@ class MlflowTracker:
             ) from err
 
 
-def _experiment_id(name: str) -> str:
+def _experiment_id(name: str, uri: str) -> str:
     import mlflow
 
-    experiment = mlflow.get_experiment_by_name(name)
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name(name)
     if experiment is not None:
         return experiment.experiment_id
     try:
-        return mlflow.create_experiment(name)
+        return client.create_experiment(name)
     except Exception:  # created meanwhile by another process
-        experiment = mlflow.get_experiment_by_name(name)
+        experiment = client.get_experiment_by_name(name)
         if experiment is None:
             raise
         return experiment.experiment_id

@@ -346,3 +346,64 @@ def test_runs_selected_by_tag_across_experiments(runs, monkeypatch):
     assert "MLflow: tag suite=report-tiny" in markdown
     assert all(f"bm25[bm25.k1={k1}]" in markdown for k1 in (*K1_VALUES, SOLO_K1))
     assert main([*argv[:6], "--tag", "suite=no-such-suite"]) == 2  # names the selector, exit 2
+
+
+XSS_LINK = "[x](javascript:alert(1))"
+XSS_ATTR = '[y](x"onmouseover="alert(1))'
+
+
+class _Links(HTMLParser):
+    """Every element's attributes, and the page's visible text."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.attrs: list[tuple[str, str, str | None]] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.attrs += [(tag, k, v) for k, v in attrs]
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def test_strings_from_runs_are_escaped_for_html_and_markdown(runs, tmp_path):
+    """Suite, variant, label names and values, tags and sources carrying link / attribute / tag payloads
+    become visible text: no javascript: link, no injected attribute, no element, in either file."""
+    label = "label.[z](javascript:alert(2))"
+    values = {"code": XSS_LINK, "ops": XSS_ATTR, "data": "<script>alert(3)</script> & `tick`"}
+    records = []
+    for i, rec in enumerate(load_run_dir(d) for d in runs["dirs"]):
+        per_query = rec.per_query.rename(columns={"label.category": label})
+        per_query[label] = per_query[label].map(values)
+        summary = {**rec.summary, "suite": {**rec.summary["suite"], "name": XSS_LINK}}
+        summary["variant"] = [XSS_ATTR, XSS_LINK, "<img src=x onerror=alert(4)>"][i]
+        tags = {**rec.tags, "git_commit": XSS_ATTR, "pipeline": XSS_LINK}
+        source = f"{XSS_ATTR}/{i}"
+        records.append(replace(rec, source=source, summary=summary, per_query=per_query, tags=tags))
+    out = tmp_path / "xss"
+    build_report(records, out, title=XSS_LINK, baseline=XSS_ATTR, metrics=["RR"], source=XSS_ATTR,
+                 commands=["```\n" + XSS_LINK])  # fmt: skip
+    page = (out / "index.html").read_text()
+    parser = _Links()
+    parser.feed(page)
+    assert "<script" not in page and {tag for tag, _, _ in parser.attrs} <= {"html", "meta", "img"}
+    assert all(not k.startswith("on") for _, k, _ in parser.attrs)  # no event handler attribute
+    hrefs = [v for tag, k, v in parser.attrs if k == "href"]
+    assert not any("javascript" in (v or "").lower() for v in hrefs) and "<a " not in page
+    text = "".join(parser.text)
+    for visible in (XSS_LINK, XSS_ATTR, "<script>alert(3)</script> & `tick`", "<img src=x onerror=alert(4)>"):
+        assert visible in text, visible
+    assert sorted(p.name for p in out.glob("*.png"))  # the label's figure file name is a plain name
+    assert all("/" not in p.name and not p.name.startswith(".") for p in out.iterdir())
+
+    from markdown_it import MarkdownIt  # the Markdown, rendered as a Markdown viewer would
+
+    rendered = MarkdownIt("commonmark").enable("table").render((out / "report.md").read_text())
+    parser = _Links()
+    parser.feed(rendered)
+    assert not [v for _, k, v in parser.attrs if k == "href"]  # the report makes no links here
+    assert {tag for tag, _, _ in parser.attrs} <= {"img"} and "<script" not in rendered
+    assert all(not k.startswith("on") for _, k, _ in parser.attrs)
+    text = "".join(parser.text)
+    assert XSS_LINK in text and XSS_ATTR in text and "<img src=x onerror=alert(4)>" in text

@@ -6,7 +6,9 @@
     memeval-report --name local --run-dir outputs/beam/hybrid/... --run-dir outputs/beam/bm25/...
 
 `--command` (repeatable) records how the runs were produced; the report command itself is added.
-Exit 2 when the runs cannot be compared (none found, other suite versions, missing metrics).
+Exit 2 when the runs cannot be compared (none found, other suite versions, missing metrics), or a
+skipped sweep job's reused run cannot be read. Exit 1 when the report was written over fewer runs than
+were asked for (failed or killed sweep jobs, reused runs no longer finished): the report lists them.
 """
 
 from __future__ import annotations
@@ -18,7 +20,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from experiments.report.build import TEST_NAMES, build_report
-from experiments.runs import RunError, find_run_dirs, load_mlflow_runs, load_run_dir
+from experiments.runs import (
+    RunError,
+    find_run_dirs,
+    load_mlflow_runs,
+    load_run_dir,
+    missing_children,
+    missing_run_dirs,
+    unique_runs,
+)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -66,13 +76,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not parent:
                 raise RunError(f"{args.sweep_dir} has no {PARENT_FILE}: not a multirun logged to MLflow")
             args.parent, args.tracking_uri = parent["parent_run_id"], args.tracking_uri or parent["uri"]
+        missing: list[str] = []
         if args.run_dir:
-            runs = [load_run_dir(p) for p in find_run_dirs(args.run_dir)]
+            runs = unique_runs([load_run_dir(p) for p in find_run_dirs(args.run_dir)])
+            missing = missing_run_dirs(args.run_dir)
             source = "run directories"
         elif args.experiment or args.parent or tags:
             runs = load_mlflow_runs(
                 experiment=args.experiment, parent_run_id=args.parent, tags=tags, uri=args.tracking_uri
             )
+            if args.parent:
+                missing = missing_children(args.parent, args.tracking_uri)
             selector = [f"experiment {args.experiment}"] * bool(args.experiment)
             selector += [f"parent run {args.parent}"] * bool(args.parent)
             selector += [f"tag {k}={v}" for k, v in tags.items()]
@@ -89,12 +103,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         comp = build_report(
             runs, out_dir, title=args.title or args.name, baseline=args.baseline, metrics=args.metrics,
             primary=args.primary, label=args.label, test=args.test, alpha=args.alpha, seed=args.seed,
-            commands=[*args.command, this], source=source, keep_repeats=args.keep_repeats,
+            commands=[*args.command, this], source=source, keep_repeats=args.keep_repeats, missing=missing,
         )  # fmt: skip
     except (RunError, ValueError, KeyError) as err:
         print(f"report error: {err}", file=sys.stderr)
         return 2
     print(f"wrote {out_dir}/report.md and index.html: {len(comp.runs)} runs, baseline {comp.baseline}")
+    if missing:
+        print(
+            f"report error: {len(missing)} run(s) asked for are not in the report (listed in it):\n  "
+            + "\n  ".join(missing),
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 

@@ -2,8 +2,15 @@
 
 The report is a list of plain blocks (heading, paragraph, table, image, code); each renderer walks
 the same list, so the two files never disagree. Inline text uses a tiny Markdown subset (`code`,
-**bold**) that the HTML renderer translates; images are files beside report.md and base64 data
-URIs inside index.html, so the HTML opens anywhere with nothing else.
+**bold**, backslash escapes) that the HTML renderer translates; images are files beside report.md and
+base64 data URIs inside index.html, so the HTML opens anywhere with nothing else.
+
+Text from data, configs and runs (suite names, labels, run names, sources) is never markup: the report
+code passes it through `md()` (literal Markdown text) or `code()` (a code span) before it joins a
+heading or paragraph; table headers, the index and the cells of a data table (`Table.markup` False)
+are escaped here. The HTML renderer escapes everything, honours the backslash escapes, and makes a
+link only of the report's own `[text](http...)` with a safe target, so a label such as
+`[x](javascript:...)` or `x"onmouseover="...` stays visible text.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ class Paragraph:
 class Table:
     frame: pd.DataFrame  # cells already formatted as strings; the index is the first column
     index_name: str = ""
+    markup: bool = False  # cells hold the report's own inline markup (**best**); else they are data
 
 
 @dataclass(frozen=True)
@@ -49,8 +57,37 @@ class Code:
 Block = Heading | Paragraph | Table | Image | Code
 
 
+_MD_ACTIVE = re.compile(r"([\\`*<>&])")
+_LINK_CLOSE = re.compile(r"\](?=[(\[:])")
+
+
+def md(value: object) -> str:
+    """Data as literal Markdown text: nothing in it forms code, emphasis, a link, an autolink or HTML."""
+    text = str(value).replace("\r", " ").replace("\n", " ").replace("\x00", "")
+    return _LINK_CLOSE.sub(r"\\]", _MD_ACTIVE.sub(r"\\\1", text))
+
+
+def code(value: object) -> str:
+    """Data as a code span (`name`); as escaped text when a backtick or line break would end the span."""
+    text = str(value)
+    return md(text) if any(c in text for c in "`\n\r\x00") or not text else f"`{text}`"
+
+
 def _md_cell(value: object) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def _fence(text: str) -> str:
+    runs = [len(m) for m in re.findall(r"`+", text)]
+    return "`" * max(3, max(runs, default=0) + 1)
+
+
+_SAFE_FILE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*\.png")
+
+
+def safe_filename(stem: str) -> str:
+    """A file name for a figure from data (a label name): no path, no characters that need quoting."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", stem).lstrip(".") or "figure"
 
 
 def to_markdown(blocks: list[Block]) -> str:
@@ -61,31 +98,55 @@ def to_markdown(blocks: list[Block]) -> str:
         elif isinstance(block, Paragraph):
             out.append(block.text)
         elif isinstance(block, Code):
-            out.append(f"```\n{block.text}\n```")
+            fence = _fence(block.text)
+            out.append(f"{fence}\n{block.text}\n{fence}")
         elif isinstance(block, Image):
-            out.append(f"![{block.alt}]({block.filename})")
+            out.append(f"![{md(block.alt)}]({block.filename})")
         elif isinstance(block, Table):
             frame = block.frame
             header = [block.index_name, *map(str, frame.columns)]
-            lines = ["| " + " | ".join(map(_md_cell, header)) + " |", "|" + "---|" * len(header)]
+            lines = ["| " + " | ".join(_md_cell(md(h)) for h in header) + " |", "|" + "---|" * len(header)]
+            cell = _md_cell if block.markup else (lambda v: _md_cell(md(v)))
             for index, row in frame.iterrows():
-                lines.append("| " + " | ".join(_md_cell(v) for v in [index, *row.tolist()]) + " |")
+                lines.append("| " + " | ".join([_md_cell(md(index)), *map(cell, row.tolist())]) + " |")
             out.append("\n".join(lines))
     return "\n\n".join(out) + "\n"
 
 
-_INLINE = [
-    (re.compile(r"`([^`]+)`"), r"<code>\1</code>"),
-    (re.compile(r"\*\*([^*]+)\*\*"), r"<b>\1</b>"),
-    (re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)"), r'<a href="\2">\1</a>'),
-]
+# Backslash escapes and code spans first (their content is literal), left to right as in CommonMark.
+_LITERAL = re.compile(r"\\([!-/:-@\[-`{-~])|`([^`]+)`")
+_BOLD = re.compile(r"\*\*([^*]+)\*\*")
+_LINK = re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)")
+_SCHEME = re.compile(r"\s*([A-Za-z][A-Za-z0-9+.-]*):")
+_SLOT = re.compile("\x00([0-9]+)\x00")
 
 
-def _inline(text: str) -> str:
-    text = html.escape(str(text), quote=False)
-    for pattern, replacement in _INLINE:
-        text = pattern.sub(replacement, text)
-    return text.replace("†", "<sup>†</sup>").replace("‡", "<sup>‡</sup>")
+def _inline(text: object) -> str:
+    """The inline Markdown subset as HTML; every character of the text is escaped for HTML."""
+    kept: list[str] = []
+
+    def keep(fragment: str) -> str:
+        kept.append(fragment)
+        return f"\x00{len(kept) - 1}\x00"
+
+    def literal(match: re.Match) -> str:
+        if match.group(1) is not None:
+            return keep(html.escape(match.group(1)))
+        return keep(f"<code>{html.escape(match.group(2))}</code>")
+
+    def link(match: re.Match) -> str:
+        href = html.unescape(_SLOT.sub("", match.group(2)))
+        scheme = _SCHEME.match(href)
+        if "\x00" in match.group(0) or (scheme and scheme.group(1).lower() not in ("http", "https")):
+            return match.group(0)  # not a link the report makes (javascript:, data:...): it stays text
+        return f'<a href="{html.escape(href)}">{match.group(1)}</a>'
+
+    out = _LITERAL.sub(literal, str(text).replace("\x00", ""))
+    out = html.escape(out, quote=True)
+    out = _BOLD.sub(r"<b>\1</b>", out)
+    out = _LINK.sub(link, out)
+    out = out.replace("†", "<sup>†</sup>").replace("‡", "<sup>‡</sup>")
+    return _SLOT.sub(lambda m: kept[int(m.group(1))], out)
 
 
 _STYLE = """
@@ -111,11 +172,15 @@ def to_html(blocks: list[Block], title: str) -> str:
             body.append(f"<pre><code>{html.escape(block.text)}</code></pre>")
         elif isinstance(block, Image):
             data = base64.b64encode(block.png).decode("ascii")
-            body.append(f'<img src="data:image/png;base64,{data}" alt="{html.escape(block.alt)}">')
+            alt = html.escape(block.alt, quote=True)
+            body.append(f'<img src="data:image/png;base64,{data}" alt="{alt}">')
         elif isinstance(block, Table):
-            head = "".join(f"<th>{_inline(c)}</th>" for c in [block.index_name, *block.frame.columns])
+            head = "".join(f"<th>{_inline(md(c))}</th>" for c in [block.index_name, *block.frame.columns])
+            cell = _inline if block.markup else (lambda v: _inline(md(v)))
             rows = "".join(
-                "<tr>" + "".join(f"<td>{_inline(v)}</td>" for v in [index, *row.tolist()]) + "</tr>"
+                "<tr>"
+                + "".join(f"<td>{v}</td>" for v in [_inline(md(index)), *map(cell, row.tolist())])
+                + "</tr>"
                 for index, row in block.frame.iterrows()
             )
             body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
@@ -129,6 +194,9 @@ def write(blocks: list[Block], out_dir: Path, title: str) -> None:
     """report.md, index.html and every PNG into `out_dir` (PNGs no longer in the report are removed)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     images = {b.filename for b in blocks if isinstance(b, Image)}
+    unsafe = sorted(n for n in images if not _SAFE_FILE.fullmatch(n))
+    if unsafe:  # a figure's file name from data must not reach outside out_dir (see safe_filename)
+        raise ValueError(f"figure file names must be plain names: {unsafe}")
     for stale in out_dir.glob("*.png"):
         if stale.name not in images:
             stale.unlink()

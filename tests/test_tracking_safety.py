@@ -1,0 +1,143 @@
+"""Tracking that cannot lose a run: MLflow-safe metric keys for any label (with the reverse mapping
+logged beside them and used to read metrics back), and a half-made SQLite store named in a clear error.
+
+A real SQLite store, created once for the module through `ensure_store` (~5-10 s: those tests are slow).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+import mlflow
+import pytest
+from mlflow.utils.validation import _validate_metric_name
+
+from experiments.sweeps import CONFIG_HASH_TAG, finished_in_mlflow
+from experiments.tracking import (
+    METRIC_NAMES_FILE,
+    MlflowTracker,
+    TrackingError,
+    ensure_store,
+    mlflow_metric_names,
+    mlflow_metrics,
+    original_metrics,
+)
+
+NASTY = ["C++ & tools (v2), 'x'", "a b", "a_b", "../etc", "ünï/cødé", ".", "x" * 300]
+
+
+def summary() -> dict:
+    stats = {"n_queries": 3, "P@5": 0.4, "nDCG@10": 0.5, "latency_ms_p50": 1.5}
+    return {
+        "overall": {"n_queries": 9, "P@5": 0.3, "nDCG@10": 0.6, "R_all@10": 0.7, "wall_s": 2.0},
+        "by_label": {"category": {v: dict(stats) for v in NASTY}, "odd label (1)": {"v+1": dict(stats)}},
+        "scope_leaks": 0,
+    }
+
+
+def test_every_key_is_a_valid_mlflow_name_and_maps_back_one_to_one():
+    metrics, names = mlflow_metrics(summary()), mlflow_metric_names(summary())
+    assert list(metrics) == list(names)  # the same keys, in the same order
+    for key in metrics:
+        _validate_metric_name(key)  # raises on a name MLflow rejects
+    originals = list(names.values())
+    assert len(set(originals)) == len(originals) == len(metrics)
+    assert "category.C++ & tools (v2), 'x'.P@5" in originals and "odd label (1).v+1.nDCG@10" in originals
+    assert names["nDCG_at_10"] == "nDCG@10"
+    assert {names[k] for k in metrics if k.startswith("category.a_b.P_at_5")} == {
+        "category.a b.P@5",
+        "category.a_b.P@5",
+    }  # two labels that meet once sanitised keep two keys
+    # the relevance metrics keep the keys earlier runs were logged with
+    assert {"P_at_5", "nDCG_at_10", "R_all_at_10", "wall_s", "scope_leaks"} <= set(metrics)
+
+
+# A new store costs ~5-10 s of migrations on this machine: the tests that need one are slow.
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("store")
+    uri = f"sqlite:///{folder / 'mlflow.db'}"
+    ensure_store(uri)
+    return folder, uri
+
+
+@pytest.mark.slow
+def test_a_run_with_nasty_labels_is_logged_and_read_back_under_its_original_names(store, monkeypatch):
+    folder, uri = store
+    monkeypatch.chdir(folder)  # artifacts go to ./mlruns
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    run_dir = folder / "run"
+    run_dir.mkdir()
+    (run_dir / "metrics.json").write_text("{}")
+    data = summary()
+    tracker = MlflowTracker(experiment="names", uri=uri)
+    run_id = tracker.log(
+        run_name="nasty",
+        params={"variant.name": "bm25"},
+        metrics=mlflow_metrics(data),
+        tags={CONFIG_HASH_TAG: "cafe", "suite_hash": "beef"},
+        run_dir=run_dir,
+        config_text="{}",
+        metric_names=mlflow_metric_names(data),
+    )
+    client = mlflow.MlflowClient(uri)
+    run = client.get_run(run_id)
+    assert run.info.status == "FINISHED"
+    assert METRIC_NAMES_FILE in {a.path for a in client.list_artifacts(run_id)}
+    back = original_metrics(client, run)
+    assert back["category.C++ & tools (v2), 'x'.P@5"] == 0.4 and back["odd label (1).v+1.nDCG@10"] == 0.5
+    assert back["nDCG@10"] == 0.6
+    found = finished_in_mlflow(uri, "names", None, "cafe", "beef", ["nDCG@10", "R_all@10", "P@5"])
+    assert found is not None and found.mlflow_run_id == run_id
+    assert found.overall == {"nDCG@10": 0.6, "R_all@10": 0.7, "P@5": 0.3}
+
+
+@pytest.mark.slow
+def test_an_existing_complete_store_is_accepted_quickly(store):
+    ensure_store(store[1])  # no error, nothing recreated
+    assert not list(store[0].glob(".mlflow.db.*.creating"))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        ["create table experiments (id integer)"],  # killed before the migrations recorded anything
+        [
+            "create table alembic_version (version_num varchar(32))",
+            "insert into alembic_version values ('1')",
+        ],
+    ],
+    ids=["no-alembic-version", "partial-schema"],
+)
+def test_a_half_made_store_is_a_clear_error_naming_the_file_and_the_fix(tmp_path, make):
+    path = tmp_path / "mlflow.db"
+    con = sqlite3.connect(path)
+    for statement in make:
+        con.execute(statement)
+    con.commit()
+    con.close()
+    with pytest.raises(TrackingError) as err:
+        ensure_store(f"sqlite:///{path}")
+    text = str(err.value)
+    assert str(path) in text and "half-made" in text and f"Delete {path}" in text
+
+
+def test_other_stores_are_left_alone(tmp_path):
+    ensure_store("http://127.0.0.1:9")  # a server: nothing to create, no connection attempted
+    ensure_store("sqlite:///:memory:")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_store_that_cannot_be_created_is_a_tracking_error_naming_it(tmp_path):
+    blocker = tmp_path / "not_a_folder"
+    blocker.write_text("a file where the store's folder should be")
+    with pytest.raises(TrackingError, match="cannot create the MLflow store .*not_a_folder"):
+        ensure_store(f"sqlite:///{blocker / 'mlflow.db'}")
+
+
+def test_reading_runs_never_creates_a_store(tmp_path):
+    from experiments.runs import RunError, load_mlflow_runs
+
+    with pytest.raises(RunError, match="no MLflow store"):
+        load_mlflow_runs(experiment="x", uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    assert not (tmp_path / "mlflow.db").exists()
