@@ -221,6 +221,8 @@ def load_conversation(
             )
             if not ok
         ]
+        if _is_message_id(msg["id"]):
+            known.add(msg["id"])  # evidence naming a bad message is not "unknown" too: one problem, not two
         if wrong:
             own.extend(
                 Problem(
@@ -234,7 +236,6 @@ def load_conversation(
             continue
         anchor = msg.get("time_anchor") or batch_anchor or anchor
         text = strip_probe_marker(msg["content"])
-        known.add(msg["id"])
         if not text:
             empty.add(msg["id"])
             continue
