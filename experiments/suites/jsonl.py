@@ -30,6 +30,8 @@ from retrieval.types import RESERVED_METADATA_KEYS, Memory, Query
 
 IMPORTANCE = ("critical", "high", "medium", "low")
 MAX_YAML_BYTES = 64 * 1024  # suite.yaml holds a name, a description, k and label names
+MAX_YAML_DEPTH = 8
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: same rules, faster
 SUITE_YAML_FIELDS = ("name", "version", "description", "k", "labels")
 
 
@@ -76,10 +78,12 @@ QUERY_SCHEMA: Schema = {
 }
 
 
-def _read_bytes(path: Path, problems: list[Problem]) -> bytes | None:
-    """The file's bytes, or None with a problem naming the file (missing, a directory, unreadable)."""
+def _read_bytes(path: Path, problems: list[Problem], limit: int | None = None) -> bytes | None:
+    """The file's bytes (at most limit + 1 of them), or None with a problem naming the file (missing, a
+    directory, unreadable)."""
     try:
-        return path.read_bytes()
+        with open(path, "rb") as fh:
+            return fh.read() if limit is None else fh.read(limit + 1)
     except FileNotFoundError:
         problems.append(Problem(path.name, None, None, f"file is missing in {path.parent}"))
     except IsADirectoryError:
@@ -201,40 +205,41 @@ def _read_qrels(path: Path, memory_ids: set, query_ids: set, problems: list[Prob
 
 
 def _read_meta(path: Path, problems: list[Problem]) -> dict[str, Any]:
-    """suite.yaml (optional), loaded safely and bounded: a size cap, no anchors or aliases (an alias bomb
-    of a few hundred bytes expands to gigabytes), only the known fields, each of the right type."""
+    """suite.yaml (optional), loaded safely and bounded: at most MAX_YAML_BYTES, no anchors or aliases
+    (an alias bomb of a few hundred bytes expands to gigabytes), nesting at most MAX_YAML_DEPTH deep
+    (PyYAML's time grows with the square of it), only the known fields, each of the right type."""
     if not path.exists() and not path.is_symlink():
         return {}
-    if path.is_file() and path.stat().st_size > MAX_YAML_BYTES:
-        problems.append(Problem(path.name, None, None, f"larger than {MAX_YAML_BYTES // 1024} KiB"))
-        return {}
-    data = _read_bytes(path, problems)
+    data = _read_bytes(path, problems, limit=MAX_YAML_BYTES)
     if data is None:
         return {}
+    if len(data) > MAX_YAML_BYTES:
+        problems.append(Problem(path.name, None, None, f"larger than {MAX_YAML_BYTES // 1024} KiB"))
+        return {}
+
+    def refuse(event: yaml.Event, message: str) -> dict[str, Any]:
+        problems.append(Problem(path.name, event.start_mark.line + 1, None, message))
+        return {}
+
     try:
         text = data.decode("utf-8")
-        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        depth = 0
+        for event in yaml.parse(text, Loader=_YAML_LOADER):  # events only: nothing is built yet
             if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
-                problems.append(
-                    Problem(
-                        path.name,
-                        event.start_mark.line + 1,
-                        None,
-                        "YAML anchors and aliases are not allowed (a few bytes can expand to gigabytes)",
-                    )
+                return refuse(
+                    event, "YAML anchors and aliases are not allowed (a few bytes can expand to gigabytes)"
                 )
-                return {}
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        meta = yaml.safe_load(text)
+            depth += isinstance(event, yaml.CollectionStartEvent) - isinstance(event, yaml.CollectionEndEvent)
+            if depth > MAX_YAML_DEPTH:
+                return refuse(event, f"nested deeper than {MAX_YAML_DEPTH} levels")
+        node = yaml.compose(text, Loader=_YAML_LOADER)
+        meta = yaml.load(text, Loader=_YAML_LOADER)  # a safe loader (no Python objects), as checked above
     except UnicodeDecodeError as err:
         problems.append(Problem(path.name, None, None, f"not UTF-8 text ({err.reason} at byte {err.start})"))
         return {}
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         problems.append(Problem(path.name, mark.line + 1 if mark else None, None, f"not valid YAML: {err}"))
-        return {}
-    except RecursionError:
-        problems.append(Problem(path.name, None, None, "not valid YAML: nested too deeply"))
         return {}
     if meta is None:
         return {}

@@ -90,6 +90,8 @@ class Suite:
             "judgements": sum(len(v) for v in self.qrels.values()),
             "relevant": sum(g > 0 for v in self.qrels.values() for g in v.values()),
             "labels": labels,
+            "k": self.k,  # the suite's declared default cutoff (suite.yaml `k`)
+            "label_names": list(self.label_names),
             "content_hash": self.content_hash[:12],
         }
 
