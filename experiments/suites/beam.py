@@ -91,7 +91,8 @@ def conversation_dirs(path: str | Path | Sequence[str | Path]) -> list[Path]:
     found: list[Path] = []
     for p in map(Path, paths):
         try:
-            if (p / "chat.json").is_file():
+            chat = p / "chat.json"
+            if chat.is_file() or chat.is_symlink():  # an unreadable chat.json is named when it is read
                 found.append(p)
                 continue
             if not p.exists():
