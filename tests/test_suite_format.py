@@ -153,8 +153,9 @@ JSONL_CASES = sorted(
 def test_every_bad_suite_of_the_corpus_fails_in_process_with_its_message(case):
     """The fast twin of the CLI corpus test (test_reliability_bad_input.py): same cases, same messages."""
     expected = (CORPUS / case / "expected.txt").read_text("utf-8").strip()
+    path = CORPUS / case / "suite.jsonl" if case == "path_is_a_file" else CORPUS / case
     with pytest.raises(SuiteError) as err:
-        load_suite(CORPUS / case)
+        load_suite(path)
     assert expected in str(err.value)
 
 
