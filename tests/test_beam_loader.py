@@ -176,9 +176,12 @@ def _evidence(value):
         ({"questions": lambda q: q.__setitem__("summarization", {"q": 1})}, "summarization: must be a list"),
         (
             {"raw": lambda t: t.replace('"id": 3', '"id": NaN')},
-            "chat.json:27: not valid JSON: malformed JSON: NaN",
+            "chat.json: [0].turns[1][1].id: not valid JSON: NaN is not a JSON number",
         ),
-        ({"raw": lambda t: t.replace('"id": 3', '"id": 1e400')}, "chat.json:27: not valid JSON"),
+        (
+            {"raw": lambda t: t.replace('"id": 3', '"id": 1e400')},
+            "[0].turns[1][1].id: not valid JSON: 1e400 is too large",
+        ),
         (
             {"raw": lambda t: t.replace("enough for a week", "enough \\ud800")},
             "chat.json: [0].turns[1][1].content: contains a lone surrogate U+D800",

@@ -140,8 +140,10 @@ def _read_json(path: Path, problems: list[Problem]) -> Any:
     try:
         data = fields.json_loads(text)
     except (ValueError, RecursionError) as err:
-        line, message = fields.json_error(err, text)
-        problems.append(Problem(str(path), line, None, f"not valid JSON: {message}"))
+        problems.extend(
+            Problem(str(path), line, where, f"not valid JSON: {message}")
+            for line, where, message in fields.json_problems(err, text)
+        )
         return _FAILED
     bad_text = [
         Problem(str(path), None, where or None, message) for where, message in fields.surrogates(data)

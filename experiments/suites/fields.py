@@ -143,14 +143,20 @@ class NonFiniteNumber(ValueError):
     """A JSON text holds NaN, Infinity, -Infinity, or a number too large for a float."""
 
 
+def _non_finite_message(token: str) -> str:
+    if token.lstrip("-") in ("NaN", "Infinity"):
+        return f"{token} is not a JSON number (numbers must be finite)"
+    return f"{token} is too large for a finite number"
+
+
 def _reject_constant(token: str) -> Any:
-    raise NonFiniteNumber(f"{token} is not a JSON number (numbers must be finite)")
+    raise NonFiniteNumber(_non_finite_message(token))
 
 
 def _finite_float(token: str) -> float:
     value = float(token)
     if not math.isfinite(value):
-        raise NonFiniteNumber(f"{token} is too large for a finite number")
+        raise NonFiniteNumber(_non_finite_message(token))
     return value
 
 
@@ -159,18 +165,37 @@ def json_loads(text: str) -> Any:
     return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
 
 
-_JSON_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
-_NON_FINITE = re.compile(r"-?(?:NaN|Infinity)\b|-?[0-9][0-9.]*[eE][+-]?[0-9]{3,}")
+class _Token(str):
+    """A non-finite number kept as its source text, to find where it sits."""
 
 
-def json_error(err: Exception, text: str = "") -> tuple[int | None, str]:
-    """(line in text, message) for an error of json_loads (JSONDecodeError, ValueError, RecursionError)."""
+def _non_finite(value: Any, path: str = "") -> Iterator[tuple[str, str]]:
+    if isinstance(value, _Token):
+        yield path, str(value)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _non_finite(item, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _non_finite(item, f"{path}[{i}]")
+
+
+def json_problems(err: Exception, text: str) -> list[tuple[int | None, str | None, str]]:
+    """(line in text, field path, message) for an error json_loads raised on text."""
     if isinstance(err, json.JSONDecodeError):
-        return err.lineno, f"malformed JSON: {err.msg} (column {err.colno})"
+        return [(err.lineno, None, f"malformed JSON: {err.msg} (column {err.colno})")]
     if isinstance(err, RecursionError):
-        return None, "malformed JSON: nested too deeply"
-    line = None
-    if isinstance(err, NonFiniteNumber):  # the hooks get no position: find the token outside strings
-        found = _NON_FINITE.search(_JSON_STRING.sub(lambda m: " " * len(m.group()), text))
-        line = text.count("\n", 0, found.start()) + 1 if found else None
-    return line, f"malformed JSON: {err}"
+        return [(None, None, "malformed JSON: nested too deeply")]
+    if isinstance(err, NonFiniteNumber):  # the hooks see no position: parse again, keeping the tokens
+        try:
+            data = json.loads(
+                text,
+                parse_constant=_Token,
+                parse_float=lambda t: float(t) if math.isfinite(float(t)) else _Token(t),
+            )
+            found = list(_non_finite(data))
+        except (ValueError, RecursionError):
+            found = []
+        if found:
+            return [(None, where or None, _non_finite_message(token)) for where, token in found]
+    return [(None, None, f"malformed JSON: {err}")]

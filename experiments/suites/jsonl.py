@@ -117,7 +117,10 @@ def _read_objects(path: Path, schema: Schema, problems: list[Problem]) -> list[t
         try:
             obj = fields.json_loads(text)
         except (ValueError, RecursionError) as err:
-            problems.append(Problem(path.name, number, None, fields.json_error(err)[1]))
+            problems.extend(
+                Problem(path.name, number, where, message)
+                for _, where, message in fields.json_problems(err, text)
+            )
             continue
         if not isinstance(obj, dict):
             problems.append(Problem(path.name, number, None, "each line must be a JSON object"))
