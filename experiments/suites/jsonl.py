@@ -5,9 +5,11 @@
     DIR/queries.jsonl    one query object a line
     DIR/qrels.tsv        TREC qrels: query_id 0 memory_id grade
 
-Reading validates everything before returning: malformed JSON, non-UTF-8 bytes, missing or
-mistyped fields, unknown fields, duplicate ids, judgements naming unknown ids; every problem is
-reported with its file, line and field, all at once.
+Reading validates everything before returning: malformed JSON (NaN/Infinity included), non-UTF-8
+bytes, missing or mistyped fields, unknown fields, ids that would corrupt a TREC file, duplicate ids,
+judgements naming unknown ids, a bounded suite.yaml with `k` and `labels` checked; every problem is
+reported with its file, line and field, all at once. The rules: docs/suites.md and
+experiments/suites/fields.py (shared with every other loader through `check_suite`).
 """
 
 from __future__ import annotations
