@@ -33,10 +33,15 @@ class Evaluation:
 
 
 def scope_leaks(suite: Suite, output: RunOutput) -> pd.Series:
-    """Per query, how many returned memories belong to another scope (must be 0)."""
-    scope_of = {m.id: m.scope_key for m in suite.memories}
-    scope_of.update({m.id: m.scope_key for m in output.corpus.memories})
-    query_scope = {q.id: q.scope_key for q in suite.queries}
+    """Per query, how many returned memories belong to another scope (must be 0).
+
+    Independent of the code it checks: compares the query's and each returned memory's scope as
+    plain dicts, never through `retrieval.types.scope_key` (the partitioning encoding). A returned
+    id that names no known memory counts as a leak too.
+    """
+    scope_of: dict[str, dict[str, str]] = {m.id: dict(m.scope) for m in suite.memories}
+    scope_of.update({m.id: dict(m.scope) for m in output.corpus.memories})
+    query_scope = {q.id: dict(q.scope) for q in suite.queries}
     return pd.Series(
         {
             r.query_id: sum(scope_of.get(mid) != query_scope[r.query_id] for mid in r.memory_ids)

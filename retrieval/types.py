@@ -7,6 +7,7 @@ new `Candidates`; the pipeline cuts them into a `RankedList` per query.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -22,8 +23,13 @@ _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
 def scope_key(scope: Mapping[str, str]) -> str:
-    """Canonical string for a scope mapping; a query sees only memories with the same key."""
-    return "|".join(f"{k}={scope[k]}" for k in sorted(scope))
+    """Canonical, injective string for a scope mapping; a query sees only memories with the same key.
+
+    Canonical JSON of the sorted (name, value) pairs: any character in a name or value is escaped,
+    so `{"a": "1|b=2"}` and `{"a": "1", "b": "2"}` can never share a key (a `k=v|k=v` join could).
+    """
+    pairs = sorted((str(k), str(v)) for k, v in scope.items())
+    return json.dumps(pairs, ensure_ascii=True, separators=(",", ":"))
 
 
 @dataclass(frozen=True, eq=False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -94,3 +95,155 @@ def test_unknown_ability_and_missing_folder_are_clear_errors(beam_100k, tmp_path
         load_beam(conv)
     with pytest.raises(SuiteError, match="does not exist"):
         load_beam(tmp_path / "nowhere")
+
+
+# --- bad BEAM input (issue #10): each problem named with its file and field, all of them at once
+
+BAD = Path(__file__).parent / "data" / "bad_suites"
+BEAM_CASES = sorted(p.name for p in BAD.iterdir() if p.name.startswith("beam_"))
+
+
+def small_conversation(root: Path, name: str = "1", chat=None, questions=None, raw=None) -> Path:
+    """A valid 4-message conversation (from the bad-input corpus, repaired), then edited by the callables."""
+    folder = root / "T" / name
+    shutil.copytree(BAD / "beam_missing_evidence_id", folder)
+    (folder / "expected.txt").unlink()
+    pq = folder / "probing_questions" / "probing_questions.json"
+    data = json.loads(pq.read_text())
+    data["knowledge_update"][0]["source_chat_ids"] = {"original_info": [2], "updated_info": [3]}
+    messages = json.loads((folder / "chat.json").read_text())
+    if chat:
+        chat(messages)
+    if questions:
+        questions(data)
+    pq.write_text(json.dumps(data, indent=2))
+    text = json.dumps(messages, indent=2)
+    (folder / "chat.json").write_text(raw(text) if raw else text)
+    return folder
+
+
+def message(n: int):
+    """The n-th message of the small conversation's one batch (two turns of two)."""
+    return lambda chat: chat[0]["turns"][n // 2][n % 2]
+
+
+def test_the_small_conversation_is_valid(tmp_path):
+    suite = load_beam(small_conversation(tmp_path))
+    assert len(suite.memories) == 4 and len(suite.queries) == 3 and suite.notes == ()
+    assert suite.qrels["T/1:knowledge_update:0"] == {"T/1:2": 1, "T/1:3": 1}
+    assert suite.label_names == ("ability", "difficulty")
+
+
+@pytest.mark.parametrize("case", BEAM_CASES)
+def test_every_bad_beam_case_of_the_corpus_fails_in_process_with_its_message(case):
+    expected = (BAD / case / "expected.txt").read_text().strip()
+    with pytest.raises(SuiteError) as err:
+        load_beam(BAD / case)
+    assert expected in str(err.value)
+
+
+def _set(pick, field, value):
+    return lambda chat: pick(chat).__setitem__(field, value)
+
+
+def _evidence(value):
+    return lambda q: q["information_extraction"][0].__setitem__("source_chat_ids", value)
+
+
+@pytest.mark.parametrize(
+    "edits, expected",
+    [
+        (
+            {"chat": _set(message(3), "content", None)},
+            "chat.json: message.content: must be a string, got None",
+        ),
+        ({"chat": _set(message(1), "content", 42)}, "chat.json: message.content: must be a string, got 42"),
+        ({"chat": _set(message(1), "role", None)}, "chat.json: message.role: must be a string, got None"),
+        (
+            {"chat": _set(message(1), "id", "1")},
+            "chat.json: message.id: must be a message id (an integer >= 0)",
+        ),
+        ({"chat": _set(message(1), "id", True)}, "chat.json: message.id: must be a message id"),
+        (
+            {"questions": _evidence([True])},
+            "source_chat_ids: must hold message ids (integers >= 0), got [True]",
+        ),
+        ({"questions": _evidence(["0"])}, "information_extraction[0].source_chat_ids: must hold message ids"),
+        (
+            {"questions": _evidence({"first_event": [1.0]})},
+            "must hold message ids (integers >= 0), got [1.0]",
+        ),
+        ({"questions": lambda q: q.__setitem__("summarization", {"q": 1})}, "summarization: must be a list"),
+        (
+            {"raw": lambda t: t.replace('"id": 3', '"id": NaN')},
+            "chat.json: [0].turns[1][1].id: not valid JSON: NaN is not a JSON number",
+        ),
+        (
+            {"raw": lambda t: t.replace('"id": 3', '"id": 1e400')},
+            "[0].turns[1][1].id: not valid JSON: 1e400 is too large",
+        ),
+        (
+            {"raw": lambda t: t.replace("enough for a week", "enough \\ud800")},
+            "chat.json: [0].turns[1][1].content: contains a lone surrogate U+D800",
+        ),
+    ],
+)
+def test_bad_beam_input_is_a_clear_error(tmp_path, edits, expected):
+    with pytest.raises(SuiteError) as err:
+        load_beam(small_conversation(tmp_path, **edits))
+    assert expected in str(err.value)
+
+
+def test_a_conversation_folder_name_with_whitespace_is_refused(tmp_path):
+    folder = small_conversation(tmp_path, name="conv 1")
+    with pytest.raises(SuiteError, match=r"conversation \(folder name\): must not contain whitespace"):
+        load_beam(folder.parent)
+
+
+def test_every_problem_of_every_conversation_is_reported_at_once(tmp_path):
+    small_conversation(tmp_path, "1", chat=_set(message(3), "content", None))
+    small_conversation(tmp_path, "2", questions=_evidence([0.0]))
+    with pytest.raises(SuiteError) as err:
+        load_beam(tmp_path / "T")
+    assert [p.file.split("/T/")[1] for p in err.value.problems] == [
+        "1/chat.json",
+        "2/probing_questions/probing_questions.json",
+    ]
+
+
+def test_evidence_that_is_only_a_probe_marker_is_skipped_with_a_note_not_made_an_abstention(tmp_path):
+    only_marker = small_conversation(tmp_path, chat=_set(message(0), "content", "->-> 1,1"))
+    suite = load_beam(only_marker)
+    assert "T/1:information_extraction:0" not in {q.id for q in suite.queries}  # not an abstention query
+    assert any("T/1:information_extraction:0: its evidence [0] is only messages" in n for n in suite.notes)
+    assert any("1 message(s) with no text" in n for n in suite.notes)
+    assert suite.summary()["abstention_queries"] == 1  # only the real abstention question
+
+
+def test_evidence_partly_in_a_marker_only_message_is_judged_on_the_rest_with_a_note(tmp_path):
+    partly = small_conversation(tmp_path, chat=_set(message(2), "content", "   ->-> 1,2"))
+    suite = load_beam(partly)
+    assert suite.qrels["T/1:knowledge_update:0"] == {"T/1:3": 1}
+    assert any("T/1:knowledge_update:0: evidence [2] has no text" in n for n in suite.notes)
+
+
+def test_a_beam_path_that_is_a_file_says_it_is_not_a_directory(tmp_path):
+    (tmp_path / "chat.json").write_text("[]")
+    with pytest.raises(SuiteError) as err:
+        load_beam(tmp_path / "chat.json")
+    assert "is not a directory" in str(err.value) and "does not exist" not in str(err.value)
+
+
+def test_an_unreadable_chat_json_is_named(tmp_path):
+    folder = small_conversation(tmp_path)
+    (folder / "chat.json").unlink()
+    (folder / "chat.json").symlink_to(folder / "chat.json")
+    with pytest.raises(
+        SuiteError, match=r"chat.json: cannot read .*chat.json: Too many levels of symbolic links"
+    ):
+        load_beam(folder)
+
+
+def test_a_beam_k_from_the_config_is_validated(tmp_path):
+    with pytest.raises(SuiteError, match=r"suite config \(suite.k\): k: must be a positive integer, got 0"):
+        load_beam(small_conversation(tmp_path), k=0)

@@ -130,8 +130,8 @@ def test_a_suite_of_one_conversation_cannot_be_split():
     suite = tiny_suite()
     one = type(suite)(
         name="one",
-        memories=tuple(m for m in suite.memories if m.scope_key.endswith("c1")),
-        queries=tuple(q for q in suite.queries if q.scope_key.endswith("c1")),
+        memories=tuple(m for m in suite.memories if m.scope["conversation"] == "c1"),
+        queries=tuple(q for q in suite.queries if q.scope["conversation"] == "c1"),
         qrels={k: v for k, v in suite.qrels.items() if k.startswith("c1")},
     )
     with pytest.raises(ValueError, match="split needs 2"):

@@ -241,3 +241,62 @@ def test_the_gate_measures_fresh_even_with_a_warm_cache_and_resume_asked_for(set
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["cache"]["prefix_candidates"]["hit"] is False  # not read from the warm cache
     assert metrics["overall"]["latency_measured"] is True and metrics["overall"]["latency_ms_p50"] > 0
+
+
+# Query ids that pandas reads as missing values by default (issue #10): they must stay ids everywhere.
+NA_LIKE = ["NA", "null", "NaN", "None", "N/A", "#N/A", "<NA>", "nan", "NULL", "n/a", "-nan", "1.0"]
+
+
+def test_query_ids_like_na_and_null_round_trip_through_run_report_and_gate(tmp_path, monkeypatch, capsys):
+    from experiments.report import analysis
+    from experiments.runs import load_run_dir, read_per_query
+    from experiments.trec import read_run
+
+    base = gate_suite()
+    rename = dict(zip((q.id for q in base.queries), NA_LIKE, strict=True))
+    queries = tuple(
+        Query(id=rename[q.id], text=q.text, scope=q.scope, labels=MappingProxyType({"category": "NA"}))
+        for q in base.queries
+    )
+    qrels = {rename[q]: judged for q, judged in base.qrels.items()}
+    suite = Suite(name="na-ids", memories=base.memories, queries=queries, qrels=qrels, k=5)
+    suite_dir = save_suite(suite, tmp_path / "suite")
+    gate_file = tmp_path / "na.yaml"
+    gate_file.write_text(
+        yaml.safe_dump(
+            {
+                "name": "na",
+                "overrides": ["suite=jsonl", f"suite.path={suite_dir}", "cache_dir=null"],
+                "metrics": ["P@5", "RR"],
+                "floors": {"P@5": 0.1},
+                "tolerance": {"P@5": 0.01, "RR": 0.1},
+                "alpha": 0.05,
+            }
+        )
+    )
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    baseline = tmp_path / "baselines" / "na-bm25.json"
+    args = [str(gate_file), "bm25", "--baseline", str(baseline)]
+    assert main([*args, "--out", str(tmp_path / "run"), "--refresh"]) == 0
+
+    run = load_run_dir(tmp_path / "run")
+    assert list(run.per_query.index) == NA_LIKE  # strings, in suite order, none turned into NaN
+    assert set(run.per_query["label.category"]) == {"NA"}
+    assert set(read_run(tmp_path / "run" / "run.trec")) <= set(NA_LIKE)
+    assert set(json.loads(baseline.read_text())["per_query"]["P@5"]) == set(NA_LIKE)
+    assert main([*args, "--run-dir", str(tmp_path / "run")]) == 0
+
+    worse = tmp_path / "worse"
+    shutil.copytree(tmp_path / "run", worse)
+    frame = read_per_query(worse / "per_query.csv")
+    frame.loc[["NA", "null"], ["P@5", "RR"]] = 0.0
+    frame.to_csv(worse / "per_query.csv")
+    capsys.readouterr()
+    assert main([*args, "--run-dir", str(worse)]) == 1
+    out = capsys.readouterr().out
+    assert {q for q in NA_LIKE if f"`{q}`" in out} == {"NA", "null"}
+
+    comparison = analysis.build_comparison([run, load_run_dir(worse)], metrics=["P@5"])
+    assert list(comparison.values["P@5"].index) == NA_LIKE
+    losers = analysis.biggest_changes(comparison, "P@5", comparison.labels[1])
+    assert set(losers.index) == {"NA", "null"} and set(losers["label"]) == {"NA"}

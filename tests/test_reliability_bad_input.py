@@ -5,7 +5,8 @@ starts with `beam_`) and `expected.txt`, the substring of the error that names t
 field. The loaders' unit tests (test_suite_format.py, test_beam_loader.py) check messages in process;
 this corpus checks what a user sees: `python -m experiments.run suite=jsonl|beam suite.path=CASE`
 exits with code 2, prints that message (no traceback), writes no metrics.json and logs no FINISHED
-MLflow run. The huge-text case is completed here (a 1,000,001-character line is too big to commit).
+MLflow run. The huge-text case is completed here (a 1,000,001-character line is too big to commit);
+in `path_is_a_file`, suite.path names the case's file `suite.jsonl` where a directory belongs.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ pytestmark = pytest.mark.slow
 
 def _prepare(case: str, tmp: Path) -> Path:
     """The folder to load: the committed case, or a copy completed with generated content."""
+    if case == "path_is_a_file":
+        return CORPUS / case / "suite.jsonl"  # suite.path names a file where a directory belongs
     if case != "huge_text":
         return CORPUS / case
     folder = tmp / "cases" / case
@@ -82,6 +85,21 @@ def test_the_corpus_covers_every_kind_of_bad_input():
         "beam_missing_evidence_id",
         "beam_unknown_ability",
         "beam_malformed_chat_json",
+        # issue #10: ids, numbers and text that corrupt outputs; suite.yaml; paths
+        "id_with_space",
+        "query_id_with_newline",
+        "id_not_nfc",
+        "infinite_strength",
+        "nan_confidence",
+        "lone_surrogate",
+        "qrels_fullwidth_grade",
+        "qrels_bad_iteration",
+        "suite_yaml_bad_k",
+        "suite_yaml_undeclared_label",
+        "suite_yaml_alias_bomb",
+        "path_is_a_file",
+        "beam_content_null",
+        "beam_evidence_float_id",
     }
     assert kinds <= set(CASES), kinds - set(CASES)
 
@@ -95,6 +113,8 @@ def test_bad_suite_exits_2_naming_file_line_and_field_and_finishes_no_run(outcom
     assert expected in proc.stderr, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr  # a clear message, not a crash
     assert not list((tmp / "runs" / case).rglob("metrics.json"))
+    written = {p.name for p in (tmp / "runs" / case).glob("*")}  # Hydra's own .hydra/ and run.log aside
+    assert not written & {"per_query.csv", "run.trec", "qrels.tsv", "config.yaml", "tags.json"}, written
 
 
 def test_no_bad_suite_left_a_finished_mlflow_run(outcomes):

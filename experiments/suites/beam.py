@@ -11,12 +11,15 @@ and `probing_questions/probing_questions.json` (questions per ability, with evid
   conversation when a message has none), conversation order as `metadata.position`;
 - evidence from `source_chat_ids` in all its shapes (list, nested lists, dict of lists) with grade 1;
 - the ten abilities as the `ability` label; abstention questions kept, with no relevant memory.
-A non-abstention question with no evidence at all cannot be scored: it is skipped and said in `notes`.
+A non-abstention question with no evidence at all, or whose evidence is only messages with no text
+once the probe marker is stripped, cannot be scored: it is skipped and said in `notes` (which the run
+prints). Everything else that is wrong (`content: null`, evidence ids like `0.0` or `true`, a
+conversation folder name with a space...) is a SuiteError naming the file and field; the field rules
+are shared with every other loader (experiments/suites/fields.py).
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -24,7 +27,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from experiments.suites.suite import Problem, Suite, SuiteError, check_suite
+from experiments.suites import fields
+from experiments.suites.suite import MAX_PROBLEMS, Problem, Suite, SuiteError, check_suite
 from retrieval.types import Memory, Query
 
 ABILITIES = (
@@ -77,78 +81,166 @@ def evidence_ids(source: Any) -> list[int]:
     return list(dict.fromkeys(out))
 
 
+def _numbered(d: Path) -> tuple:
+    return (not d.name.isdigit(), int(d.name) if d.name.isdigit() else 0, d.name)
+
+
 def conversation_dirs(path: str | Path | Sequence[str | Path]) -> list[Path]:
     """A tier folder (numbered conversation folders), one conversation folder, or a list of either."""
     paths = [path] if isinstance(path, (str, Path)) else list(path)
     found: list[Path] = []
     for p in map(Path, paths):
-        if (p / "chat.json").is_file():
-            found.append(p)
-        elif p.is_dir():
-            subs = [d for d in p.iterdir() if (d / "chat.json").is_file()]
-            if not subs:
+        try:
+            chat = p / "chat.json"
+            if chat.is_file() or chat.is_symlink():  # an unreadable chat.json is named when it is read
+                found.append(p)
+                continue
+            if not p.exists():
+                raise SuiteError([Problem(str(p), None, None, "BEAM path does not exist")])
+            if not p.is_dir():
                 raise SuiteError(
-                    [Problem(str(p), None, None, "no BEAM conversation folders (with chat.json) here")]
+                    [
+                        Problem(
+                            str(p), None, None, "is not a directory (give a BEAM tier or conversation folder)"
+                        )
+                    ]
                 )
-            found.extend(
-                sorted(
-                    subs, key=lambda d: (not d.name.isdigit(), int(d.name) if d.name.isdigit() else 0, d.name)
-                )
+            subs = [d for d in p.iterdir() if (d / "chat.json").is_file()]
+        except OSError as err:
+            raise SuiteError(
+                [Problem(str(p), None, None, f"cannot read {p}: {err.strerror or err}")]
+            ) from err
+        if not subs:
+            raise SuiteError(
+                [Problem(str(p), None, None, "no BEAM conversation folders (with chat.json) here")]
             )
-        else:
-            raise SuiteError([Problem(str(p), None, None, "BEAM path does not exist")])
+        found.extend(sorted(subs, key=_numbered))
     return found
 
 
-def _read_json(path: Path) -> Any:
+_FAILED = object()  # _read_json's answer for a file it could not read (the problem is recorded)
+
+
+def _read_json(path: Path, problems: list[Problem]) -> Any:
+    """The parsed file, or _FAILED with a problem naming the file (and line where JSON has one)."""
     try:
-        return json.loads(path.read_text("utf-8"))
-    except FileNotFoundError as err:
-        raise SuiteError([Problem(str(path), None, None, "file is missing")]) from err
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        line = getattr(err, "lineno", None)
-        raise SuiteError([Problem(str(path), line, None, f"not valid JSON: {err}")]) from err
+        text = path.read_text("utf-8")
+    except FileNotFoundError:
+        problems.append(Problem(str(path), None, None, "file is missing"))
+        return _FAILED
+    except IsADirectoryError:
+        problems.append(Problem(str(path), None, None, "is a directory, not a file"))
+        return _FAILED
+    except OSError as err:
+        problems.append(Problem(str(path), None, None, f"cannot read {path}: {err.strerror or err}"))
+        return _FAILED
+    except UnicodeDecodeError as err:
+        problems.append(Problem(str(path), None, None, f"not UTF-8 text ({err.reason} at byte {err.start})"))
+        return _FAILED
+    try:
+        data = fields.json_loads(text)
+    except (ValueError, RecursionError) as err:
+        problems.extend(
+            Problem(str(path), line, where, f"not valid JSON: {message}")
+            for line, where, message in fields.json_problems(err, text)
+        )
+        return _FAILED
+    bad_text = [
+        Problem(str(path), None, where or None, message) for where, message in fields.surrogates(data)
+    ]
+    if bad_text:
+        problems.extend(bad_text)
+        return _FAILED
+    return data
 
 
-def _messages(chat: Any, chat_path: Path) -> Iterable[tuple[int, str | None, dict]]:
+def _messages(
+    chat: Any, chat_path: Path, problems: list[Problem]
+) -> Iterable[tuple[int, str | None, str, Any]]:
+    """(batch number, batch time anchor, field path, message) for every message in chat.json."""
     if not isinstance(chat, list):
-        raise SuiteError([Problem(str(chat_path), None, None, "must be a list of batches")])
+        problems.append(Problem(str(chat_path), None, None, "must be a list of batches"))
+        return
     for b, batch in enumerate(chat):
         turns = batch.get("turns") if isinstance(batch, dict) else None
         if not isinstance(turns, list):
-            raise SuiteError([Problem(str(chat_path), None, f"[{b}].turns", "missing or not a list")])
-        for turn in turns:
-            for message in turn if isinstance(turn, list) else [turn]:
-                yield batch.get("batch_number", b + 1), batch.get("time_anchor"), message
+            problems.append(Problem(str(chat_path), None, f"[{b}].turns", "missing or not a list"))
+            continue
+        for t, turn in enumerate(turns):
+            for i, message in enumerate(turn if isinstance(turn, list) else [turn]):
+                where = f"[{b}].turns[{t}][{i}]" if isinstance(turn, list) else f"[{b}].turns[{t}]"
+                yield batch.get("batch_number", b + 1), batch.get("time_anchor"), where, message
 
 
-def read_topic(folder: Path) -> dict[str, Any]:
+def read_topic(folder: Path, problems: list[Problem]) -> dict[str, Any]:
     """The conversation's `topic.json` (category, title, theme, subtopics), JSON-plain for the hash."""
-    topic = _read_json(folder / "topic.json")
+    topic = _read_json(folder / "topic.json", problems)
+    if topic is _FAILED:
+        return {}
     if not isinstance(topic, dict):
-        raise SuiteError([Problem(str(folder / "topic.json"), None, None, "must be an object")])
+        problems.append(Problem(str(folder / "topic.json"), None, None, "must be an object"))
+        return {}
     keep = {k: topic[k] for k in ("category", "title", "theme") if isinstance(topic.get(k), str)}
     keep["subtopics"] = [str(t) for t in topic.get("subtopics") or ()]
     return keep
 
 
+def _is_message_id(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 def load_conversation(
-    folder: Path, conversation: str, *, topics: bool = False
+    folder: Path, conversation: str, *, topics: bool = False, problems: list[Problem] | None = None
 ) -> tuple[list[Memory], list[Query], dict, list[str]]:
+    """One conversation folder as memories, queries, qrels and notes.
+
+    Problems are appended to `problems` when given (the caller raises once, with all of them);
+    without it, a SuiteError is raised here.
+    """
+    own: list[Problem] = [] if problems is None else problems
+    before = len(own)
     chat_path = folder / "chat.json"
     scope = MappingProxyType({"conversation": conversation})
-    memories, known, anchor = [], set(), None
-    topic = {"topic": read_topic(folder)} if topics else {}
-    for batch_number, batch_anchor, msg in _messages(_read_json(chat_path), chat_path):
-        for name in ("id", "content", "role"):
-            if not isinstance(msg, dict) or name not in msg:
-                raise SuiteError(
-                    [Problem(str(chat_path), None, f"message.{name}", f"missing in batch {batch_number}")]
+    memories, known, anchor, notes = [], set(), None, []
+    empty: set[int] = set()  # messages with no text once the probe marker is stripped
+    topic = {"topic": read_topic(folder, own)} if topics else {}
+    chat = _read_json(chat_path, own)
+    for batch_number, batch_anchor, where, msg in (
+        _messages(chat, chat_path, own) if chat is not _FAILED else ()
+    ):
+        missing = [name for name in ("id", "content", "role") if not isinstance(msg, dict) or name not in msg]
+        if missing:
+            own.extend(
+                Problem(str(chat_path), None, f"message.{name}", f"missing in batch {batch_number} ({where})")
+                for name in missing
+            )
+            continue
+        wrong = [
+            (name, wants)
+            for name, ok, wants in (
+                ("id", _is_message_id(msg["id"]), "a message id (an integer >= 0)"),
+                ("content", isinstance(msg["content"], str), "a string"),
+                ("role", isinstance(msg["role"], str), "a string"),
+            )
+            if not ok
+        ]
+        if _is_message_id(msg["id"]):
+            known.add(msg["id"])  # evidence naming a bad message is not "unknown" too: one problem, not two
+        if wrong:
+            own.extend(
+                Problem(
+                    str(chat_path),
+                    None,
+                    f"message.{name}",
+                    f"must be {wants}, got {msg[name]!r:.60} (batch {batch_number}, {where})",
                 )
+                for name, wants in wrong
+            )
+            continue
         anchor = msg.get("time_anchor") or batch_anchor or anchor
-        text = strip_probe_marker(str(msg["content"]))
-        known.add(msg["id"])
+        text = strip_probe_marker(msg["content"])
         if not text:
+            empty.add(msg["id"])
             continue
         memories.append(
             Memory(
@@ -156,36 +248,55 @@ def load_conversation(
                 text=text,
                 scope=scope,
                 role=msg["role"],
-                created_at=parse_time_anchor(anchor),
+                created_at=parse_time_anchor(anchor if isinstance(anchor, str) else None),
                 metadata=MappingProxyType(
                     {"time_anchor": anchor, "batch": batch_number, "position": msg["id"], **topic}
                 ),
             )
         )
-    kept = {m.id for m in memories}
+    if empty:
+        notes.append(
+            f"{conversation}: {len(empty)} message(s) with no text once the probe marker is stripped "
+            f"are not indexed: {sorted(empty)[:10]}{' ...' if len(empty) > 10 else ''}"
+        )
 
     questions_path = folder / "probing_questions" / "probing_questions.json"
-    probing = _read_json(questions_path)
-    if not isinstance(probing, dict):
-        raise SuiteError([Problem(str(questions_path), None, None, "must map ability -> list of questions")])
-    queries, qrels, notes, problems = [], {}, [], []
-    for ability, questions in probing.items():
+    probing = _read_json(questions_path, own)
+    if probing is not _FAILED and not isinstance(probing, dict):
+        own.append(Problem(str(questions_path), None, None, "must map ability -> list of questions"))
+    queries, qrels = [], {}
+    for ability, questions in probing.items() if isinstance(probing, dict) else ():
         if ability not in ABILITIES:
-            problems.append(
+            own.append(
                 Problem(
                     str(questions_path), None, ability, f"unknown ability (known: {', '.join(ABILITIES)})"
                 )
             )
             continue
+        if not isinstance(questions, list):
+            own.append(Problem(str(questions_path), None, ability, "must be a list of questions"))
+            continue
         for i, q in enumerate(questions):
             qid, where = f"{conversation}:{ability}:{i}", f"{ability}[{i}]"
             if not isinstance(q, dict) or not isinstance(q.get("question"), str) or not q["question"].strip():
-                problems.append(Problem(str(questions_path), None, f"{where}.question", "missing or empty"))
+                own.append(Problem(str(questions_path), None, f"{where}.question", "missing or empty"))
                 continue
             ids = evidence_ids(q.get("source_chat_ids"))
+            # 0.0 == 0 and True == 1 in Python: only true integers name messages.
+            not_ids = [x for x in ids if not _is_message_id(x)]
+            if not_ids:
+                own.append(
+                    Problem(
+                        str(questions_path),
+                        None,
+                        f"{where}.source_chat_ids",
+                        f"must hold message ids (integers >= 0), got {not_ids[:5]!r:.60}",
+                    )
+                )
+                continue
             unknown = [x for x in ids if x not in known]
             if unknown:
-                problems.append(
+                own.append(
                     Problem(
                         str(questions_path),
                         None,
@@ -197,6 +308,18 @@ def load_conversation(
             if ability != "abstention" and not ids:
                 notes.append(f"{qid}: no source_chat_ids on a {ability} question; skipped (cannot be scored)")
                 continue
+            judged = {f"{conversation}:{x}": 1 for x in ids if x not in empty}
+            if ability != "abstention" and not judged:
+                notes.append(
+                    f"{qid}: its evidence {ids} is only messages with no text once the probe marker is "
+                    f"stripped; skipped (cannot be scored)"
+                )
+                continue
+            if len(judged) < len(ids):
+                dropped = [x for x in ids if x in empty]
+                notes.append(
+                    f"{qid}: evidence {dropped} has no text once the probe marker is stripped; not judged"
+                )
             labels = {"ability": ability}
             if isinstance(q.get("difficulty"), str):
                 labels["difficulty"] = q["difficulty"]
@@ -206,14 +329,13 @@ def load_conversation(
                     text=q["question"].strip(),
                     scope=scope,
                     labels=MappingProxyType(labels),
-                    now=parse_time_anchor(anchor),
+                    now=parse_time_anchor(anchor if isinstance(anchor, str) else None),
                 )
             )
-            judged = {f"{conversation}:{x}": 1 for x in ids if f"{conversation}:{x}" in kept}
             if judged:
                 qrels[qid] = judged
-    if problems:
-        raise SuiteError(problems)
+    if problems is None and len(own) > before:
+        raise SuiteError(own[:MAX_PROBLEMS])
     return memories, queries, qrels, notes
 
 
@@ -222,17 +344,26 @@ def load_beam(
 ) -> Suite:
     """Load BEAM conversations (a tier folder such as `../shared/beam/100K`, or a list of folders).
 
-    `topics=True` adds each conversation's topic.json to its messages as `metadata.topic` (for the
-    topic_tags stage); off by default, so the default suite and its content hash are unchanged.
+    Every conversation is read and checked before anything is returned; all problems (up to
+    MAX_PROBLEMS) are raised together. `topics=True` adds each conversation's topic.json to its
+    messages as `metadata.topic` (for the topic_tags stage); off by default, so the default suite
+    and its content hash are unchanged.
     """
-    memories, queries, qrels, notes = [], [], {}, []
+    memories, queries, qrels, notes, problems = [], [], {}, [], []
     for folder in conversation_dirs(path):
+        if len(problems) >= MAX_PROBLEMS:
+            break
         conversation = f"{folder.parent.name}/{folder.name}"
-        m, q, r, n = load_conversation(folder, conversation, topics=topics)
+        if (problem := fields.id_problem(conversation)) is not None:
+            problems.append(Problem(str(folder), None, "conversation (folder name)", problem))
+            continue
+        m, q, r, n = load_conversation(folder, conversation, topics=topics, problems=problems)
         memories += m
         queries += q
         qrels.update(r)
         notes += n
+    if problems:
+        raise SuiteError(problems[:MAX_PROBLEMS])
     suite = Suite(
         name=name,
         memories=tuple(memories),
@@ -240,8 +371,8 @@ def load_beam(
         qrels=qrels,
         k=k,
         description=f"BEAM from {path}",
-        label_names=("ability",),
+        label_names=tuple(dict.fromkeys(label for q in queries for label in q.labels)),
         notes=tuple(notes),
     )
-    check_suite(suite)
+    check_suite(suite, files={"suite": "suite config (suite.k)"})
     return suite

@@ -5,9 +5,11 @@
     DIR/queries.jsonl    one query object a line
     DIR/qrels.tsv        TREC qrels: query_id 0 memory_id grade
 
-Reading validates everything before returning: malformed JSON, non-UTF-8 bytes, missing or
-mistyped fields, unknown fields, duplicate ids, judgements naming unknown ids; every problem is
-reported with its file, line and field, all at once.
+Reading validates everything before returning: malformed JSON (NaN/Infinity included), non-UTF-8
+bytes, missing or mistyped fields, unknown fields, ids that would corrupt a TREC file, duplicate ids,
+judgements naming unknown ids, a bounded suite.yaml with `k` and `labels` checked; every problem is
+reported with its file, line and field, all at once. The rules: docs/suites.md and
+experiments/suites/fields.py (shared with every other loader through `check_suite`).
 """
 
 from __future__ import annotations
@@ -24,61 +26,81 @@ from typing import Any
 
 import yaml
 
+from experiments.suites import fields
 from experiments.suites.suite import MAX_PROBLEMS, Problem, Suite, SuiteError, check_suite
 from retrieval.types import RESERVED_METADATA_KEYS, Memory, Query
 
-MAX_TEXT_CHARS = 1_000_000
 IMPORTANCE = ("critical", "high", "medium", "low")
+MAX_YAML_BYTES = 64 * 1024  # suite.yaml holds a name, a description, k and label names
+MAX_YAML_DEPTH = 8
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: same rules, faster
+SUITE_YAML_FIELDS = ("name", "version", "description", "k", "labels")
 
 
-def _is_str_map(v: Any) -> bool:
-    return isinstance(v, dict) and all(isinstance(k, str) and isinstance(x, str) for k, x in v.items())
+def _str_list(v: Any) -> str | None:
+    if isinstance(v, list) and all(isinstance(x, str) for x in v):
+        return None
+    return f"must be a list of strings, got {v!r:.60}"
 
 
-def _is_str_list(v: Any) -> bool:
-    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+def _one_of(choices: tuple[str, ...]) -> Callable[[Any], str | None]:
+    return lambda v: None if v in choices else f"must be one of {', '.join(choices)}, got {v!r:.60}"
 
 
-def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+def _is(kind: type, wants: str) -> Callable[[Any], str | None]:
+    return lambda v: None if isinstance(v, kind) else f"must be {wants}, got {v!r:.60}"
 
 
-# field -> (required, check, what the check wants)
-Schema = Mapping[str, tuple[bool, Callable[[Any], bool], str]]
-_ID = (True, lambda v: isinstance(v, str) and v.strip() != "", "a non-empty string")
-_TEXT = (True, lambda v: isinstance(v, str) and v.strip() != "", "a non-empty string")
-_SCOPE = (True, lambda v: _is_str_map(v) and len(v) > 0, "a non-empty object of strings")
-_OPT_STR = (False, lambda v: isinstance(v, str), "a string")
-
+# field -> (required, rule: value -> problem message or None); the rules live in experiments.suites.fields
+Schema = Mapping[str, tuple[bool, Callable[[Any], str | None]]]
+_OPT_STR = (False, fields.string_problem)
 MEMORY_SCHEMA: Schema = {
-    "id": _ID,
-    "text": _TEXT,
-    "scope": _SCOPE,
+    "id": (True, fields.id_problem),
+    "text": (True, fields.text_problem),
+    "scope": (True, fields.scope_problem),
     "created_at": _OPT_STR,
     "tier": _OPT_STR,
-    "tags": (False, _is_str_list, "a list of strings"),
-    "importance": (False, lambda v: v in IMPORTANCE, f"one of {', '.join(IMPORTANCE)}"),
-    "confidence": (False, _is_number, "a number"),
-    "strength": (False, _is_number, "a number"),
-    "deleted": (False, lambda v: isinstance(v, bool), "true or false"),
+    "tags": (False, _str_list),
+    "importance": (False, _one_of(IMPORTANCE)),
+    "confidence": (False, fields.number_problem),
+    "strength": (False, fields.number_problem),
+    "deleted": (False, _is(bool, "true or false")),
     "role": _OPT_STR,
-    "metadata": (False, lambda v: isinstance(v, dict), "an object"),
+    "metadata": (False, _is(dict, "an object")),
 }
 QUERY_SCHEMA: Schema = {
-    "id": _ID,
-    "text": _TEXT,
-    "scope": _SCOPE,
-    "labels": (False, _is_str_map, "an object of strings"),
+    "id": (True, fields.id_problem),
+    "text": (True, fields.text_problem),
+    "scope": (True, fields.scope_problem),
+    "labels": (False, fields.str_map_problem),
     "now": _OPT_STR,
-    "context": (False, lambda v: isinstance(v, dict), "an object"),
-    "noise_patterns": (False, _is_str_list, "a list of strings (regular expressions)"),
-    "expected_domains": (False, _is_str_list, "a list of strings"),
+    "context": (False, _is(dict, "an object")),
+    "noise_patterns": (False, _str_list),
+    "expected_domains": (False, _str_list),
 }
 
 
-def _read_lines(path: Path, problems: list[Problem]) -> list[tuple[int, str]]:
+def _read_bytes(path: Path, problems: list[Problem], limit: int | None = None) -> bytes | None:
+    """The file's bytes (at most limit + 1 of them), or None with a problem naming the file (missing, a
+    directory, unreadable)."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read() if limit is None else fh.read(limit + 1)
+    except FileNotFoundError:
+        problems.append(Problem(path.name, None, None, f"file is missing in {path.parent}"))
+    except IsADirectoryError:
+        problems.append(Problem(path.name, None, None, f"{path} is a directory, not a file"))
+    except OSError as err:
+        problems.append(Problem(path.name, None, None, f"cannot read {path}: {err.strerror or err}"))
+    return None
+
+
+def _read_lines(path: Path, problems: list[Problem]) -> list[tuple[int, str]] | None:
+    data = _read_bytes(path, problems)
+    if data is None:
+        return None
     lines = []
-    for number, raw in enumerate(path.read_bytes().splitlines(), 1):
+    for number, raw in enumerate(data.splitlines(), 1):
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as err:
@@ -92,32 +114,33 @@ def _read_lines(path: Path, problems: list[Problem]) -> list[tuple[int, str]]:
 
 
 def _read_objects(path: Path, schema: Schema, problems: list[Problem]) -> list[tuple[int, dict]]:
-    if not path.is_file():
-        problems.append(Problem(path.name, None, None, f"file is missing in {path.parent}"))
-        return []
     out = []
-    for number, text in _read_lines(path, problems):
+    for number, text in _read_lines(path, problems) or ():
         try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as err:
-            problems.append(
-                Problem(path.name, number, None, f"malformed JSON: {err.msg} (column {err.colno})")
+            obj = fields.json_loads(text)
+        except (ValueError, RecursionError) as err:
+            problems.extend(
+                Problem(path.name, number, where, message)
+                for _, where, message in fields.json_problems(err, text)
             )
             continue
         if not isinstance(obj, dict):
             problems.append(Problem(path.name, number, None, "each line must be a JSON object"))
             continue
+        bad_text = list(fields.surrogates(obj))
+        for name, message in bad_text:
+            problems.append(Problem(path.name, number, name, message))
+        if bad_text:
+            continue
         before = len(problems)
-        for name, (required, check, wants) in schema.items():
+        for name, (required, rule) in schema.items():
             if name not in obj:
                 if required:
                     problems.append(Problem(path.name, number, name, "missing required field"))
-            elif not check(obj[name]):
-                problems.append(Problem(path.name, number, name, f"must be {wants}, got {obj[name]!r:.60}"))
+            elif (message := rule(obj[name])) is not None:
+                problems.append(Problem(path.name, number, name, message))
         for name in obj.keys() - schema.keys():
             problems.append(Problem(path.name, number, name, "unknown field (put extra data under metadata)"))
-        if isinstance(obj.get("text"), str) and len(obj["text"]) > MAX_TEXT_CHARS:
-            problems.append(Problem(path.name, number, "text", f"longer than {MAX_TEXT_CHARS:,} characters"))
         if len(problems) == before:
             out.append((number, obj))
     return out
@@ -155,19 +178,26 @@ def _query(obj: dict) -> Query:
 
 def _read_qrels(path: Path, memory_ids: set, query_ids: set, problems: list[Problem]) -> dict:
     qrels: dict[str, dict[str, int]] = {}
-    if not path.is_file():
-        problems.append(Problem(path.name, None, None, f"file is missing in {path.parent}"))
-        return qrels
-    for number, text in _read_lines(path, problems):
-        parts = text.split()
+    for number, text in _read_lines(path, problems) or ():
+        parts = re.split(r"[ \t]+", text.strip(" \t"))
         if len(parts) != 4:
             problems.append(
                 Problem(path.name, number, None, "expected 4 columns: query_id 0 memory_id grade")
             )
             continue
-        qid, _, mid, grade = parts
-        if not re.fullmatch(r"-?\d+", grade):
-            problems.append(Problem(path.name, number, "grade", f"must be an integer, got {grade!r}"))
+        qid, iteration, mid, grade = parts
+        found = [
+            Problem(path.name, number, name, message)
+            for name, message in (
+                ("query_id", fields.id_problem(qid)),
+                ("iteration", fields.ascii_int_problem(iteration)),
+                ("memory_id", fields.id_problem(mid)),
+                ("grade", fields.ascii_int_problem(grade)),
+            )
+            if message is not None
+        ]
+        problems.extend(found)
+        if found:
             continue
         if qid not in query_ids:
             problems.append(Problem(path.name, number, "query_id", f"unknown query {qid!r}"))
@@ -179,28 +209,83 @@ def _read_qrels(path: Path, memory_ids: set, query_ids: set, problems: list[Prob
     return qrels
 
 
+def _read_meta(path: Path, problems: list[Problem]) -> dict[str, Any]:
+    """suite.yaml (optional), loaded safely and bounded: at most MAX_YAML_BYTES, no anchors or aliases
+    (an alias bomb of a few hundred bytes expands to gigabytes), nesting at most MAX_YAML_DEPTH deep
+    (PyYAML's time grows with the square of it), only the known fields, each of the right type."""
+    if not path.exists() and not path.is_symlink():
+        return {}
+    data = _read_bytes(path, problems, limit=MAX_YAML_BYTES)
+    if data is None:
+        return {}
+    if len(data) > MAX_YAML_BYTES:
+        problems.append(Problem(path.name, None, None, f"larger than {MAX_YAML_BYTES // 1024} KiB"))
+        return {}
+
+    def refuse(event: yaml.Event, message: str) -> dict[str, Any]:
+        problems.append(Problem(path.name, event.start_mark.line + 1, None, message))
+        return {}
+
+    try:
+        text = data.decode("utf-8")
+        depth = 0
+        for event in yaml.parse(text, Loader=_YAML_LOADER):  # events only: nothing is built yet
+            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+                return refuse(
+                    event, "YAML anchors and aliases are not allowed (a few bytes can expand to gigabytes)"
+                )
+            depth += isinstance(event, yaml.CollectionStartEvent) - isinstance(event, yaml.CollectionEndEvent)
+            if depth > MAX_YAML_DEPTH:
+                return refuse(event, f"nested deeper than {MAX_YAML_DEPTH} levels")
+        node = yaml.compose(text, Loader=_YAML_LOADER)
+        meta = yaml.load(text, Loader=_YAML_LOADER)  # a safe loader (no Python objects), as checked above
+    except UnicodeDecodeError as err:
+        problems.append(Problem(path.name, None, None, f"not UTF-8 text ({err.reason} at byte {err.start})"))
+        return {}
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        problems.append(Problem(path.name, mark.line + 1 if mark else None, None, f"not valid YAML: {err}"))
+        return {}
+    if meta is None:
+        return {}
+    if not isinstance(meta, dict):
+        problems.append(Problem(path.name, None, None, "must be a mapping"))
+        return {}
+    lines = {
+        getattr(key, "value", None): key.start_mark.line + 1
+        for key, _ in (node.value if isinstance(node, yaml.MappingNode) else ())
+    }
+    rules: dict[str, Callable[[Any], str | None]] = {
+        "name": fields.text_problem,
+        "version": lambda v: (
+            None
+            if isinstance(v, (str, int)) and not isinstance(v, bool)
+            else f"must be a string or an integer, got {v!r:.60}"
+        ),
+        "description": fields.string_problem,
+        "k": fields.positive_int_problem,
+        "labels": fields.label_names_problem,
+    }
+    for name, value in meta.items():
+        line = lines.get(name)
+        if name not in rules:
+            problems.append(
+                Problem(path.name, line, str(name), f"unknown field (known: {', '.join(SUITE_YAML_FIELDS)})")
+            )
+        elif (message := rules[name](value)) is not None:
+            problems.append(Problem(path.name, line, name, message))
+    return meta
+
+
 def load_suite(path: str | Path, *, name: str | None = None) -> Suite:
     """Read and validate a suite directory; raises SuiteError naming every problem found."""
     root = Path(path)
-    if not root.is_dir():
+    if not root.exists():
         raise SuiteError([Problem(str(root), None, None, "suite directory does not exist")])
+    if not root.is_dir():
+        raise SuiteError([Problem(str(root), None, None, "is not a directory (a suite is a directory)")])
     problems: list[Problem] = []
-    meta: dict[str, Any] = {}
-    if (root / "suite.yaml").is_file():
-        try:
-            meta = yaml.safe_load((root / "suite.yaml").read_text("utf-8")) or {}
-        except (yaml.YAMLError, UnicodeDecodeError) as err:
-            problems.append(
-                Problem(
-                    "suite.yaml",
-                    getattr(getattr(err, "problem_mark", None), "line", None),
-                    None,
-                    f"not valid YAML: {err}",
-                )
-            )
-        if not isinstance(meta, dict):
-            problems.append(Problem("suite.yaml", None, None, "must be a mapping"))
-            meta = {}
+    meta = _read_meta(root / "suite.yaml", problems)
     memories = _read_objects(root / "memories.jsonl", MEMORY_SCHEMA, problems)
     for number, obj in memories:
         for key in RESERVED_METADATA_KEYS & set(obj.get("metadata", {})):
@@ -226,12 +311,21 @@ def load_suite(path: str | Path, *, name: str | None = None) -> Suite:
         memories=tuple(_memory(o) for _, o in memories),
         queries=tuple(_query(o) for _, o in queries),
         qrels=qrels,
-        k=int(meta.get("k", 10)),
+        k=meta.get("k", 10),
         version=str(meta.get("version", "")),
         description=str(meta.get("description", "")),
         label_names=tuple(meta.get("labels", ())),
     )
-    check_suite(suite, files={"memories": "memories.jsonl", "queries": "queries.jsonl", "qrels": "qrels.tsv"})
+    check_suite(
+        suite,
+        files={
+            "suite": "suite.yaml",
+            "memories": "memories.jsonl",
+            "queries": "queries.jsonl",
+            "qrels": "qrels.tsv",
+        },
+        lines={"memories": [n for n, _ in memories], "queries": [n for n, _ in queries]},
+    )
     return suite
 
 

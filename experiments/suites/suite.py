@@ -9,10 +9,11 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from experiments.suites import fields
 from retrieval.types import Memory, Query
 
 
@@ -89,6 +90,8 @@ class Suite:
             "judgements": sum(len(v) for v in self.qrels.values()),
             "relevant": sum(g > 0 for v in self.qrels.values() for g in v.values()),
             "labels": labels,
+            "k": self.k,  # the suite's declared default cutoff (suite.yaml `k`)
+            "label_names": list(self.label_names),
             "content_hash": self.content_hash[:12],
         }
 
@@ -97,28 +100,76 @@ def _dumps(record: Mapping[str, Any]) -> str:
     return json.dumps(record, sort_keys=True, ensure_ascii=False) + "\n"
 
 
-def check_suite(suite: Suite, *, files: Mapping[str, str] | None = None) -> None:
-    """Rules across records: unique ids, judgements naming known ids in the query's own scope.
+def check_suite(
+    suite: Suite,
+    *,
+    files: Mapping[str, str] | None = None,
+    lines: Mapping[str, Sequence[int]] | None = None,
+) -> None:
+    """The rules every suite obeys, whatever loaded or generated it, in one pass before any work.
 
-    `files` names the source of memories/queries/qrels for messages (defaults to the kind).
+    Fields (experiments/suites/fields.py): ids, texts, scopes, finite numbers, valid Unicode; suite
+    metadata: `k` a positive integer, query labels among the declared `label_names` (when declared)
+    and every declared name used; across records: unique ids, judgements naming known ids in the
+    query's own scope, integer grades. Raises SuiteError with every problem (up to MAX_PROBLEMS).
+    `files` names the source of suite/memories/queries/qrels for messages (defaults to the kind);
+    `lines` gives each memory's and query's line in its file (defaults to its position, from 1).
     """
-    files = {"memories": "memories", "queries": "queries", "qrels": "qrels", **(files or {})}
+    from experiments.suites.jsonl import memory_record, query_record
+
+    files = {
+        "suite": "suite",
+        "memories": "memories",
+        "queries": "queries",
+        "qrels": "qrels",
+        **(files or {}),
+    }
+    lines = lines or {}
     problems: list[Problem] = []
 
-    def add(kind: str, line: int | None, fld: str | None, message: str) -> None:
-        if len(problems) < MAX_PROBLEMS:
+    def add(kind: str, line: int | None, fld: str | None, message: str | None) -> None:
+        if message is not None and len(problems) < MAX_PROBLEMS:
             problems.append(Problem(files[kind], line, fld, message))
 
-    memory_scope: dict[str, str] = {}
-    for line, m in enumerate(suite.memories, 1):
+    def line_of(kind: str, position: int) -> int:
+        numbers = lines.get(kind)
+        return numbers[position] if numbers is not None and position < len(numbers) else position + 1
+
+    try:  # the content hash encodes every string as UTF-8: if that works, no record holds a lone surrogate
+        unicode_ok = bool(suite.content_hash)
+    except UnicodeEncodeError:
+        unicode_ok = False  # find which records and fields, below
+    add("suite", None, "k", fields.positive_int_problem(suite.k))
+    add("suite", None, "labels", fields.label_names_problem(suite.label_names))
+    memory_scope: dict[str, dict[str, str]] = {}
+    for position, m in enumerate(suite.memories):
+        line = line_of("memories", position)
         if m.id in memory_scope:
             add("memories", line, "id", f"duplicate memory id {m.id!r}")
-        memory_scope[m.id] = m.scope_key
-    query_scope: dict[str, str] = {}
-    for line, q in enumerate(suite.queries, 1):
+        for name, problem in _record_problems(m, memory_record, _MEMORY_RULES, unicode_ok):
+            add("memories", line, name, problem)
+        memory_scope[m.id] = dict(m.scope)
+    query_scope: dict[str, dict[str, str]] = {}
+    declared = set(suite.label_names)
+    used: set[str] = set()
+    for position, q in enumerate(suite.queries):
+        line = line_of("queries", position)
         if q.id in query_scope:
             add("queries", line, "id", f"duplicate query id {q.id!r}")
-        query_scope[q.id] = q.scope_key
+        for name, problem in _record_problems(q, query_record, _QUERY_RULES, unicode_ok):
+            add("queries", line, name, problem)
+        used.update(q.labels)
+        for name in sorted(set(q.labels) - declared if declared else ()):
+            add(
+                "queries",
+                line,
+                f"labels.{name}",
+                f"not a declared label (declared: {', '.join(suite.label_names)})",
+            )
+        query_scope[q.id] = dict(q.scope)
+    for name in suite.label_names:
+        if name not in used and suite.queries:
+            add("suite", None, "labels", f"declares label {name!r}, but no query has it")
     if not suite.memories:
         add("memories", None, None, "the suite has no memories")
     if not suite.queries:
@@ -127,10 +178,47 @@ def check_suite(suite: Suite, *, files: Mapping[str, str] | None = None) -> None
         if qid not in query_scope:
             add("qrels", None, "query_id", f"judgement for unknown query {qid!r}")
             continue
-        for mid in judged:
+        for mid, grade in judged.items():
+            if not isinstance(grade, int) or isinstance(grade, bool):
+                add("qrels", None, "grade", f"query {qid!r} grades memory {mid!r} {grade!r}: not an integer")
             if mid not in memory_scope:
                 add("qrels", None, "memory_id", f"query {qid!r} judges unknown memory {mid!r}")
             elif memory_scope[mid] != query_scope[qid]:
                 add("qrels", None, "memory_id", f"query {qid!r} judges memory {mid!r} of another scope")
     if problems:
         raise SuiteError(problems)
+
+
+_MEMORY_RULES: dict[str, Callable[[Any], str | None]] = {
+    "id": fields.id_problem,
+    "text": fields.text_problem,
+    "scope": fields.scope_problem,
+    "confidence": fields.number_problem,
+    "strength": fields.number_problem,
+}
+_QUERY_RULES: dict[str, Callable[[Any], str | None]] = {
+    "id": fields.id_problem,
+    "text": fields.text_problem,
+    "scope": fields.scope_problem,
+    "labels": fields.str_map_problem,
+}
+
+
+def _record_problems(
+    record: Any,
+    as_dict: Callable[[Any], dict[str, Any]],
+    rules: Mapping[str, Callable[[Any], str | None]],
+    unicode_ok: bool,
+) -> Iterator[tuple[str, str]]:
+    """(field, message) for each rule a record breaks; valid Unicode first (nothing else is reliable)."""
+    if not unicode_ok:
+        bad_text = list(fields.surrogates(as_dict(record)))
+        if bad_text:
+            yield from bad_text
+            return
+    for name, rule in rules.items():
+        value = getattr(record, name)
+        if value is not None or name in ("id", "text", "scope"):
+            problem = rule(value)
+            if problem is not None:
+                yield name, problem

@@ -1,0 +1,201 @@
+"""The field rules every suite obeys, one copy each, shared by the loaders and `check_suite`.
+
+Each rule is a function `value -> message | None` (None: fine), so a loader can attach the file, line
+and field it knows. The rules (docs/suites.md, "Validation rules"):
+- ids (memory, query, conversation, qrels columns): a non-empty string with no whitespace and no
+  control or format characters (a TREC run or qrels file splits on whitespace: an id with a space
+  would write a 7-column line), in Unicode NFC form. A non-NFC id is rejected, not normalised: the
+  qrels must name the same bytes the records do, and silently rewriting ids would break that link.
+- text: a non-empty string (not blank) of at most MAX_TEXT_CHARS characters;
+- numbers: finite (JSON has no NaN or Infinity; Python's json reads them unless told not to);
+- every string anywhere in a record: valid Unicode, no lone surrogate (`"\\ud800"` in JSON text),
+  which could never be written back as UTF-8;
+- integers in text files (qrels grades and iteration column): ASCII digits only (`int()` would
+  accept full-width digits).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import unicodedata
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+MAX_TEXT_CHARS = 1_000_000
+ASCII_INT = re.compile(r"-?[0-9]+")
+# Unicode categories an id may not contain: control (Cc), format (Cf, e.g. zero-width space),
+# separators (Zs, Zl, Zp: every kind of space and line break). Surrogates (Cs): see surrogates().
+_BAD_ID_CATEGORIES = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _show(value: Any) -> str:
+    """A value for a message: repr (escapes control characters and surrogates), cut to 60 chars."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def id_problem(value: Any) -> str | None:
+    if not isinstance(value, str) or value == "":
+        return f"must be a non-empty string, got {_show(value)}"
+    for position, char in enumerate(value):
+        if char.isspace() or unicodedata.category(char) in _BAD_ID_CATEGORIES:
+            return (
+                f"must not contain whitespace or control characters, got {_show(value)} "
+                f"(U+{ord(char):04X} at position {position}; TREC files split on whitespace)"
+            )
+    if not _SURROGATE.search(value) and not unicodedata.is_normalized("NFC", value):
+        return (
+            f"must be in Unicode NFC form, got {ascii(value):.60} "
+            f"(NFC: {ascii(unicodedata.normalize('NFC', value)):.60}"
+            "; ids are compared code point for code point, so they are not normalised silently)"
+        )
+    return None
+
+
+def text_problem(value: Any) -> str | None:
+    if not isinstance(value, str) or value.strip() == "":
+        return f"must be a non-empty string, got {_show(value)}"
+    if len(value) > MAX_TEXT_CHARS:
+        return f"longer than {MAX_TEXT_CHARS:,} characters"
+    return None
+
+
+def string_problem(value: Any) -> str | None:
+    return None if isinstance(value, str) else f"must be a string, got {_show(value)}"
+
+
+def number_problem(value: Any) -> str | None:
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return f"must be a number, got {_show(value)}"
+    if not math.isfinite(value):
+        return f"must be a finite number, got {_show(value)}"
+    return None
+
+
+def scope_problem(value: Any) -> str | None:
+    if not isinstance(value, Mapping) or not value:
+        return f"must be a non-empty object of strings, got {_show(value)}"
+    for name, part in value.items():
+        if not isinstance(name, str) or not isinstance(part, str) or not name or not part:
+            return f"must be a non-empty object of non-empty strings, got {_show(dict(value))}"
+    return None
+
+
+def str_map_problem(value: Any) -> str | None:
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        return f"must be an object of strings, got {_show(value)}"
+    return None
+
+
+def positive_int_problem(value: Any) -> str | None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        return f"must be a positive integer, got {_show(value)}"
+    return None
+
+
+def ascii_int_problem(value: str) -> str | None:
+    return None if ASCII_INT.fullmatch(value) else f"must be an integer (ASCII digits), got {_show(value)}"
+
+
+def label_names_problem(value: Any) -> str | None:
+    """Declared label names (suite.yaml `labels`): a list of distinct non-empty strings."""
+    if not isinstance(value, (list, tuple)) or not all(isinstance(x, str) and x for x in value):
+        return f"must be a list of label names (non-empty strings), got {_show(value)}"
+    if len(set(value)) != len(value):
+        return f"names a label twice: {_show(list(value))}"
+    return None
+
+
+def surrogates(value: Any, path: str = "") -> Iterator[tuple[str, str]]:
+    """(field path, message) for every string (key or value) holding a lone surrogate, anywhere in value."""
+    if not path and _encodes(value):  # fast path (C speed) for the usual, clean record or file
+        return
+    if isinstance(value, str):
+        bad = _SURROGATE.search(value)
+        if bad is not None:
+            yield path, f"contains a lone surrogate U+{ord(bad.group()):04X} (not valid Unicode text)"
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            sub = f"{path}.{key}" if path else str(key)
+            if isinstance(key, str) and _SURROGATE.search(key):
+                yield path or "(field name)", f"field name {key!r} contains a lone surrogate"
+                continue
+            yield from surrogates(item, sub)
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            yield from surrogates(item, f"{path}[{i}]")
+
+
+def _encodes(value: Any) -> bool:
+    try:
+        json.dumps(value, ensure_ascii=False, default=str).encode("utf-8")
+    except (UnicodeEncodeError, ValueError, TypeError, RecursionError):
+        return False
+    return True
+
+
+class NonFiniteNumber(ValueError):
+    """A JSON text holds NaN, Infinity, -Infinity, or a number too large for a float."""
+
+
+def _non_finite_message(token: str) -> str:
+    if token.lstrip("-") in ("NaN", "Infinity"):
+        return f"{token} is not a JSON number (numbers must be finite)"
+    return f"{token} is too large for a finite number"
+
+
+def _reject_constant(token: str) -> Any:
+    raise NonFiniteNumber(_non_finite_message(token))
+
+
+def _finite_float(token: str) -> float:
+    value = float(token)
+    if not math.isfinite(value):
+        raise NonFiniteNumber(_non_finite_message(token))
+    return value
+
+
+def json_loads(text: str) -> Any:
+    """Strict JSON: NaN/Infinity and overflowing numbers raise NonFiniteNumber (a ValueError)."""
+    return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+
+
+class _Token(str):
+    """A non-finite number kept as its source text, to find where it sits."""
+
+
+def _non_finite(value: Any, path: str = "") -> Iterator[tuple[str, str]]:
+    if isinstance(value, _Token):
+        yield path, str(value)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _non_finite(item, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _non_finite(item, f"{path}[{i}]")
+
+
+def json_problems(err: Exception, text: str) -> list[tuple[int | None, str | None, str]]:
+    """(line in text, field path, message) for an error json_loads raised on text."""
+    if isinstance(err, json.JSONDecodeError):
+        return [(err.lineno, None, f"malformed JSON: {err.msg} (column {err.colno})")]
+    if isinstance(err, RecursionError):
+        return [(None, None, "malformed JSON: nested too deeply")]
+    if isinstance(err, NonFiniteNumber):  # the hooks see no position: parse again, keeping the tokens
+        try:
+            data = json.loads(
+                text,
+                parse_constant=_Token,
+                parse_float=lambda t: float(t) if math.isfinite(float(t)) else _Token(t),
+            )
+            found = list(_non_finite(data))
+        except (ValueError, RecursionError):
+            found = []
+        if found:
+            return [(None, where or None, _non_finite_message(token)) for where, token in found]
+    return [(None, None, f"malformed JSON: {err}")]
