@@ -129,9 +129,10 @@ def evaluate(
     suite: Suite, output: RunOutput, metrics: Sequence[str] = DEFAULT_METRICS, *, seed: int = 0
 ) -> Evaluation:
     frame = per_query_table(suite, output, metrics)
-    # noise@5 (experiments/noise.py) only for suites whose queries carry noise patterns.
+    # noise@k (experiments/noise.py) at the suite's own cutoff (suite.yaml `k`), only for suites whose
+    # queries carry noise patterns.
     run = {r.query_id: r.memory_ids for r in output.ranked}
-    noise = noise_table(suite.queries, run, {m.id: m.text for m in suite.memories})
+    noise = noise_table(suite.queries, run, {m.id: m.text for m in suite.memories}, k=suite.k)
     frame = frame.join(noise)
     summary = summarize(frame, [*metrics, *noise.columns], seed=seed)
     summary["build_ms"] = dict(output.build_ms)

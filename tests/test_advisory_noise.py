@@ -37,12 +37,12 @@ def test_noise_table_is_empty_when_no_query_has_patterns():
     assert table["noise@5"].to_dict() == {"q": 0.0, "r": 1.0}
 
 
-def _suite(patterns):
+def _suite(patterns, k=5):
     mems = [memory("m0", "RT @dev: run the tests"), memory("m1", "run the tests before a commit")]
     mems += [memory(f"f{i}", f"unrelated filler {i} about gardening") for i in range(4)]  # BM25 idf > 0
     labels = MappingProxyType({"category": "code"})
     queries = [query("q0", "run the tests", labels=labels, noise_patterns=patterns)]
-    return Suite(name="s", memories=tuple(mems), queries=tuple(queries), qrels={"q0": {"m1": 1}})
+    return Suite(name="s", memories=tuple(mems), queries=tuple(queries), qrels={"q0": {"m1": 1}}, k=k)
 
 
 def test_evaluate_reports_noise_overall_and_per_label_when_the_suite_has_patterns():
@@ -53,6 +53,13 @@ def test_evaluate_reports_noise_overall_and_per_label_when_the_suite_has_pattern
     assert ev.metrics["overall"]["noise@5"] == pytest.approx(0.5)
     assert ev.metrics["by_label"]["category"]["code"]["noise@5"] == pytest.approx(0.5)
     assert "noise@5" in ev.metrics["overall_ci95"]
+
+
+def test_noise_is_measured_at_the_suites_own_cutoff():
+    suite = _suite(PATTERNS, k=10)
+    out = Pipeline((BM25Retriever(),)).run(suite.memories, suite.queries, progress=False)
+    ev = evaluate(suite, out, ["P@5"])
+    assert "noise@10" in ev.metrics["overall"] and "noise@5" not in ev.metrics["overall"]
 
 
 def test_evaluate_without_patterns_is_unchanged():
