@@ -40,7 +40,7 @@ def _suite() -> Suite:
         ]
     )
     qrels = {"q0": {"m0": 2, "m1": 0}, "q1": {"m2": 1}, "q2": {"m4": 1}}
-    return Suite(name="tiny-advice", memories=mems, queries=queries, qrels=qrels)
+    return Suite(name="tiny-advice", memories=mems, queries=queries, qrels=qrels, k=5)
 
 
 def _phase(name: str, *rank) -> PhaseResult:
