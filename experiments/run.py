@@ -44,6 +44,7 @@ from experiments.sweeps import (
 from experiments.tagging_report import tagging_report
 from experiments.tracking import (
     MlflowTracker,
+    SuiteDataset,
     TrackingError,
     ensure_store,
     flatten,
@@ -164,6 +165,7 @@ def run_experiment(
     for note in suite.notes:
         print(f"  note: {note}")
     started = time.perf_counter()
+    started_ms = int(time.time() * 1000)
     output, evaluation = execute(cfg, suite, pipeline, memo=process_memo() if multirun else None)
     evaluation.metrics["wall_s"] = time.perf_counter() - started
     evaluation.metrics["suite"] = {
@@ -205,6 +207,13 @@ def run_experiment(
             tags=tags,
             run_dir=run_dir,
             config_text=OmegaConf.to_yaml(cfg, resolve=True),
+            started_ms=started_ms,
+            dataset=SuiteDataset(
+                name=suite.name,
+                digest=suite.content_hash,
+                source=str(cfg.suite.get("path") or suite.name),
+                profile={k: v for k, v in suite.summary().items() if k != "labels"},
+            ),
         )
         print(f"MLflow run {run_id} in {tracker.experiment}")
         record_finished(cfg.cache_dir, cfg_hash, suite.content_hash, run_dir, run_id)

@@ -287,6 +287,28 @@ def git_commit() -> str:
 
 
 @dataclass(frozen=True)
+class SuiteDataset:
+    """The evaluation suite as an MLflow dataset input: name, content digest and where it was read."""
+
+    name: str
+    digest: str
+    source: str
+    profile: Mapping[str, Any]
+
+    def as_input(self) -> Any:
+        from mlflow.entities import Dataset, DatasetInput, InputTag
+
+        dataset = Dataset(
+            name=self.name,
+            digest=self.digest[:36],
+            source_type="local",
+            source=json.dumps({"uri": self.source}),
+            profile=json.dumps(dict(self.profile), default=str),
+        )
+        return DatasetInput(dataset, tags=[InputTag("mlflow.data.context", "evaluation")])
+
+
+@dataclass(frozen=True)
 class MlflowTracker:
     experiment: str = "memeval"
     uri: str | None = None
@@ -303,7 +325,11 @@ class MlflowTracker:
         run_dir: Path,
         config_text: str,
         metric_names: Mapping[str, str] | None = None,
+        started_ms: int | None = None,
+        dataset: SuiteDataset | None = None,
     ) -> str:
+        """`started_ms`: when the work began (so the MLflow UI's Duration is the run's, not the
+        logging's); `dataset`: the suite, logged as the run's input with its content digest."""
         import mlflow
 
         uri = resolve_uri(self.uri)
@@ -318,10 +344,18 @@ class MlflowTracker:
                 run_tags[METRIC_NAMES_TAG] = METRIC_NAMES_FILE
             if self.parent_run_id:
                 run_tags["mlflow.parentRunId"] = self.parent_run_id
-            run = client.create_run(experiment_id, run_name=run_name, tags=run_tags)
+            # MLflow's own tags, so the UI's Source and Version columns mean something.
+            run_tags.setdefault("mlflow.source.name", "memeval-run")
+            run_tags.setdefault("mlflow.source.type", "LOCAL")
+            if tags.get("git_commit") and tags["git_commit"] != "unknown":
+                run_tags.setdefault("mlflow.source.git.commit", tags["git_commit"])
+            run = client.create_run(experiment_id, run_name=run_name, tags=run_tags, start_time=started_ms)
             run_id = run.info.run_id
             try:
                 from mlflow.entities import Metric, Param
+
+                if dataset is not None:
+                    client.log_inputs(run_id, datasets=[dataset.as_input()])
 
                 client.log_batch(run_id, params=[Param(k, v) for k, v in params.items()])
                 ts = _now_ms()
