@@ -396,7 +396,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         "",
         *(
             [
-                "## Cross-encoder: fused with the first stage (rrf, as the phase variants pin it) vs replacing it",
+                "## Cross-encoder: fused with the first stage (rrf, as the phase variants pin it) "
+                "vs replacing it",
                 "",
                 "The reranker is `models/cross-encoder-beam500k` from `memeval-train-reranker` (trained on"
                 " BEAM conversations, not on advisory insights); reports/cross_encoder/ evaluates it.",
