@@ -27,7 +27,15 @@ from typing import Any
 import yaml
 
 from experiments.suites import fields
-from experiments.suites.suite import MAX_PROBLEMS, Problem, Suite, SuiteError, check_suite
+from experiments.suites.suite import (
+    MAX_PROBLEMS,
+    Problem,
+    Suite,
+    SuiteError,
+    check_suite,
+    memory_record,
+    query_record,
+)
 from retrieval.types import RESERVED_METADATA_KEYS, Memory, Query
 
 IMPORTANCE = ("critical", "high", "medium", "low")
@@ -327,36 +335,6 @@ def load_suite(path: str | Path, *, name: str | None = None) -> Suite:
         lines={"memories": [n for n, _ in memories], "queries": [n for n, _ in queries]},
     )
     return suite
-
-
-def memory_record(m: Memory) -> dict[str, Any]:
-    record: dict[str, Any] = {"id": m.id, "text": m.text, "scope": dict(m.scope)}
-    optional = {
-        "created_at": m.created_at,
-        "tier": m.tier,
-        "tags": list(m.tags) or None,
-        "importance": m.importance,
-        "confidence": m.confidence,
-        "strength": m.strength,
-        "deleted": m.deleted or None,
-        "role": m.role,
-        "metadata": dict(m.metadata) or None,
-    }
-    record.update({k: v for k, v in optional.items() if v is not None})
-    return record
-
-
-def query_record(q: Query) -> dict[str, Any]:
-    record: dict[str, Any] = {"id": q.id, "text": q.text, "scope": dict(q.scope)}
-    optional = {
-        "labels": dict(q.labels) or None,
-        "now": q.now,
-        "context": dict(q.context) or None,
-        "noise_patterns": list(q.noise_patterns) or None,
-        "expected_domains": list(q.expected_domains) or None,
-    }
-    record.update({k: v for k, v in optional.items() if v is not None})
-    return record
 
 
 def write_qrels(qrels: Mapping[str, Mapping[str, int]], path: str | Path) -> None:

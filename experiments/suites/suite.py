@@ -58,8 +58,6 @@ class Suite:
     @functools.cached_property
     def content_hash(self) -> str:
         """sha256 of the canonical serialisation: the identity results and caches are keyed by."""
-        from experiments.suites.jsonl import memory_record, query_record
-
         digest = hashlib.sha256()
         for record in map(memory_record, self.memories):
             digest.update(_dumps(record).encode())
@@ -115,8 +113,6 @@ def check_suite(
     `files` names the source of suite/memories/queries/qrels for messages (defaults to the kind);
     `lines` gives each memory's and query's line in its file (defaults to its position, from 1).
     """
-    from experiments.suites.jsonl import memory_record, query_record
-
     files = {
         "suite": "suite",
         "memories": "memories",
@@ -222,3 +218,34 @@ def _record_problems(
             problem = rule(value)
             if problem is not None:
                 yield name, problem
+
+
+# The canonical record of a memory or query: what suites are saved as, hashed by and validated on.
+def memory_record(m: Memory) -> dict[str, Any]:
+    record: dict[str, Any] = {"id": m.id, "text": m.text, "scope": dict(m.scope)}
+    optional = {
+        "created_at": m.created_at,
+        "tier": m.tier,
+        "tags": list(m.tags) or None,
+        "importance": m.importance,
+        "confidence": m.confidence,
+        "strength": m.strength,
+        "deleted": m.deleted or None,
+        "role": m.role,
+        "metadata": dict(m.metadata) or None,
+    }
+    record.update({k: v for k, v in optional.items() if v is not None})
+    return record
+
+
+def query_record(q: Query) -> dict[str, Any]:
+    record: dict[str, Any] = {"id": q.id, "text": q.text, "scope": dict(q.scope)}
+    optional = {
+        "labels": dict(q.labels) or None,
+        "now": q.now,
+        "context": dict(q.context) or None,
+        "noise_patterns": list(q.noise_patterns) or None,
+        "expected_domains": list(q.expected_domains) or None,
+    }
+    record.update({k: v for k, v in optional.items() if v is not None})
+    return record
