@@ -46,15 +46,11 @@ from typing import Any
 
 import numpy as np
 
+from experiments.benchmark_report import VARIANTS, write_report
 from experiments.configs import CONF_DIR
 
 REPO = Path(__file__).resolve().parents[1]
-VARIANTS = ("bm25", "dense", "hybrid", "exp05", "cross_encoder")
 TRAINED_CE = REPO / "models" / "cross-encoder-beam500k"
-# Targets (issue 7), warm cache, this 2-core CPU.
-HYBRID_P95_MS = {1_000: 20.0, 100_000: 100.0}
-RERANK_P95_MS = 200.0
-PEAK_MB_AT_100K = 2048.0
 METRICS = ("P@5", "P@10", "R@10", "nDCG@10", "RR", "AP")
 IR_MEASURES = {"P@5": "P@5", "P@10": "P@10", "R@10": "R@10", "nDCG@10": "nDCG@10", "RR": "RR", "AP": "AP"}
 
@@ -471,7 +467,6 @@ def cross_encoder_model(work: Path) -> tuple[str, str]:
 
 
 def _write(results: dict[str, Any], out: Path, note: str) -> None:
-    from experiments.benchmark_report import write_report
 
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(results, indent=2))

@@ -14,7 +14,13 @@ from typing import Any
 
 import numpy as np
 
-from experiments.benchmark import HYBRID_P95_MS, PEAK_MB_AT_100K, RERANK_P95_MS, VARIANTS
+# The variants the benchmark measures, and its targets (warm cache, this 2-core CPU). Here, with the
+# report that judges them; experiments.benchmark measures and imports them (one direction).
+VARIANTS = ("bm25", "dense", "hybrid", "exp05", "cross_encoder")
+HYBRID_P95_MS = {1_000: 20.0, 100_000: 100.0}
+RERANK_P95_MS = 200.0
+PEAK_MB_AT_100K = 2048.0
+
 
 
 def _f(x: float | None, digits: int = 1) -> str:

@@ -41,7 +41,6 @@ from experiments.sweeps import (
     record_finished,
     resume_enabled,
 )
-from experiments.tagging_report import tagging_report
 from experiments.tracking import (
     MlflowTracker,
     SuiteDataset,
@@ -127,7 +126,10 @@ def execute(
         memo=memo,
     )
     evaluation = evaluate(suite, output, list(cfg.metrics), seed=cfg.seed)
-    evaluation.metrics["tagging"] = tagging_report(suite, output.corpus)  # EXP-05 coverage/precision
+    # Extra metrics.json sections (`run_reports` in the config: name -> function(suite, corpus) -> dict),
+    # e.g. instruction-tagging coverage and precision: plug-ins, so the runner knows none of them.
+    for name, node in (cfg.get("run_reports") or {}).items():
+        evaluation.metrics[str(name)] = instantiate(node)(suite, output.corpus)
     return output, evaluation
 
 

@@ -9,8 +9,8 @@ import sys
 import numpy as np
 import pytest
 
-from experiments.benchmark import VARIANTS, percentiles
-from experiments.benchmark_report import loglog_slope
+from experiments.benchmark import percentiles
+from experiments.benchmark_report import VARIANTS, loglog_slope
 from tests.support import REPO
 
 
