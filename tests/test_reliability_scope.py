@@ -49,13 +49,28 @@ def run_variant(variant: str, suite_overrides: list[str], tmp: Path, ce_dir: Pat
     ]
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(config_name="config", overrides=overrides)
+        extra = []
         if "cross_encoder" in cfg.stage:
-            cfg = compose(
-                config_name="config", overrides=[*overrides, f"stage.cross_encoder.scorer.model={ce_dir}"]
-            )
+            extra.append(f"stage.cross_encoder.scorer.model={ce_dir}")
+        if "trec_run" in cfg.stage:  # another system's run over this suite: every memory of the query's scope
+            extra.append(f"stage.trec_run.path={write_same_scope_run(cfg, tmp / 'system.trec')}")
+        if extra:
+            cfg = compose(config_name="config", overrides=[*overrides, *extra])
     run_dir = tmp / "runs" / variant
     run_experiment(cfg, run_dir)
     return json.loads((run_dir / "metrics.json").read_text())
+
+
+def write_same_scope_run(cfg, path: Path) -> Path:
+    from experiments.run import load_suite_from_config
+
+    suite = load_suite_from_config(cfg)
+    lines = []
+    for q in suite.queries:
+        same = [m.id for m in suite.memories if dict(m.scope) == dict(q.scope)]
+        lines += [f"{q.id} Q0 {mid} {rank} {1.0 / rank} system" for rank, mid in enumerate(same[:100], 1)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
 
 
 def test_every_variant_config_is_covered():
