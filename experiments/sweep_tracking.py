@@ -100,46 +100,25 @@ class MlflowSweepCallback(Callback):
             )
 
     def _start(self, config: DictConfig) -> None:
-        import mlflow
         from hydra.utils import instantiate
-        from mlflow.entities import Param
 
-        from experiments.tracking import _experiment_id, ensure_store, resolve_uri
+        from experiments.tracking import open_parent_run
 
-        tracker = instantiate(config.tracking.tracker)
-        uri = resolve_uri(tracker.uri)
-        ensure_store(uri)  # a new SQLite store is created here, once (and safely: see ensure_store)
-        experiment_id = tracker.experiment_id or _experiment_id(tracker.experiment, uri)
-        client = mlflow.MlflowClient(tracking_uri=uri)
         overrides = [str(o) for o in config.hydra.overrides.task]
-        key = sweep_key(str(config.hydra.job.config_name), overrides)
-        parent_id = None
-        if resume_enabled(config.get("resume", "auto"), multirun=True):
-            previous = client.search_runs(
-                [experiment_id],
-                filter_string=f"tags.`{SWEEP_KEY_TAG}` = '{key}'",
-                order_by=["attributes.start_time DESC"],
-                max_results=1,
-            )
-            if previous:
-                parent_id = previous[0].info.run_id
-                client.update_run(parent_id, status="RUNNING")
-        if parent_id is None:
-            name = "sweep " + " ".join(overrides)
-            parent = client.create_run(
-                experiment_id,
-                run_name=name[:250],
-                tags={SWEEP_KEY_TAG: key, "memeval.sweep_dir": str(config.hydra.sweep.dir)},
-            )
-            parent_id = parent.info.run_id
-            # `+sweep=...`, `~key`: MLflow rejects '+' and '~' in param keys; the bare key is the name.
-            pairs = (o.split("=", 1) for o in overrides if "=" in o)
-            params = [Param(key.lstrip("+~"), value[:500]) for key, value in pairs]
-            if params:
-                client.log_batch(parent_id, params=params)
+        # `+sweep=...`, `~key`: MLflow rejects '+' and '~' in param keys; the bare key is the name.
+        pairs = (o.split("=", 1) for o in overrides if "=" in o)
+        info = open_parent_run(
+            instantiate(config.tracking.tracker),
+            key_tag=SWEEP_KEY_TAG,
+            key=sweep_key(str(config.hydra.job.config_name), overrides),
+            run_name="sweep " + " ".join(overrides),
+            tags={"memeval.sweep_dir": str(config.hydra.sweep.dir)},
+            params={key.lstrip("+~"): value for key, value in pairs},
+            reopen=resume_enabled(config.get("resume", "auto"), multirun=True),
+        )
+        parent_id, experiment_id = info["parent_run_id"], info["experiment_id"]
         sweep_dir = Path(str(config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
-        info = {"uri": uri, "experiment_id": experiment_id, "parent_run_id": parent_id}
         (sweep_dir / PARENT_FILE).write_text(json.dumps(info, indent=2))
         print(f"MLflow parent run {parent_id} (experiment {experiment_id}) for sweep {sweep_dir}")
 

@@ -399,3 +399,43 @@ def _now_ms() -> int:
     import time
 
     return int(time.time() * 1000)
+
+
+def open_parent_run(
+    tracker: MlflowTracker,
+    *,
+    key_tag: str,
+    key: str,
+    run_name: str,
+    tags: Mapping[str, str],
+    params: Mapping[str, str],
+    reopen: bool = True,
+) -> dict[str, str]:
+    """The parent run of a sweep or a study: created once in the launching process (the store and the
+    experiment too, safely), or, with `reopen`, the newest earlier parent with the same `key` reopened,
+    so a re-run's new children join the ones that finished before. Returns what each child needs
+    (uri, experiment_id, parent_run_id)."""
+    import mlflow
+    from mlflow.entities import Param
+
+    uri = resolve_uri(tracker.uri)
+    ensure_store(uri)  # a new SQLite store is created here, once (and safely: see ensure_store)
+    experiment_id = tracker.experiment_id or _experiment_id(tracker.experiment, uri)
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    parent_id = None
+    if reopen:
+        previous = client.search_runs(
+            [experiment_id],
+            filter_string=f"tags.`{key_tag}` = '{key}'",
+            order_by=["attributes.start_time DESC"],
+            max_results=1,
+        )
+        if previous:
+            parent_id = previous[0].info.run_id
+            client.update_run(parent_id, status="RUNNING")
+    if parent_id is None:
+        parent = client.create_run(experiment_id, run_name=run_name[:250], tags={key_tag: key, **tags})
+        parent_id = parent.info.run_id
+        if params:
+            client.log_batch(parent_id, params=[Param(k, str(v)[:500]) for k, v in params.items()])
+    return {"uri": uri, "experiment_id": experiment_id, "parent_run_id": parent_id}

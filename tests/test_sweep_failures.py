@@ -100,13 +100,13 @@ def test_a_failed_job_is_a_failed_child_the_others_run_and_a_rerun_finishes_only
     uri = copy_store(store_template, tmp_path / "store")
     points = (f"suite.path={suite},{later}", "stage.bm25.k1=1.2,1.5")
     proc = multirun(tmp_path, tmp_path / "first", *points, uri=uri)
-    assert proc.returncode != 0 and "suite directory does not exist" in proc.stderr, proc.stderr[-3000:]
+    assert proc.returncode != 0 and "later_suite does not exist" in proc.stderr, proc.stderr[-3000:]
     parents, children = parents_and_children(uri)
     assert len(parents) == 1 and parents[0].info.status == "FAILED"
     statuses = sorted(c.info.status for c in children)
     assert statuses == ["FAILED", "FAILED", "FINISHED", "FINISHED"]  # every job ran
     failed = [c for c in children if c.info.status == "FAILED"]
-    assert all("suite directory does not exist" in c.data.tags["memeval.error"] for c in failed)
+    assert all("later_suite does not exist" in c.data.tags["memeval.error"] for c in failed)
     assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parents[0].info.run_id}
     failed_dirs = [j for j in job_dirs(tmp_path / "first") if (j / "failed.json").is_file()]
     assert len(failed_dirs) == 2
@@ -117,7 +117,7 @@ def test_a_failed_job_is_a_failed_child_the_others_run_and_a_rerun_finishes_only
     argv = ["--name", "r", "--out-root", str(tmp_path / "reports"), "--run-dir", str(tmp_path / "first")]
     assert report(argv) == 1
     markdown = (tmp_path / "reports" / "r" / "report.md").read_text()
-    assert "Incomplete: 2 run(s)" in markdown and "suite directory does not exist" in markdown
+    assert "Incomplete: 2 run(s)" in markdown and "later_suite does not exist" in markdown
     argv = ["--name", "p", "--out-root", str(tmp_path / "reports"), "--parent", parents[0].info.run_id,
             "--tracking-uri", uri]  # fmt: skip
     assert report(argv) == 1

@@ -238,46 +238,29 @@ def _uri(cfg: DictConfig) -> str:
 
 
 def _start_parent(plan: StudyPlan, cfg: DictConfig) -> dict[str, str]:
-    """One MLflow parent run for the study (reopened on a re-run), as experiments.sweep_tracking does."""
-    import mlflow
+    """One MLflow parent run for the study (reopened on a re-run), as a sweep has."""
     from hydra.utils import instantiate
-    from mlflow.entities import Param
 
-    from experiments.tracking import _experiment_id, resolve_uri
+    from experiments.tracking import open_parent_run
 
-    tracker = instantiate(cfg.tracking.tracker)
-    uri = resolve_uri(tracker.uri)
-    mlflow.set_tracking_uri(uri)  # a new SQLite store is created here, once
-    experiment_id = tracker.experiment_id or _experiment_id(tracker.experiment)
-    client = mlflow.MlflowClient(tracking_uri=uri)
-    key = study_key(plan)
-    previous = client.search_runs(
-        [experiment_id],
-        filter_string=f"tags.`{STUDY_KEY_TAG}` = '{key}'",
-        order_by=["attributes.start_time DESC"],
-        max_results=1,
-    )
-    if previous:
-        parent_id = previous[0].info.run_id
-        client.update_run(parent_id, status="RUNNING")
-    else:
-        parent = client.create_run(
-            experiment_id,
-            run_name=f"study {plan.name}",
-            tags={STUDY_KEY_TAG: key, "memeval.study": plan.name},
-        )
-        parent_id = parent.info.run_id
-        params = {
+    info = open_parent_run(
+        instantiate(cfg.tracking.tracker),
+        key_tag=STUDY_KEY_TAG,
+        key=study_key(plan),
+        run_name=f"study {plan.name}",
+        tags={"memeval.study": plan.name},
+        params={
             "study": plan.name,
             "rows": str(len(plan.rows)),
             "baseline": plan.baseline,
             "metrics": ",".join(plan.metrics),
             "primary": plan.primary,
             "test": plan.stats.test,
-        }
-        client.log_batch(parent_id, params=[Param(k, v[:500]) for k, v in params.items()])
-    print(f"MLflow parent run {parent_id} (experiment {experiment_id}) for study {plan.name}")
-    return {"uri": uri, "experiment_id": experiment_id, "parent_run_id": parent_id}
+        },
+    )
+    parent, experiment = info["parent_run_id"], info["experiment_id"]
+    print(f"MLflow parent run {parent} (experiment {experiment}) for study {plan.name}")
+    return info
 
 
 def _finish_parent(parent: Mapping[str, str]) -> None:
