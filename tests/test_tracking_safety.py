@@ -87,7 +87,8 @@ def test_a_run_with_nasty_labels_is_logged_and_read_back_under_its_original_name
     back = original_metrics(client, run)
     assert back["category.C++ & tools (v2), 'x'.P@5"] == 0.4 and back["odd label (1).v+1.nDCG@10"] == 0.5
     assert back["nDCG@10"] == 0.6
-    found = finished_in_mlflow(uri, "names", None, "cafe", "beef", ["nDCG@10", "R_all@10", "P@5"], code="c0de")
+    names = ["nDCG@10", "R_all@10", "P@5"]
+    found = finished_in_mlflow(uri, "names", None, "cafe", "beef", names, code="c0de")
     assert found is not None and found.mlflow_run_id == run_id
     assert found.overall == {"nDCG@10": 0.6, "R_all@10": 0.7, "P@5": 0.3}
 
