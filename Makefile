@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 export HF_HUB_OFFLINE := 1           # models load from local files only (DESIGN.md "Models, offline")
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup run test lint clean-venv
+.PHONY: setup run test lint clean-venv reranker
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,12 @@ setup: $(VENV)/.installed
 # The main job: every spark25 phase is one run; this runs the default suite and variant.
 run: setup
 	$(PY) -m experiments.run $(ARGS)
+
+# The cross-encoder the `cross_encoder` and `spark_phase2/3` variants need (none ships): a compact 3-layer
+# reranker trained from the bundled MiniLM on BEAM 500K within a 7-minute budget, exported to int8 ONNX
+# (docs/reranker.md). ARGS adds Hydra overrides, e.g. ARGS="train_suite.path=/data/beam/500K".
+reranker: setup
+	$(PY) -m experiments.train_reranker num_layers=3 max_train_minutes=7 export_backend=onnx-int8 $(ARGS)
 
 test: setup
 	$(PY) -m pytest -q $(ARGS)
