@@ -23,9 +23,11 @@ run: setup
 
 # The cross-encoder the `cross_encoder` and `spark_phase2/3` variants need (none ships): a compact 3-layer
 # reranker trained from the bundled MiniLM on BEAM 500K within a 7-minute budget, exported to int8 ONNX
-# (docs/reranker.md). ARGS adds Hydra overrides, e.g. ARGS="train_suite.path=/data/beam/500K".
+# (docs/reranker.md); smaller validations leave more of the budget to training.
+# ARGS adds Hydra overrides, e.g. ARGS="train_suite.path=/data/beam/500K".
 reranker: setup
-	$(PY) -m experiments.train_reranker num_layers=3 max_train_minutes=7 export_backend=onnx-int8 $(ARGS)
+	$(PY) -m experiments.train_reranker num_layers=3 max_train_minutes=7 val_max_queries=16 eval_every=25 \
+		export_backend=onnx-int8 $(ARGS)
 
 test: setup
 	$(PY) -m pytest -q $(ARGS)

@@ -195,6 +195,7 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     lists = first_stage_lists(cfg, suite, split.train + val_queries, cfg.negative_depth)
     pairs = training_pairs(suite, split.train, lists, cfg, rng)
     n_pos = sum(p.label > 0 for p in pairs)
+    setup_s = time.perf_counter() - started  # suite, first stage, pairs: part of the budget
     print(
         f"training suite {suite.name}: {len(split.train)} train / {len(split.validation)} validation queries "
         f"({len(val_queries)} used); {len(pairs)} pairs ({n_pos} positive); "
@@ -288,6 +289,8 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         f"val_{cfg.val_metric}_best": best["val"],
         "final_train_loss": float(np.mean(losses[-cfg.eval_every :])),
         "train_s": time.perf_counter() - started,
+        "setup_s": setup_s,
+        "validation_s_max": budget.validation_s,
         "num_layers": net.config.num_hidden_layers,
         "history": history,
         "config": OmegaConf.to_container(cfg, resolve=True),
