@@ -38,6 +38,7 @@ from experiments.run import load_suite_from_config
 from retrieval.encoder import MINILM, resolve_model_path
 
 BACKENDS = ("torch", "onnx-int8", "onnx", "openvino")
+SUITE_OVERRIDES: list[str] = []  # --suite-path
 TARGETS = {"cold_speedup": 3.0, "ndcg_delta": 0.005, "query_p95_ms": 30.0, "rerank_p95_cpu_ms": 200.0}
 
 
@@ -55,7 +56,7 @@ def timed(fn):
 def compose(overrides: list[str]):
     from experiments.configs import compose_config
 
-    return compose_config(["suite=beam", "tracking=none", "progress=false", *overrides])
+    return compose_config(["suite=beam", "tracking=none", "progress=false", *SUITE_OVERRIDES, *overrides])
 
 
 def bi_encoder(backend: str, cache_dir: str | None):
@@ -220,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", default=".memeval_cache")
     parser.add_argument("--out", default="reports/benchmarks")
     parser.add_argument("--note", default="")
+    parser.add_argument("--suite-path", default=None, help="BEAM 100K folder (default: the suite config's)")
     parser.add_argument(
         "--parts", default="bi,dense,ce", help="bi (speed), dense (quality), ce (speed; quality if trained)"
     )
@@ -229,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     parts = set(args.parts.split(","))
+    SUITE_OVERRIDES[:] = [f"suite.path={args.suite_path}"] if args.suite_path else []
     info = machine()
     from importlib.metadata import version
 
