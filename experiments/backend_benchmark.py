@@ -181,6 +181,33 @@ def measure_cross_encoder(backend: str, model: str, heads, trained: bool) -> dic
     }
 
 
+def dense_threads(sizes=(2_432, 38_058, 100_000), repeats: int = 200) -> list[dict[str, Any]]:
+    """A query's matrix-vector product (384-d, float32) with the default BLAS threads and with one."""
+    from threadpoolctl import ThreadpoolController
+
+    controller, rng, rows = ThreadpoolController(), np.random.default_rng(0), []
+    for n in sizes:
+        matrix = rng.standard_normal((n, 384), dtype=np.float32)
+        query = rng.standard_normal(384, dtype=np.float32)
+        for threads in (None, 1):
+            walls, cpus = [], []
+            for i in range(repeats + 5):
+                with controller.limit(limits=threads, user_api="blas"):
+                    _, w, c = timed(lambda m=matrix, q=query: m @ q)
+                if i >= 5:
+                    walls.append(1000 * w)
+                    cpus.append(1000 * c)
+            rows.append(
+                {
+                    "memories": n,
+                    "blas_threads": threads or "default",
+                    "wall_ms": percentiles(walls),
+                    "cpu_ms": percentiles(cpus),
+                }
+            )
+    return rows
+
+
 def agreement(reference: list[list[float]], other: list[list[float]]) -> dict[str, float]:
     from scipy.stats import spearmanr
 
@@ -223,7 +250,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--note", default="")
     parser.add_argument("--suite-path", default=None, help="BEAM 100K folder (default: the suite config's)")
     parser.add_argument(
-        "--parts", default="bi,dense,ce", help="bi (speed), dense (quality), ce (speed; quality if trained)"
+        "--parts",
+        default="threads,bi,dense,ce",
+        help="threads (BLAS in dense search), bi (speed), dense (quality), ce (speed; quality if trained)",
     )
     parser.add_argument("--merge", action="store_true", help="update OUT/backends.json instead of replacing")
     args = parser.parse_args(argv)
@@ -255,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
         results["runs"] = results.get("runs", [results["machine"]]) + [info]
         results["args"]["reranker"] = args.reranker
     results["trained_reranker"] = trained
+    if "threads" in parts:
+        results["dense_threads"] = dense_threads()
     for backend in backends:
         row: dict[str, Any] = results["backends"].setdefault(backend, {})
         if "bi" in parts:
@@ -391,6 +422,22 @@ def render(results: dict[str, Any]) -> str:
             f"{ag.get('top8_overlap', float('nan')):.3f} | "
             + (f"{rq['nDCG@10']:.4f} | {delta:+.4f} |" if rq and delta is not None else "– | – |")
         )
+    if results.get("dense_threads"):
+        lines += [
+            "",
+            "## Dense search threads",
+            "",
+            "One query's matrix-vector product over n memories (384-d float32), 200 repeats, with numpy's "
+            "default BLAS threads and with one (threadpoolctl; `retrieval/retrievers/dense.py` uses one).",
+            "",
+            "| memories | BLAS threads | p50 ms | p95 ms | CPU ms / query |",
+            "|---|---|---|---|---|",
+        ]
+        for r in results["dense_threads"]:
+            lines.append(
+                f"| {r['memories']:,} | {r['blas_threads']} | {r['wall_ms']['p50']:.3f} | "
+                f"{r['wall_ms']['p95']:.3f} | {r['cpu_ms']['mean']:.3f} |"
+            )
     lines += ["", "## Targets", ""] + targets(results)
     return "\n".join(lines) + "\n"
 
