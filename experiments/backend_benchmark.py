@@ -255,6 +255,12 @@ def main(argv: list[str] | None = None) -> int:
         help="threads (BLAS in dense search), bi (speed), dense (quality), ce (speed; quality if trained)",
     )
     parser.add_argument("--merge", action="store_true", help="update OUT/backends.json instead of replacing")
+    parser.add_argument(
+        "--merge-from",
+        action="append",
+        default=[],
+        help="another run's backends.json to fold in (repeatable)",
+    )
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -284,6 +290,13 @@ def main(argv: list[str] | None = None) -> int:
         results["runs"] = results.get("runs", [results["machine"]]) + [info]
         results["args"]["reranker"] = args.reranker
     results["trained_reranker"] = trained
+    for other in args.merge_from:  # parts measured by another run (another process, same machine)
+        extra = json.loads(Path(other).read_text())
+        results["runs"] = results.get("runs", [results["machine"]]) + extra.get("runs", [extra["machine"]])
+        for backend, parts_measured in extra["backends"].items():
+            results["backends"].setdefault(backend, {}).update(parts_measured)
+        results["trained_reranker"] = extra.get("trained_reranker", trained)
+        results["args"]["reranker"] = extra["args"].get("reranker", args.reranker)
     if "threads" in parts:
         results["dense_threads"] = dense_threads()
     for backend in backends:
@@ -302,6 +315,7 @@ def main(argv: list[str] | None = None) -> int:
             row["rerank_quality"] = reranker_quality(backend, ce_model)
         row["loadavg_after"] = list(os.getloadavg())
         write(results, Path(args.out))  # after each backend: an interrupted run keeps what it measured
+    write(results, Path(args.out))
     return 0
 
 
