@@ -289,16 +289,29 @@ def main(argv: list[str] | None = None) -> int:
         results = json.loads(previous.read_text())
         results["runs"] = results.get("runs", [results["machine"]]) + [info]
         results["args"]["reranker"] = args.reranker
-    results["trained_reranker"] = trained
+    results["trained_reranker"] = results.get("trained_reranker", False) if "ce" not in parts else trained
     for other in args.merge_from:  # parts measured by another run (another process, same machine)
         extra = json.loads(Path(other).read_text())
+        if extra.get("trained_reranker") and not results.get("trained_reranker"):
+            # Rows scored by a trained reranker replace the untrained-head rows: one table, one model.
+            for row in results["backends"].values():
+                if "cross_encoder" in row:
+                    row["cross_encoder_untrained_head"] = row.pop("cross_encoder")
         results["runs"] = results.get("runs", [results["machine"]]) + extra.get("runs", [extra["machine"]])
         for backend, parts_measured in extra["backends"].items():
             results["backends"].setdefault(backend, {}).update(parts_measured)
         results["trained_reranker"] = extra.get("trained_reranker", trained)
+        results["reranker_training"] = extra.get("reranker_training", results.get("reranker_training", ""))
         results["args"]["reranker"] = extra["args"].get("reranker", args.reranker)
     if "threads" in parts:
         results["dense_threads"] = dense_threads()
+    if trained and "ce" in parts and (Path(args.reranker) / "training.json").is_file():
+        t = json.loads((Path(args.reranker) / "training.json").read_text())
+        results["reranker_training"] = (
+            f"{t.get('num_layers', '?')} layers, {t['steps']} steps on {t['pairs']} pairs, stopped by "
+            f"{t['stop_reason']} after {t['train_s']:.0f} s; validation nDCG@8 {t.get('val_nDCG@8_best', 0):.3f} "
+            f"vs first stage {t.get('val_nDCG@8_first_stage', 0):.3f}"
+        )
     for backend in backends:
         row: dict[str, Any] = results["backends"].setdefault(backend, {})
         if "bi" in parts:
@@ -404,7 +417,9 @@ def render(results: dict[str, Any]) -> str:
         "## Cross-encoder (rerank of 16 pairs at the stage's max_length)",
         "",
         (
-            f"Model: the trained reranker `{results['args']['reranker']}`."
+            f"Model: the trained reranker `{results['args']['reranker']}` ({results.get('reranker_training', '')}). "
+            "Quality: nDCG@10 of the `cross_encoder` variant (hybrid, then weighted rerank of 16 to 8) on all "
+            "BEAM 100K questions, with that backend's scores."
             if trained
             else "No trained reranker on this machine: the bundled MiniLM-L6 weights load as a CrossEncoder "
             "with a fresh seeded head (same architecture and length, so the same cost). Its scores mean "
