@@ -309,8 +309,8 @@ def main(argv: list[str] | None = None) -> int:
         t = json.loads((Path(args.reranker) / "training.json").read_text())
         results["reranker_training"] = (
             f"{t.get('num_layers', '?')} layers, {t['steps']} steps on {t['pairs']} pairs, stopped by "
-            f"{t['stop_reason']} after {t['train_s']:.0f} s; validation nDCG@8 {t.get('val_nDCG@8_best', 0):.3f} "
-            f"vs first stage {t.get('val_nDCG@8_first_stage', 0):.3f}"
+            f"{t['stop_reason']} after {t['train_s']:.0f} s; validation nDCG@8 "
+            f"{t.get('val_nDCG@8_best', 0):.3f} vs first stage {t.get('val_nDCG@8_first_stage', 0):.3f}"
         )
     for backend in backends:
         row: dict[str, Any] = results["backends"].setdefault(backend, {})
@@ -417,9 +417,10 @@ def render(results: dict[str, Any]) -> str:
         "## Cross-encoder (rerank of 16 pairs at the stage's max_length)",
         "",
         (
-            f"Model: the trained reranker `{results['args']['reranker']}` ({results.get('reranker_training', '')}). "
-            "Quality: nDCG@10 of the `cross_encoder` variant (hybrid, then weighted rerank of 16 to 8) on all "
-            "BEAM 100K questions, with that backend's scores."
+            f"Model: the trained reranker `{results['args']['reranker']}` "
+            f"({results.get('reranker_training', '')}). Quality: nDCG@10 of the `cross_encoder` variant "
+            "(hybrid, then weighted rerank of 16 to 8) on all BEAM 100K questions, with that backend's "
+            "scores."
             if trained
             else "No trained reranker on this machine: the bundled MiniLM-L6 weights load as a CrossEncoder "
             "with a fresh seeded head (same architecture and length, so the same cost). Its scores mean "
