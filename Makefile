@@ -22,12 +22,12 @@ run: setup
 	$(PY) -m experiments.run $(ARGS)
 
 # The cross-encoder the `cross_encoder` and `spark_phase2/3` variants need (none ships): a compact 3-layer
-# reranker trained from the bundled MiniLM on BEAM 500K within a 7-minute budget, exported to int8 ONNX
+# reranker trained from the bundled MiniLM on BEAM 500K within a 7-minute budget, exported for OpenVINO
 # (docs/reranker.md); smaller validations leave more of the budget to training.
 # ARGS adds Hydra overrides, e.g. ARGS="train_suite.path=/data/beam/500K".
 reranker: setup
 	$(PY) -m experiments.train_reranker num_layers=3 max_train_minutes=7 val_max_queries=16 eval_every=25 \
-		export_backend=onnx-int8 $(ARGS)
+		export_backend=openvino $(ARGS)
 
 test: setup
 	$(PY) -m pytest -q $(ARGS)

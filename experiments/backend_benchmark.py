@@ -327,19 +327,20 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[{backend}] cross_encoder variant quality on BEAM 100K", flush=True)
             row["rerank_quality"] = reranker_quality(backend, ce_model)
         row["loadavg_after"] = list(os.getloadavg())
-        write(results, Path(args.out))  # after each backend: an interrupted run keeps what it measured
-    write(results, Path(args.out))
+        write(results, Path(args.out), info)  # after each backend: an interrupted run keeps what it measured
+    write(results, Path(args.out), info)
     return 0
 
 
-def write(results: dict[str, Any], out: Path) -> None:
+def write(results: dict[str, Any], out: Path, current: dict[str, Any]) -> None:
+    """Both files, with `current` (this run's machine entry) stamped with the load average now."""
     ref = results["backends"].get("torch")
     for row in results["backends"].values():
         if ref is not None and "cross_encoder" in ref and "cross_encoder" in row:
             row["cross_encoder"]["agreement_with_torch"] = agreement(
                 ref["cross_encoder"]["scores"], row["cross_encoder"]["scores"]
             )
-    results.get("runs", [results["machine"]])[-1]["loadavg_end"] = list(os.getloadavg())
+    current["loadavg_end"] = list(os.getloadavg())
     out.mkdir(parents=True, exist_ok=True)
     (out / "backends.json").write_text(json.dumps(results, indent=1, default=str))
     (out / "backends.md").write_text(render(results))
