@@ -25,8 +25,8 @@ def _blas_controller():
 
 def _one_blas_thread():
     """One BLAS thread for a query's matrix-vector product. Measured on the shared 2-core box
-    (reports/benchmarks/backends.md, "Dense search threads"): same p50, p95 0.4 ms instead of 40 ms
-    at 2,432 memories (no thread wake-ups), and 3x less CPU per query at 38,000."""
+    (reports/benchmarks/backends.md, "Dense search threads"): at 2,432 memories p95 0.4 ms instead of
+    8-70 ms (load-dependent; no thread wake-ups), and less CPU per query at 2.4k, 38k and 100k."""
     return _blas_controller().limit(limits=1, user_api="blas")
 
 
