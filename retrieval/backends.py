@@ -9,8 +9,8 @@ Only the transformer's forward changes backend: sentence-transformers still toke
 and normalises (bi-encoder) or reads the logits (cross-encoder), so truncation, prompts and pooling are
 identical across backends. The exported files live in
 `<export_dir>/<model name>-<weights hash>-<kind>/model[-int8].onnx`, written once: the export runs under
-a file lock and lands by an atomic rename of a finished folder, so parallel processes never read or
-write half a model.
+a file lock and each file lands by an atomic rename, so parallel processes never read or write half a
+model.
 
 Why not `SentenceTransformer(..., backend="onnx")`: that path needs `optimum-onnx`, whose only release
 (0.1.0) requires transformers < 4.58, while sentence-transformers 6 requires transformers >= 5; the two
@@ -91,38 +91,36 @@ class _Forward:
 
 
 def ensure_onnx(net, tokenizer, folder: Path, task: str, int8: bool) -> Path:
-    """The ONNX file for `net` in `folder` (exported, and quantized for int8, on first use)."""
+    """The ONNX file for `net` in `folder` (exported, and quantized for int8, on first use).
+
+    Each file is written under a temporary name and moved into place with an atomic rename, under a
+    lock: a reader sees a finished file or none, and a file that exists is never replaced."""
     name = "model-int8.onnx" if int8 else "model.onnx"
     if (folder / name).is_file():
         return folder / name
     with _locked(folder.with_name(folder.name + ".lock")):
         if (folder / name).is_file():  # another process finished it while we waited
             return folder / name
-        tmp = folder.with_name(f".{folder.name}.{uuid.uuid4().hex}.tmp")
-        tmp.mkdir(parents=True)
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f".{uuid.uuid4().hex}.tmp"
+        tmp.mkdir()
         try:
-            if folder.is_dir():  # an earlier export (e.g. fp32) is kept
-                for item in folder.iterdir():
-                    os.link(item, tmp / item.name) if item.is_file() else None
-            if not (tmp / "model.onnx").is_file():
+            if not (folder / "model.onnx").is_file():
                 _export(net, tokenizer, tmp / "model.onnx", task)
+                os.replace(tmp / "model.onnx", folder / "model.onnx")
             if int8:
                 from onnxruntime.quantization import QuantType, quantize_dynamic
 
                 # Per-channel int8 weights of the MatMuls: per-tensor scales lost too much (cosine to fp32
                 # 0.95 mean on BEAM messages; per-channel 0.995).
                 quantize_dynamic(
-                    tmp / "model.onnx",
+                    folder / "model.onnx",
                     tmp / "model-int8.onnx",
                     weight_type=QuantType.QInt8,
                     per_channel=True,
                     op_types_to_quantize=["MatMul"],
                 )
-            old = folder.with_name(f".{folder.name}.{uuid.uuid4().hex}.old")
-            if folder.is_dir():
-                os.rename(folder, old)
-            os.rename(tmp, folder)  # atomic: a reader sees the old folder or the finished new one
-            shutil.rmtree(old, ignore_errors=True)
+                os.replace(tmp / "model-int8.onnx", folder / "model-int8.onnx")
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return folder / name
