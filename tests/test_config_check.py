@@ -164,7 +164,7 @@ def test_every_shipped_suite_config_validates(suite, tmp_path):
         (["suite=jsonl", "suite.path=/no/such/suite"], "suite.path: /no/such/suite does not exist"),
         (
             ["suite=beam", "suite.path=pyproject.toml"],
-            "suite.path: pyproject.toml is a file; this suite reads",
+            "suite.path: pyproject.toml: is not a directory",
         ),
         (["+suite.pth=x"], "suite.pth: not an argument of experiments.suites.jsonl.load_suite"),
         (["suite=tiered_synth", "suite.observations=many"], "suite.observations: expected int, got 'many'"),
