@@ -43,7 +43,13 @@ BASELINE_ENV = "MEMEVAL_BASELINE_DIR"
 CONFIG_PREFIXES = ("suite.", "variant.", "stage.", "encoder.model", "depth")
 # ...except where the suite sits on this machine (its content hash identifies it) and encoder settings
 # that change speed or logging, not the vectors.
-CONFIG_IGNORED_SUFFIXES = ("suite.path", "encoder.cache_dir", "encoder.show_progress", "encoder.batch_size")
+CONFIG_IGNORED_SUFFIXES = (
+    "suite.path",
+    "encoder.cache_dir",
+    "encoder.show_progress",
+    "encoder.batch_size",
+    "export_dir",
+)
 MAX_LISTED_QUERIES = 50
 
 

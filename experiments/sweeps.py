@@ -39,7 +39,9 @@ from retrieval.code_version import source_hash
 from retrieval.pipeline import ProcessMemo
 
 # Keys that change how a run is shown or where it is stored, never its numbers.
-VOLATILE_KEYS = frozenset({"hydra", "progress", "show_progress", "cache_dir", "tracking", "resume"})
+VOLATILE_KEYS = frozenset(
+    {"hydra", "progress", "show_progress", "cache_dir", "export_dir", "tracking", "resume"}
+)
 CONFIG_HASH_TAG = "memeval.config_hash"
 CODE_VERSION_TAG = "memeval.code_version"
 # On a sweep's parent run: a job answered by a finished run of another sweep names it here.
