@@ -119,8 +119,9 @@ def test_training_from_the_bundled_minilm_logs_config_and_validation_to_mlflow(t
 
     import mlflow
 
-    mlflow.set_tracking_uri(uri)
-    runs = mlflow.search_runs(experiment_names=["train-test"], output_format="list")
+    # A client, not mlflow.set_tracking_uri: that would set MLFLOW_TRACKING_URI for every later test.
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    runs = client.search_runs([client.get_experiment_by_name("train-test").experiment_id])
     assert len(runs) == 1
     run = runs[0]
     assert run.data.params["max_pairs"] == "4" and run.data.params["first_stage.order"] == "['bm25']"

@@ -16,8 +16,10 @@ from tests.support import CACHE_DIR
 pytestmark = pytest.mark.slow  # a new SQLite store takes ~10 s to create
 
 
-def test_a_logged_run_has_source_tags_its_suite_as_dataset_input_and_a_true_duration(tmp_path):
+def test_a_logged_run_has_source_tags_its_suite_as_dataset_input_and_a_true_duration(tmp_path, monkeypatch):
     import mlflow
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)  # the store named below, not the environment's
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     cfg = compose_config(
