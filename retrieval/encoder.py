@@ -131,6 +131,13 @@ class SentenceEncoder:
         parts = (model_revision(self.path), self.query_prompt, self.document_prompt, self.normalize)
         return f"{self.model}@" + "|".join(map(str, parts)) + self._backend_key()
 
+    def _code_hash(self) -> str:
+        # The torch path runs none of retrieval/backends.py, so editing an export backend leaves the
+        # fp32 vectors valid; any other backend's vectors also depend on how backends.py exported it.
+        if self.backend == "torch":
+            return source_hash("retrieval.encoder")
+        return source_hash("retrieval.encoder", "retrieval.backends")
+
     def _backend_key(self) -> str:
         # torch adds nothing, so the fp32 vectors cached before backends existed keep their keys.
         return "" if self.backend == "torch" else f"|backend={self.backend}"
@@ -178,7 +185,7 @@ class SentenceEncoder:
         key = (
             f"{self.model}|{model_revision(self.path)}|{role}|{prompt}|norm={self.normalize}"
             f"|{library_versions(*MODEL_LIBRARIES)}"
-            f"|code={source_hash('retrieval.encoder', 'retrieval.backends')}"
+            f"|code={self._code_hash()}"
         )
         key += self._backend_key()
         slug = self.model.replace("/", "__")[-60:]
