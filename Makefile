@@ -31,7 +31,7 @@ TIERS := fast:not slow and not integration|slow:slow and not integration|integra
 # (docs/reranker.md); smaller validations leave more of the budget to training.
 # ARGS adds Hydra overrides, e.g. ARGS="train_suite.path=/data/beam/500K".
 reranker: setup
-	$(PY) -m experiments.train_reranker num_layers=3 max_train_minutes=7 val_max_queries=16 eval_every=25 \
+	$(PY) -m experiments.training.reranker num_layers=3 max_train_minutes=7 val_max_queries=16 eval_every=25 \
 		export_backend=openvino $(ARGS)
 
 test: setup

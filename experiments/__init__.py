@@ -13,6 +13,8 @@ if not OmegaConf.has_resolver("project_root"):
 # (plain `${cache_dir}/embeddings` would turn `cache_dir=null` into a folder named "None").
 if not OmegaConf.has_resolver("subdir"):
     OmegaConf.register_new_resolver("subdir", lambda base, name: None if base is None else f"{base}/{name}")
+
+
 # `${file_sha256:${.path}}`: a file's content hash in the config, so the config hash (resume) and the
 # stage's fingerprint (caches) change when the file does (the TREC run channel, conf/stage/trec_run.yaml).
 def _file_sha256(path: str) -> str:

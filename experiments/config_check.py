@@ -148,9 +148,7 @@ def _path_problems(key: str, path: Any, wants_directory: bool) -> list[str]:
     if not where.exists():
         return [f"{key}: {path} does not exist"]
     if wants_directory and not where.is_dir():
-        return [
-            f"{key}: {path}: is not a directory (a suite is a directory: give the folder that holds it)"
-        ]
+        return [f"{key}: {path}: is not a directory (a suite is a directory: give the folder that holds it)"]
     return []
 
 

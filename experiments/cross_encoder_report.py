@@ -192,7 +192,7 @@ def _md(frame: pd.DataFrame, digits: int = 3) -> str:
 
 def training_command(training: dict[str, Any] | None) -> str:
     """The command that trained the model: the defaults plus the overrides its logged config shows."""
-    command = "python -m experiments.train_reranker"
+    command = "python -m experiments.training.reranker"
     if not training:
         return command
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):

@@ -99,7 +99,8 @@ NOTES = {
         "mechanism's overhead and its candidate cap; spark25's insights carry no tier either (all "
         "observations), and the advisory policy row (`tiering_advisory`: pinned / active / archive from "
         "validation counts) is the same mechanism under issue 3's policy. tiered_synth (generated, "
-        "`python -m experiments.suites.tiered_synth OUT`) has high-order memories holding the answers "
+        "`python -m experiments.suites.generators.tiered_synth OUT`) has high-order memories holding "
+        "the answers "
         "(grade 2) among 1,000 observations per scope (grade 1), plus deleted and low-confidence decoys."
     ),
 }

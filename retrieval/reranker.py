@@ -36,7 +36,7 @@ TRAINED_DEFAULT = "./models/cross-encoder-beam500k"
 def _how_to_provide(model: str) -> str:
     return (
         f"cross-encoder model {model!r} not found. Train one here with `memeval-train-reranker` "
-        f"(python -m experiments.train_reranker; it writes {TRAINED_DEFAULT}), point "
+        f"(python -m experiments.training.reranker; it writes {TRAINED_DEFAULT}), point "
         "stage.cross_encoder.scorer.model at a local directory holding a CrossEncoder, or, where the "
         "Hugging Face hub is reachable, name a published one (e.g. cross-encoder/ms-marco-MiniLM-L-6-v2)"
     )

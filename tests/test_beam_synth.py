@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from experiments.suites import beam_synth
 from experiments.suites.beam import evidence_ids, load_beam
-from experiments.suites.beam_synth import ABILITIES, ABSENT_TERMS, generate
+from experiments.suites.generators import beam_synth
+from experiments.suites.generators.beam_synth import ABILITIES, ABSENT_TERMS, generate
 from tests.support import BEAM_DIR, REPO
 
 REAL = BEAM_DIR / "100K" / "1"
@@ -67,7 +67,7 @@ def test_output_does_not_depend_on_the_process_hash_seed(tmp_path):
     for hash_seed in ("1", "2"):
         out = tmp_path / hash_seed
         subprocess.run(
-            [sys.executable, "-m", "experiments.suites.beam_synth", str(out), "--messages", "300"],
+            [sys.executable, "-m", "experiments.suites.generators.beam_synth", str(out), "--messages", "300"],
             check=True,
             cwd=REPO,
             capture_output=True,

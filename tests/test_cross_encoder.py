@@ -218,7 +218,6 @@ def test_defaults_rerank_16_to_8_and_the_yaml_states_every_default():
     from hydra import compose, initialize_config_dir
     from hydra.utils import instantiate
 
-
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(config_name="config", overrides=["variant=cross_encoder"])
     assert list(cfg.variant.stages) == ["bm25", "dense", "fusion", "cross_encoder"]

@@ -12,7 +12,13 @@ from hydra import compose, initialize_config_dir
 
 from experiments.configs import CONF_DIR
 from experiments.suites.jsonl import save_suite
-from experiments.train_reranker import Budget, keep_first_layers, split_by_conversation, train, training_pairs
+from experiments.training.reranker import (
+    Budget,
+    keep_first_layers,
+    split_by_conversation,
+    train,
+    training_pairs,
+)
 from retrieval.reranker import CrossEncoderScorer
 from tests.support import tiny_suite
 from tests.test_cross_encoder import build_tiny_cross_encoder

@@ -162,7 +162,6 @@ def test_switched_off_decay_and_prune_are_identical_to_their_absence():
 def test_variant_config_replays_access_and_prunes():
     from hydra import compose, initialize_config_dir
 
-
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=["variant=decay", "tracking=none"])
     pipeline = Pipeline.from_config(list(cfg.variant.stages), cfg.stage)

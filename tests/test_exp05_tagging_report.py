@@ -1,10 +1,10 @@
-"""Tagging coverage and precision (experiments.tagging_report) on tiny suites and judgements."""
+"""Tagging coverage and precision (experiments.study.plugins.tagging) on tiny suites and judgements."""
 
 from __future__ import annotations
 
 import pytest
 
-from experiments.tagging_report import load_judgements, precision_estimate, tagging_report, text_sha256
+from experiments.study.plugins.tagging import load_judgements, precision_estimate, tagging_report, text_sha256
 from retrieval.stages.instruction_tagging import InstructionTagging
 from retrieval.types import Corpus
 from tests.support import memory, tiny_suite

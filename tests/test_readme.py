@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from experiments.readme_sync import documents, main, render
+from experiments.tools.readme_sync import documents, main, render
 
 
 def test_readme_generated_blocks_are_up_to_date():
-    assert main(["--check"]) == 0, "run `python -m experiments.readme_sync`"
+    assert main(["--check"]) == 0, "run `python -m experiments.tools.readme_sync`"
 
 
 def test_every_generated_block_names_an_existing_report():

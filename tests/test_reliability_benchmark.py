@@ -9,8 +9,8 @@ import sys
 import numpy as np
 import pytest
 
-from experiments.benchmark import percentiles
-from experiments.benchmark_report import VARIANTS, loglog_slope
+from experiments.benchmarks.pipeline import percentiles
+from experiments.benchmarks.pipeline_report import VARIANTS, loglog_slope
 from tests.support import REPO
 
 
@@ -32,7 +32,7 @@ def test_a_small_benchmark_run_writes_every_section_from_its_own_numbers(tmp_pat
     command = [
         sys.executable,
         "-m",
-        "experiments.benchmark",
+        "experiments.benchmarks.pipeline",
         "--sizes",
         "300",
         "600",

@@ -20,7 +20,7 @@ from hydra import compose, initialize_config_dir
 
 from experiments.configs import CONF_DIR
 from experiments.run import run_experiment
-from experiments.suites.beam_synth import generate
+from experiments.suites.generators.beam_synth import generate
 from experiments.suites.jsonl import save_suite
 from tests.support import BEAM_DIR, CACHE_DIR, REPO, tiny_suite
 

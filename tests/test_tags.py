@@ -185,7 +185,6 @@ def test_switched_off_tag_boost_is_identical_to_no_tag_boost():
 def test_variant_config_builds_keyword_tags_then_tag_boost():
     from hydra import compose, initialize_config_dir
 
-
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=["variant=tag_inference", "tracking=none"])
     pipeline = Pipeline.from_config(list(cfg.variant.stages), cfg.stage)

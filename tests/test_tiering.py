@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from experiments.configs import CONF_DIR
-from experiments.suites.tiered_synth import tiered_synth
+from experiments.suites.generators.tiered_synth import tiered_synth
 from retrieval.pipeline import Pipeline
 from retrieval.retrievers.bm25 import BM25Retriever
 from retrieval.stages.advisory_tiers import AdvisoryTiers
@@ -243,7 +243,6 @@ def test_configs_build_both_policies_of_the_one_mechanism():
     from hydra import compose, initialize_config_dir
     from hydra.utils import instantiate
 
-
     overrides = [
         "variant=tiering",
         "tracking=none",
@@ -274,7 +273,6 @@ def test_configs_build_both_policies_of_the_one_mechanism():
 def test_tiering_advisory_variant_is_the_same_mechanism_under_the_advisory_policy():
     from hydra import compose, initialize_config_dir
 
-
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=["variant=tiering_advisory", "tracking=none"])
     policy, tiered, fusion = Pipeline.from_config(list(cfg.variant.stages), cfg.stage).stages
@@ -285,8 +283,8 @@ def test_tiering_advisory_variant_is_the_same_mechanism_under_the_advisory_polic
 
 
 def test_tiered_synth_round_trips_through_the_canonical_format(tmp_path):
+    from experiments.suites.generators.tiered_synth import main
     from experiments.suites.jsonl import load_suite
-    from experiments.suites.tiered_synth import main
 
     main([str(tmp_path / "synth"), "--observations", "40", "--scopes", "2"])
     loaded = load_suite(tmp_path / "synth")

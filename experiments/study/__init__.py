@@ -5,7 +5,7 @@ suite, the baseline, metrics, statistics and report sections; one call runs it a
 
 plan.py reads and checks a plan; experiment.py runs its rows through `experiments.run` and compares
 them (`Experiment`, the notebook API); report.py writes the report; sections.py holds the registry
-of domain report sections (built-in ones in builtin_sections.py); cli.py is the Hydra app.
+of domain report sections (built-in ones in plugins/, a module per domain); cli.py is the Hydra app.
 """
 
 from experiments.study.experiment import Experiment, StudyResult, run_plan

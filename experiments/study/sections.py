@@ -3,7 +3,7 @@
 A section is a function `SectionContext -> list[Block]` (experiments.report.render blocks), added
 to the comparison report after the generic tables. The study runner knows none of them: it looks a
 name up here. Register one with `@register_section("name")`, or name any importable function in the
-plan as `package.module:function`. The built-in ones live in experiments/study/builtin_sections.py.
+plan as `package.module:function`. The built-in ones live in experiments/study/plugins/exp05.py.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def register_section(name: str) -> Callable[[SectionFunction], SectionFunction]:
 
 
 def available_sections() -> list[str]:
-    importlib.import_module("experiments.study.builtin_sections")
+    importlib.import_module("experiments.study.plugins.exp05")
     return sorted(_REGISTRY)
 
 

@@ -4,7 +4,7 @@
     ...replaced by the file's content (its headings pushed two levels down)...
     <!-- end generated -->
 
-`python -m experiments.readme_sync` rewrites the blocks of README.md and docs/*.md; `--check` exits 1
+`python -m experiments.tools.readme_sync` rewrites the blocks of README.md and docs/*.md; `--check` exits 1
 when one is out of date (a test runs it), so a table in the docs is always the one a command wrote.
 Headings move down two levels in README.md (blocks sit under `###`) and one level in docs/.
 A block `<!-- generated: variants -->` lists conf/variant/*.yaml with each file's first comment.
@@ -17,7 +17,9 @@ import re
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from experiments import PROJECT_ROOT
+
+ROOT = PROJECT_ROOT
 BLOCK = re.compile(
     r"(<!-- generated(?: from (?P<path>\S+)|: (?P<name>\w+)) -->\n)(.*?)(<!-- end generated -->)", re.S
 )
@@ -75,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"updated {path}")
     if stale:
         names = ", ".join(str(p.relative_to(ROOT)) for p in stale)
-        print(f"out of date: {names}: run `python -m experiments.readme_sync`", file=sys.stderr)
+        print(f"out of date: {names}: run `python -m experiments.tools.readme_sync`", file=sys.stderr)
         return 1
     return 0
 

@@ -1,7 +1,7 @@
 """Scale and speed benchmark: how the harness's cost grows with memories, and whether it meets its targets.
 
-    python -m experiments.benchmark                       # full: synth 1k/10k/100k + BEAM 500K
-    python -m experiments.benchmark --sizes 1000 --queries 50 --no-beam500k --out /tmp/bench   # smoke
+    python -m experiments.benchmarks.pipeline                       # full: synth 1k/10k/100k + BEAM 500K
+    python -m experiments.benchmarks.pipeline --sizes 1000 --queries 50 --no-beam500k --out /tmp/b   # smoke
 
 Writes OUT/README.md (tables, machine, date, targets met or missed and by how much) and
 OUT/results.json (every raw number). Data flow: for each suite (a `beam_synth` conversation of N
@@ -46,10 +46,11 @@ from typing import Any
 
 import numpy as np
 
-from experiments.benchmark_report import VARIANTS, write_report
+from experiments import PROJECT_ROOT
+from experiments.benchmarks.pipeline_report import VARIANTS, write_report
 from experiments.configs import CONF_DIR
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = PROJECT_ROOT
 TRAINED_CE = REPO / "models" / "cross-encoder-beam500k"
 METRICS = ("P@5", "P@10", "R@10", "nDCG@10", "RR", "AP")
 IR_MEASURES = {"P@5": "P@5", "P@10": "P@10", "R@10": "R@10", "nDCG@10": "nDCG@10", "RR": "RR", "AP": "AP"}
@@ -405,7 +406,7 @@ def metrics_vs_ir_measures(n_queries: int = 10_000, depth: int = 100, seed: int 
 # ------------------------------------------------------------------------------------------ orchestration
 def synth_folder(work: Path, n_messages: int, seed: int) -> Path:
     """One beam_synth conversation of `n_messages` (written once, reused by later runs)."""
-    from experiments.suites.beam_synth import MAX_QUESTIONS_PER_ABILITY, generate
+    from experiments.suites.generators.beam_synth import MAX_QUESTIONS_PER_ABILITY, generate
 
     folder = work / "data" / f"synth-{n_messages}-seed{seed}"
     if not (folder / "1" / "probing_questions" / "probing_questions.json").is_file():
@@ -423,7 +424,7 @@ def _child(phase: str, args: argparse.Namespace, path: Path, work: Path) -> dict
     command = [
         sys.executable,
         "-m",
-        "experiments.benchmark",
+        "experiments.benchmarks.pipeline",
         "--phase",
         phase,
         "--path",
@@ -480,7 +481,7 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
         "machine": machine(),
         "suites": {},
         "note": args.note,
-        "command": "python -m experiments.benchmark " + shlex.join(sys.argv[1:]),
+        "command": "python -m experiments.benchmarks.pipeline " + shlex.join(sys.argv[1:]),
     }
     args.ce_model, results["cross_encoder_model"] = cross_encoder_model(work)
     print("benchmark: metrics vs ir_measures", flush=True)

@@ -1,7 +1,7 @@
-"""What a sweep costs compared with one run: `python -m experiments.sweep_benchmark`.
+"""What a sweep costs compared with one run: `python -m experiments.benchmarks.sweep_cost`.
 
-    python -m experiments.sweep_benchmark                     # exp05 boost weight, 21 points, BEAM 100K
-    python -m experiments.sweep_benchmark --sweep stage.fusion.k=20,40,60 --variant hybrid
+    python -m experiments.benchmarks.sweep_cost                     # exp05 boost weight, 21 points, BEAM 100K
+    python -m experiments.benchmarks.sweep_cost --sweep stage.fusion.k=20,40,60 --variant hybrid
 
 Times, as subprocesses from the repository root, one run of the variant (`python -m experiments.run`)
 against the multirun over the sweep with the basic launcher (all jobs in one process, `resume=false`
@@ -30,10 +30,11 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from experiments import PROJECT_ROOT
 from experiments.configs import CONF_DIR
 from experiments.tracking import git_commit
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = PROJECT_ROOT
 DEFAULT_SWEEP = "stage.instruction_boost.weight=range(0,0.525,0.025)"
 TARGET_RATIO = 1.5
 
@@ -155,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     budget_cpu = (TARGET_RATIO - 1) * warm["single_cpu"] / extra_jobs
     per_job = warm["sweep_wall"] / max(warm["jobs"], 1)
     command = " ".join(
-        ["python -m experiments.sweep_benchmark", *(argv if argv is not None else sys.argv[1:])]
+        ["python -m experiments.benchmarks.sweep_cost", *(argv if argv is not None else sys.argv[1:])]
     )
     cold_note = (
         " cold: each command starts from its own empty `cache_dir`, as the first sweep of a new variant"

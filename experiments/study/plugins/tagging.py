@@ -12,7 +12,7 @@ the suite's qrels. Reports
   interval (finite-population corrected). A judgement is used only if the memory's text still
   hashes to the judged text.
 
-    python -m experiments.tagging_report sample --suite-path ../shared/beam/100K   # (re)draw the sample
+    python -m experiments.study.plugins.tagging sample --suite-path ../shared/beam/100K  # (re)draw it
 """
 
 from __future__ import annotations
@@ -26,11 +26,12 @@ from typing import Any
 
 import numpy as np
 
+from experiments import PROJECT_ROOT
 from experiments.suites.suite import Suite
 from retrieval.stages.instruction_tagging import INSTRUCTION
 from retrieval.types import Corpus, Memory
 
-JUDGEMENTS = Path(__file__).resolve().parents[1] / "datasets" / "exp05_tagging_judgements" / "beam_100K.tsv"
+JUDGEMENTS = PROJECT_ROOT / "datasets" / "exp05_tagging_judgements" / "beam_100K.tsv"
 FIELDS = ("memory_id", "role", "text_sha256", "standing_instruction", "note")
 
 

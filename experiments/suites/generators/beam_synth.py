@@ -46,7 +46,7 @@ Deterministic: every draw comes from a `random.Random` seeded from (seed, conver
 the files are written in a fixed key order, so the same arguments give byte-identical files. Batches
 are written one at a time, so 100,000 messages need little memory.
 
-CLI: python -m experiments.suites.beam_synth OUT --conversations 3 --messages 1000 --seed 0
+CLI: python -m experiments.suites.generators.beam_synth OUT --conversations 3 --messages 1000 --seed 0
 """
 
 from __future__ import annotations

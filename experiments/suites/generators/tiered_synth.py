@@ -15,7 +15,7 @@ Scopes share services and problems but not fixes, so a cross-scope result is bot
 Every memory carries created_at, tags and importance, so the decay and tag variants run here too;
 high-order memories carry strength and confidence (observations none: a missing factor counts 1.0).
 
-    python -m experiments.suites.tiered_synth OUT [--observations 1000] [--scopes 2] [--seed 0]
+    python -m experiments.suites.generators.tiered_synth OUT [--observations 1000] [--scopes 2] [--seed 0]
     python -m experiments.run suite=tiered_synth variant=tiering tracking=none
 """
 

@@ -1,4 +1,4 @@
-"""`memeval-train-reranker` / `python -m experiments.train_reranker`: train the cross-encoder reranker.
+"""`memeval-train-reranker` / `python -m experiments.training.reranker`: train the cross-encoder reranker.
 
 No trained cross-encoder can be downloaded on these machines (DESIGN.md, "Models, offline"), so
 the harness trains one: a `CrossEncoder` built from the bundled MiniLM bi-encoder (sentence-

@@ -1,0 +1,1 @@
+"""Suite generators: BEAM-style conversations and tiered observations with known ground truth."""

@@ -1,0 +1,1 @@
+"""Training of models the stages use (the cross-encoder reranker): commands, not part of a run."""
