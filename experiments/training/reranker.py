@@ -334,7 +334,7 @@ def _log(cfg: DictConfig, summary: dict[str, Any], run_dir: Path) -> None:
     print(f"MLflow run {run_id} in {tracker.experiment}")
 
 
-@hydra.main(version_base="1.3", config_path="conf", config_name="train_reranker")
+@hydra.main(version_base="1.3", config_path="../conf", config_name="train_reranker")
 def main(cfg: DictConfig) -> float:
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     try:
