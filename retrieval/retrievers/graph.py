@@ -3,7 +3,8 @@ through typed relations to the memories the reached concepts link.
 
 A memory's score is the sum over reached concepts of the concept's score (BM25, scaled so the best
 seed is 1, times the relation weights along its path) over 1 + ln(its number of memories): a concept
-linking hundreds of memories says little about any one of them. Concepts come from the suite
+linking many memories says little about any one of them, and one linking more than `max_memories`
+is skipped. Concepts come from the suite
 (`concepts.jsonl`, `relations.jsonl`) and from the graph_build ingest stage (retrieval/graph.py).
 """
 
@@ -40,7 +41,9 @@ def memory_scores(
     for concept, score in reached.items():
         linked = graph.memories[concept]
         share = score / (1.0 + math.log(len(linked))) if linked else 0.0
-        for memory in linked[:max_memories]:
+        if len(linked) > max_memories:  # a session or a common word: says nothing about one memory
+            continue
+        for memory in linked:
             totals[memory] = totals.get(memory, 0.0) + share
     index = np.array(sorted(totals), dtype=np.int64)
     return index, np.array([totals[i] for i in index], dtype=np.float64)

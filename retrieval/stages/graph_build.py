@@ -34,7 +34,7 @@ class GraphBuild(IngestStage):
     max_concepts: int = 6
     min_df: int = 2
     max_df: float = 0.02
-    min_cooccurrence: int = 2
+    min_cooccurrence: int = 1
     session_field: str | None = "batch"
 
     def __call__(self, memories: Sequence[Memory]) -> list[Memory]:

@@ -3,6 +3,7 @@
 For each of the `top_k` best candidates, the concepts it is linked to are expanded `depth` hops
 through typed relations (retrieval/graph.py); every other memory those concepts link gets
 `decay` x path weight x the candidate's score, kept as the `graph` column (the best over parents).
+A concept linking more than `max_memories` memories (a session, a common word) is not followed.
 A memory already in the list keeps the larger of its score and that; one not yet there is added
 (its other columns empty: NaN scores, rank 0). A neighbour always scores below its parent, so the
 expansion fills the places right after the evidence it hangs on.
@@ -66,7 +67,10 @@ class GraphExpand(RankStage):
             reached = expand(graph, seeds, depth=self.depth, weights=self.weights, fan_out=self.fan_out)
             for concept in sorted(reached):
                 value = self.decay * reached[concept] * float(score)
-                for other in graph.memories[concept][: self.max_memories]:
+                linked = graph.memories[concept]
+                if len(linked) > self.max_memories:  # a session or a common word: too broad to follow
+                    continue
+                for other in linked:
                     if other != memory and value > gain.get(other, 0.0):
                         gain[other] = value
         present = {int(m): i for i, m in enumerate(candidates.index)}
