@@ -74,7 +74,8 @@ def main(argv: list[str] | None = None) -> None:
         (bm25_wall, bm25_cpu), (graph_wall, graph_cpu) = r["bm25"], r["graph"]
         lines.append(
             f"| {r['suite']} | {r['memories']:,} | {r['concepts']:,} | {r['edges']:,} | {bm25_cpu:.2f} | "
-            f"{bm25_wall:.2f} | {graph_cpu:.2f} | {graph_wall:.2f} | {graph_cpu / bm25_cpu:.2f} | {r['load']:.2f} |"
+            f"{bm25_wall:.2f} | {graph_cpu:.2f} | {graph_wall:.2f} | "
+            f"{graph_cpu / bm25_cpu:.2f} | {r['load']:.2f} |"
         )
         print(lines[-1], flush=True)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
