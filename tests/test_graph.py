@@ -118,7 +118,8 @@ BAD = {
     ),
     "NaN importance": (
         "feedback.jsonl",
-        '{"id": "g", "topic": "t", "prediction": "p", "correction": "c", "scope": {"conversation": "c1"}, "memory_ids": [], "importance": NaN}'  # noqa: E501,
+        '{"id": "g", "topic": "t", "prediction": "p", "correction": "c", '
+        '"scope": {"conversation": "c1"}, "memory_ids": [], "importance": NaN}',
         "feedback.jsonl:2: importance: NaN is not a JSON number",
     ),
     "importance above 1": (

@@ -1,8 +1,10 @@
 """Graph expansion (rank): pull the graph neighbours of the current top-k into the list.
 
+Scores are first min-max scaled within the query (`score_norm`), so the decay means the same on
+any scale (RRF scores of the top 10 differ by a few percent; BM25 scores by a factor of ten).
 For each of the `top_k` best candidates, the concepts it is linked to are expanded `depth` hops
 through typed relations (retrieval/graph.py); every other memory those concepts link gets
-`decay` x path weight x the candidate's score, kept as the `graph` column (the best over parents).
+`decay` x path weight x the candidate's scaled score, kept as the `graph` column (the best over parents).
 A concept linking more than `max_memories` memories (a session, a common word) is not followed.
 A memory already in the list keeps the larger of its score and that; one not yet there is added
 (its other columns empty: NaN scores, rank 0). A neighbour always scores below its parent, so the
@@ -15,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from retrieval.fusion import minmax
 from retrieval.graph import expand, scope_graphs
 from retrieval.retrievers.graph import DEFAULT_WEIGHTS
 from retrieval.stage import Range, RankStage
@@ -60,9 +63,10 @@ class GraphExpand(RankStage):
         corpus = candidates.corpus
         graph = corpus.derived("scope_graphs", lambda: scope_graphs(corpus)).get(query.scope_key)
         if graph is None or not len(candidates):
-            return candidates.with_score("graph", candidates.score.copy(), extra={})
+            return candidates
+        scaled = minmax(np.nan_to_num(candidates.score, nan=np.nanmin(candidates.score)))
         gain: dict[int, float] = {}
-        for memory, score in zip(candidates.index[: self.top_k], candidates.score[: self.top_k], strict=True):
+        for memory, score in zip(candidates.index[: self.top_k], scaled[: self.top_k], strict=True):
             seeds = dict.fromkeys(graph.memory_concepts.get(int(memory), []), 1.0)
             reached = expand(graph, seeds, depth=self.depth, weights=self.weights, fan_out=self.fan_out)
             for concept in sorted(reached):
@@ -78,6 +82,7 @@ class GraphExpand(RankStage):
         index = np.concatenate([candidates.index, new])
         columns = {k: np.concatenate([v, _empty_like(v, len(new))]) for k, v in candidates.columns.items()}
         graph_col = np.array([gain.get(int(m), 0.0) for m in index])
-        score = np.fmax(np.nan_to_num(columns["score"], nan=-np.inf), graph_col)
+        scaled = np.concatenate([scaled, np.zeros(len(new))])
         expanded = Candidates(corpus, index, columns)
-        return expanded.with_score("graph_expand", score, extra={"graph": graph_col})
+        extra = {"graph": graph_col, "score_norm": scaled}
+        return expanded.with_score("graph_expand", np.fmax(scaled, graph_col), extra=extra)
