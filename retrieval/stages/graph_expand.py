@@ -47,7 +47,7 @@ class GraphExpand(RankStage):
     }
     top_k: int = 10
     depth: int = 1
-    decay: float = 0.5
+    decay: float = 0.9
     fan_out: int = 10
     max_memories: int = 10
     weights: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
