@@ -124,6 +124,7 @@ def execute(
         cache=cache,
         progress=cfg.progress,
         memo=memo,
+        knowledge=suite.knowledge,
     )
     evaluation = evaluate(suite, output, list(cfg.metrics), seed=cfg.seed)
     # Extra metrics.json sections (`run_reports` in the config: name -> function(suite, corpus) -> dict),

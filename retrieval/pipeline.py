@@ -44,7 +44,7 @@ from retrieval.stage import (
     range_problems,
     stage_ranges,
 )
-from retrieval.types import Candidates, Corpus, Memory, Query, RankedList
+from retrieval.types import Candidates, Corpus, Knowledge, Memory, Query, RankedList
 
 
 class PipelineConfigError(ValueError):
@@ -206,8 +206,10 @@ class Pipeline:
         cache: CandidateCache | None = None,
         progress: bool = True,
         memo: ProcessMemo | None = None,
+        knowledge: Knowledge | None = None,
     ) -> RunOutput:
-        """`memo` (needs `suite_hash`) reuses this process's corpus, indexes and candidates across runs."""
+        """`memo` (needs `suite_hash`) reuses this process's corpus, indexes and candidates across runs.
+        `knowledge` is the suite's concept graphs and feedback records (part of its `suite_hash`)."""
         memo = memo if suite_hash else None
         build_ms: dict[str, float] = {}
         counts_before = dict(cache_io.COUNTS)
@@ -215,7 +217,7 @@ class Pipeline:
         ingest_key = (suite_hash, source_hash("retrieval"), tuple(s.fingerprint() for s in self.ingest))
 
         def ingest() -> Corpus:
-            return Corpus(tuple(self.ingest_memories(memories)))
+            return Corpus(tuple(self.ingest_memories(memories)), knowledge)
 
         corpus = memo.get_or_make("corpus", ingest_key, ingest) if memo is not None else ingest()
         build_ms["ingest"] = (time.perf_counter() - t0) * 1000

@@ -71,6 +71,77 @@ class Memory:
 _MEMORY_FIELDS = frozenset(Memory.__dataclass_fields__) - {"metadata", "annotations"}
 
 
+# The nine typed relations of a concept graph (a memoir): `source <relation> target`.
+RELATION_TYPES = (
+    "part_of",
+    "depends_on",
+    "related_to",
+    "contradicts",
+    "refines",
+    "alternative_to",
+    "caused_by",
+    "instance_of",
+    "superseded_by",
+)
+
+
+@dataclass(frozen=True, eq=False)
+class Concept:
+    """A node of a scope's concept graph: a named thing, with the memories that mention it."""
+
+    id: str
+    name: str
+    scope: Mapping[str, str]
+    content: str = ""
+    labels: tuple[str, ...] = ()
+    memory_ids: tuple[str, ...] = ()
+
+    @property
+    def scope_key(self) -> str:
+        return scope_key(self.scope)
+
+
+@dataclass(frozen=True)
+class Relation:
+    """A typed, directed edge between two concepts of the same scope (one of RELATION_TYPES)."""
+
+    source: str
+    target: str
+    relation: str
+
+
+@dataclass(frozen=True, eq=False)
+class Feedback:
+    """A recorded correction: on `topic` the agent predicted `prediction`; the truth is `correction`.
+    `memory_ids` are the memories the correction is about; `importance` (0..1) weighs it."""
+
+    id: str
+    topic: str
+    prediction: str
+    correction: str
+    scope: Mapping[str, str]
+    context: str = ""
+    importance: float = 1.0
+    created_by: str = ""
+    memory_ids: tuple[str, ...] = ()
+
+    @property
+    def scope_key(self) -> str:
+        return scope_key(self.scope)
+
+
+@dataclass(frozen=True, eq=False)
+class Knowledge:
+    """What a system holds besides memories: concept graphs and feedback records (each scoped)."""
+
+    concepts: tuple[Concept, ...] = ()
+    relations: tuple[Relation, ...] = ()
+    feedback: tuple[Feedback, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.concepts or self.relations or self.feedback)
+
+
 @dataclass(frozen=True, eq=False)
 class Query:
     """One evaluation query with its scope, labels (ability, category...) and optional tool context."""
@@ -96,8 +167,10 @@ class Corpus:
     vectorised. Columns are built lazily, once.
     """
 
-    def __init__(self, memories: tuple[Memory, ...]):
+    def __init__(self, memories: tuple[Memory, ...], knowledge: Knowledge | None = None):
         self.memories = memories
+        self.knowledge = knowledge or Knowledge()  # the suite's concept graphs and feedback records
+        self._derived: dict[str, Any] = {}
         self.ids = np.array([m.id for m in memories], dtype=object)
         keys = np.array([m.scope_key for m in memories], dtype=object)
         self._partitions: dict[str, np.ndarray] = {}
@@ -127,6 +200,13 @@ class Corpus:
                 arr = arr.astype(np.float64)
             self._columns[name] = arr
         return self._columns[name]
+
+    def derived(self, key: str, make: Any) -> Any:
+        """A structure built once from this corpus (e.g. the concept-graph index), shared by the stages
+        that read it; `key` must name everything `make` depends on (stage config included)."""
+        if key not in self._derived:
+            self._derived[key] = make()
+        return self._derived[key]
 
     def texts(self) -> list[str]:
         """The text each retriever indexes: an ingest stage may set `embed_text` (enrichment)."""

@@ -109,3 +109,39 @@ def test_the_leak_counter_catches_a_deliberate_leak_between_colliding_scopes():
 def test_the_leak_counter_does_not_share_the_partition_encoding():
     source = inspect.getsource(scope_leaks)
     assert "scope_key" not in source.split('"""')[-1]  # compares scope mappings, not their encoding
+
+
+def test_the_graph_and_feedback_channels_never_reach_another_scopes_knowledge():
+    """Bob's concept graph and feedback name his password memory; Alice's query matches their words
+    exactly. Neither channel, nor the graph expansion, may hand her anything of Bob's."""
+    from retrieval.fusion import RRFFusion
+    from retrieval.retrievers.feedback import FeedbackRetriever
+    from retrieval.retrievers.graph import GraphRetriever
+    from retrieval.stages.graph_build import GraphBuild
+    from retrieval.stages.graph_expand import GraphExpand
+    from retrieval.types import Concept, Feedback, Knowledge, Relation
+
+    suite = collision_suite()
+    bob = MappingProxyType(BOB)
+    knowledge = Knowledge(
+        concepts=(
+            Concept("bob:pw", "password bank", bob, memory_ids=("bob:0",)),
+            Concept("bob:mgr", "password manager", bob, memory_ids=("bob:1",)),
+        ),
+        relations=(Relation("bob:pw", "bob:mgr", "related_to"),),
+        feedback=(Feedback("bob:f", "password bank", "hunter1", "hunter2", bob, memory_ids=("bob:0",)),),
+    )
+    suite = Suite(suite.name, suite.memories, suite.queries, suite.qrels, knowledge=knowledge)
+    stages = (
+        GraphBuild(max_df=1.0, min_df=1),
+        BM25Retriever(),
+        GraphRetriever(),
+        FeedbackRetriever(),
+        RRFFusion(),
+        GraphExpand(),
+    )
+    output = Pipeline(stages).run(suite.memories, suite.queries, progress=False, knowledge=knowledge)
+    ranked = {r.query_id: r.memory_ids for r in output.ranked}
+    assert not any(m.startswith("bob:") for m in ranked["alice:q"])
+    assert ranked["bob:q"][0] == "bob:0"
+    assert evaluate(suite, output).metrics["scope_leaks"] == 0

@@ -199,3 +199,32 @@ def json_problems(err: Exception, text: str) -> list[tuple[int | None, str | Non
         if found:
             return [(None, where or None, _non_finite_message(token)) for where, token in found]
     return [(None, None, f"malformed JSON: {err}")]
+
+
+def relation_type_problem(value: Any) -> str | None:
+    """One of the nine concept-graph relation types (retrieval.types.RELATION_TYPES)."""
+    from retrieval.types import RELATION_TYPES
+
+    if value not in RELATION_TYPES:
+        return f"must be one of {', '.join(RELATION_TYPES)}, got {_show(value)}"
+    return None
+
+
+def unit_number_problem(value: Any) -> str | None:
+    """A finite number in [0, 1] (feedback importance: a weight)."""
+    problem = number_problem(value)
+    if problem is None and not 0 <= value <= 1:
+        return f"must be between 0 and 1, got {_show(value)}"
+    return problem
+
+
+def id_list_problem(value: Any) -> str | None:
+    """A list of ids (e.g. the memories a concept links), each following the id rules, none twice."""
+    if not isinstance(value, (list, tuple)):
+        return f"must be a list of ids, got {_show(value)}"
+    for item in value:
+        if (problem := id_problem(item)) is not None:
+            return f"item {_show(item)}: {problem}"
+    if len(set(value)) != len(value):
+        return f"names an id twice: {_show(list(value))}"
+    return None

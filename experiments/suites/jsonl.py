@@ -4,6 +4,9 @@
     DIR/memories.jsonl   one memory object a line
     DIR/queries.jsonl    one query object a line
     DIR/qrels.tsv        TREC qrels: query_id 0 memory_id grade
+    DIR/concepts.jsonl   optional: concept graph nodes (id, name, content, labels, scope, memory_ids)
+    DIR/relations.jsonl  optional: typed edges between concepts (source, target, relation)
+    DIR/feedback.jsonl   optional: corrections (id, topic, prediction, correction, scope, memory_ids...)
 
 Reading validates everything before returning: malformed JSON (NaN/Infinity included), non-UTF-8
 bytes, missing or mistyped fields, unknown fields, ids that would corrupt a TREC file, duplicate ids,
@@ -33,10 +36,11 @@ from experiments.suites.suite import (
     Suite,
     SuiteError,
     check_suite,
+    knowledge_records,
     memory_record,
     query_record,
 )
-from retrieval.types import RESERVED_METADATA_KEYS, Memory, Query
+from retrieval.types import RESERVED_METADATA_KEYS, Concept, Feedback, Knowledge, Memory, Query, Relation
 
 IMPORTANCE = ("critical", "high", "medium", "low")
 MAX_YAML_BYTES = 64 * 1024  # suite.yaml holds a name, a description, k and label names
@@ -86,6 +90,32 @@ QUERY_SCHEMA: Schema = {
     "noise_patterns": (False, _str_list),
     "expected_domains": (False, _str_list),
 }
+
+CONCEPT_SCHEMA: Schema = {
+    "id": (True, fields.id_problem),
+    "name": (True, fields.text_problem),
+    "scope": (True, fields.scope_problem),
+    "content": _OPT_STR,
+    "labels": (False, _str_list),
+    "memory_ids": (True, fields.id_list_problem),
+}
+RELATION_SCHEMA: Schema = {
+    "source": (True, fields.id_problem),
+    "target": (True, fields.id_problem),
+    "relation": (True, fields.relation_type_problem),
+}
+FEEDBACK_SCHEMA: Schema = {
+    "id": (True, fields.id_problem),
+    "topic": (True, fields.text_problem),
+    "prediction": (True, fields.text_problem),
+    "correction": (True, fields.text_problem),
+    "scope": (True, fields.scope_problem),
+    "context": _OPT_STR,
+    "importance": (False, fields.unit_number_problem),
+    "created_by": _OPT_STR,
+    "memory_ids": (True, fields.id_list_problem),
+}
+KNOWLEDGE_FILES = {"concepts": CONCEPT_SCHEMA, "relations": RELATION_SCHEMA, "feedback": FEEDBACK_SCHEMA}
 
 
 def _read_bytes(path: Path, problems: list[Problem], limit: int | None = None) -> bytes | None:
@@ -181,6 +211,39 @@ def _query(obj: dict) -> Query:
         context=MappingProxyType(dict(obj.get("context", {}))),
         noise_patterns=tuple(obj.get("noise_patterns", ())),
         expected_domains=tuple(obj.get("expected_domains", ())),
+    )
+
+
+def _knowledge(objects: Mapping[str, list[tuple[int, dict]]]) -> Knowledge:
+    return Knowledge(
+        concepts=tuple(
+            Concept(
+                id=o["id"],
+                name=o["name"],
+                scope=MappingProxyType(dict(o["scope"])),
+                content=o.get("content", ""),
+                labels=tuple(o.get("labels", ())),
+                memory_ids=tuple(o["memory_ids"]),
+            )
+            for _, o in objects.get("concepts", ())
+        ),
+        relations=tuple(
+            Relation(o["source"], o["target"], o["relation"]) for _, o in objects.get("relations", ())
+        ),
+        feedback=tuple(
+            Feedback(
+                id=o["id"],
+                topic=o["topic"],
+                prediction=o["prediction"],
+                correction=o["correction"],
+                scope=MappingProxyType(dict(o["scope"])),
+                context=o.get("context", ""),
+                importance=float(o.get("importance", 1.0)),
+                created_by=o.get("created_by", ""),
+                memory_ids=tuple(o["memory_ids"]),
+            )
+            for _, o in objects.get("feedback", ())
+        ),
     )
 
 
@@ -312,6 +375,11 @@ def load_suite(path: str | Path, *, name: str | None = None) -> Suite:
     qrels = _read_qrels(
         root / "qrels.tsv", {o["id"] for _, o in memories}, {o["id"] for _, o in queries}, problems
     )
+    knowledge = {  # optional files: absent means the system holds no graph or feedback
+        stem: _read_objects(root / f"{stem}.jsonl", schema, problems)
+        for stem, schema in KNOWLEDGE_FILES.items()
+        if (root / f"{stem}.jsonl").exists() or (root / f"{stem}.jsonl").is_symlink()
+    }
     if problems:
         raise SuiteError(problems[:MAX_PROBLEMS])
     suite = Suite(
@@ -323,6 +391,7 @@ def load_suite(path: str | Path, *, name: str | None = None) -> Suite:
         version=str(meta.get("version", "")),
         description=str(meta.get("description", "")),
         label_names=tuple(meta.get("labels", ())),
+        knowledge=_knowledge(knowledge),
     )
     check_suite(
         suite,
@@ -331,8 +400,13 @@ def load_suite(path: str | Path, *, name: str | None = None) -> Suite:
             "memories": "memories.jsonl",
             "queries": "queries.jsonl",
             "qrels": "qrels.tsv",
+            **{stem: f"{stem}.jsonl" for stem in KNOWLEDGE_FILES},
         },
-        lines={"memories": [n for n, _ in memories], "queries": [n for n, _ in queries]},
+        lines={
+            "memories": [n for n, _ in memories],
+            "queries": [n for n, _ in queries],
+            **{stem: [n for n, _ in objects] for stem, objects in knowledge.items()},
+        },
     )
     return suite
 
@@ -365,6 +439,10 @@ def save_suite(suite: Suite, path: str | Path) -> Path:
             with open(tmp / fname, "w", encoding="utf-8") as fh:
                 fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
         write_qrels(suite.qrels, tmp / "qrels.tsv")
+        if suite.knowledge:
+            for stem, records in knowledge_records(suite.knowledge).items():
+                with open(tmp / f"{stem}.jsonl", "w", encoding="utf-8") as fh:
+                    fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
         if root.exists():
             shutil.rmtree(root)
         os.replace(tmp, root)

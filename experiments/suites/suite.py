@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from experiments.suites import fields
-from retrieval.types import Memory, Query
+from retrieval.types import Concept, Feedback, Knowledge, Memory, Query, Relation
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,8 @@ class Suite:
     description: str = ""
     label_names: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default=())  # what a loader skipped or adjusted, said aloud
+    # Concept graphs and feedback records the evaluated system holds (optional; scoped like memories).
+    knowledge: Knowledge = field(default_factory=Knowledge)
 
     @functools.cached_property
     def content_hash(self) -> str:
@@ -68,6 +70,11 @@ class Suite:
         for qid in sorted(self.qrels):
             for mid, grade in sorted(self.qrels[qid].items()):
                 digest.update(f"{qid}\t{mid}\t{grade}\n".encode())
+        if self.knowledge:  # absent knowledge adds nothing: older suites keep their hash
+            for kind, records in knowledge_records(self.knowledge).items():
+                digest.update(f"\x00{kind}\x00".encode())
+                for record in records:
+                    digest.update(_dumps(record).encode())
         return digest.hexdigest()
 
     def is_abstention(self, query_id: str) -> bool:
@@ -91,6 +98,15 @@ class Suite:
             "k": self.k,  # the suite's declared default cutoff (suite.yaml `k`)
             "label_names": list(self.label_names),
             "content_hash": self.content_hash[:12],
+            **(
+                {
+                    "concepts": len(self.knowledge.concepts),
+                    "relations": len(self.knowledge.relations),
+                    "feedback": len(self.knowledge.feedback),
+                }
+                if self.knowledge
+                else {}
+            ),
         }
 
 
@@ -118,6 +134,9 @@ def check_suite(
         "memories": "memories",
         "queries": "queries",
         "qrels": "qrels",
+        "concepts": "concepts",
+        "relations": "relations",
+        "feedback": "feedback",
         **(files or {}),
     }
     lines = lines or {}
@@ -181,8 +200,82 @@ def check_suite(
                 add("qrels", None, "memory_id", f"query {qid!r} judges unknown memory {mid!r}")
             elif memory_scope[mid] != query_scope[qid]:
                 add("qrels", None, "memory_id", f"query {qid!r} judges memory {mid!r} of another scope")
+    _check_knowledge(suite.knowledge, memory_scope, add, line_of)
     if problems:
         raise SuiteError(problems)
+
+
+def _check_knowledge(
+    knowledge: Knowledge,
+    memory_scope: Mapping[str, dict[str, str]],
+    add: Callable[[str, int | None, str | None, str | None], None],
+    line_of: Callable[[str, int], int],
+) -> None:
+    """Concepts, relations and feedback: valid fields, unique ids, links to known memories of the
+    record's own scope; relations of a known type between known concepts of one scope, no self-loop,
+    each (source, target, relation) once."""
+    concept_scope: dict[str, dict[str, str]] = {}
+    for kind, records, rules in (
+        ("concepts", knowledge.concepts, _CONCEPT_RULES),
+        ("feedback", knowledge.feedback, _FEEDBACK_RULES),
+    ):
+        seen: set[str] = set()
+        for position, record in enumerate(records):
+            line = line_of(kind, position)
+            if record.id in seen:
+                add(kind, line, "id", f"duplicate {kind} id {record.id!r}")
+            seen.add(record.id)
+            for name, rule in rules.items():
+                add(kind, line, name, rule(getattr(record, name)))
+            for mid in record.memory_ids:
+                if mid not in memory_scope:
+                    add(kind, line, "memory_ids", f"unknown memory {mid!r}")
+                elif memory_scope[mid] != dict(record.scope):
+                    add(kind, line, "memory_ids", f"memory {mid!r} is of another scope")
+            if kind == "concepts":
+                concept_scope[record.id] = dict(record.scope)
+    triples: set[tuple[str, str, str]] = set()
+    for position, relation in enumerate(knowledge.relations):
+        line = line_of("relations", position)
+        add("relations", line, "relation", fields.relation_type_problem(relation.relation))
+        for end in ("source", "target"):
+            value = getattr(relation, end)
+            problem = fields.id_problem(value)
+            if problem is None and value not in concept_scope:
+                problem = f"unknown concept {value!r}"
+            add("relations", line, end, problem)
+        if relation.source == relation.target:
+            add("relations", line, "target", f"a self-loop on {relation.source!r}")
+        elif (
+            relation.source in concept_scope
+            and relation.target in concept_scope
+            and concept_scope[relation.source] != concept_scope[relation.target]
+        ):
+            add("relations", line, "target", "links concepts of two scopes")
+        triple = (relation.source, relation.target, relation.relation)
+        if triple in triples:
+            add("relations", line, None, f"duplicate relation {' '.join(triple)}")
+        triples.add(triple)
+
+
+_CONCEPT_RULES: dict[str, Callable[[Any], str | None]] = {
+    "id": fields.id_problem,
+    "name": fields.text_problem,
+    "scope": fields.scope_problem,
+    "content": fields.string_problem,
+    "memory_ids": fields.id_list_problem,
+}
+_FEEDBACK_RULES: dict[str, Callable[[Any], str | None]] = {
+    "id": fields.id_problem,
+    "topic": fields.text_problem,
+    "prediction": fields.text_problem,
+    "correction": fields.text_problem,
+    "scope": fields.scope_problem,
+    "context": fields.string_problem,
+    "importance": fields.unit_number_problem,
+    "created_by": fields.string_problem,
+    "memory_ids": fields.id_list_problem,
+}
 
 
 _MEMORY_RULES: dict[str, Callable[[Any], str | None]] = {
@@ -249,3 +342,39 @@ def query_record(q: Query) -> dict[str, Any]:
     }
     record.update({k: v for k, v in optional.items() if v is not None})
     return record
+
+
+def concept_record(c: Concept) -> dict[str, Any]:
+    record: dict[str, Any] = {"id": c.id, "name": c.name, "scope": dict(c.scope)}
+    optional = {"content": c.content or None, "labels": list(c.labels) or None}
+    record.update({k: v for k, v in optional.items() if v is not None})
+    record["memory_ids"] = list(c.memory_ids)
+    return record
+
+
+def relation_record(r: Relation) -> dict[str, Any]:
+    return {"source": r.source, "target": r.target, "relation": r.relation}
+
+
+def feedback_record(f: Feedback) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "id": f.id,
+        "topic": f.topic,
+        "prediction": f.prediction,
+        "correction": f.correction,
+        "scope": dict(f.scope),
+    }
+    optional = {"context": f.context or None, "created_by": f.created_by or None}
+    record.update({k: v for k, v in optional.items() if v is not None})
+    record["importance"] = f.importance
+    record["memory_ids"] = list(f.memory_ids)
+    return record
+
+
+def knowledge_records(knowledge: Knowledge) -> dict[str, list[dict[str, Any]]]:
+    """The canonical records of a suite's knowledge, by file stem (concepts, relations, feedback)."""
+    return {
+        "concepts": [concept_record(c) for c in knowledge.concepts],
+        "relations": [relation_record(r) for r in knowledge.relations],
+        "feedback": [feedback_record(f) for f in knowledge.feedback],
+    }
