@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from experiments.report import analysis, plots
+from experiments.report.drilldown import DEFAULT_DRILLDOWN, DrilldownOptions, drilldown_blocks, suite_texts
 from experiments.report.render import (
     Block,
     Code,
@@ -60,16 +61,17 @@ def build_report(
     keep_repeats: bool = False,
     sections: Sequence[Callable[[analysis.Comparison, pd.DataFrame], list[Block]]] = (),
     missing: Sequence[str] = (),
+    drilldown: DrilldownOptions | None = DEFAULT_DRILLDOWN,
 ) -> analysis.Comparison:
     """`sections`: extra blocks (a study's named report sections), each from the comparison and its
-    significance table, placed after the per-query wins and losses."""
+    significance table, placed after the per-query wins and losses. `primary`: default the suite's
+    (`primary` in its suite config), else the first metric. `drilldown`: which queries the per-query
+    drill-down at the end shows (None: no drill-down)."""
     dropped: list[RunRecord] = []
     if not keep_repeats:
         runs, dropped = analysis.drop_repeats(runs)
-    comp = analysis.build_comparison(runs, baseline=baseline, metrics=metrics, label=label)
-    primary = primary or comp.metrics[0]
-    if primary not in comp.metrics:
-        raise ValueError(f"primary metric {primary!r} is not among the report's metrics {comp.metrics}")
+    comp = analysis.build_comparison(runs, baseline=baseline, metrics=metrics, label=label, primary=primary)
+    primary = comp.primary
     sig = analysis.significance(comp, test=test, alpha=alpha, seed=seed)
     per_label = analysis.by_label(comp, primary, alpha=alpha, seed=seed)
     label_name = (comp.label_column or "label").removeprefix("label.")
@@ -184,6 +186,9 @@ def build_report(
         Heading("Provenance"),
         Table(analysis.provenance(comp), "run"),
     ]
+    if drilldown is not None:
+        texts, why = suite_texts(base_run) if any(r.ranking is not None for r in comp.runs) else (None, "")
+        blocks += drilldown_blocks(comp, drilldown, texts, why)
     write(blocks, out_dir, title)
     return comp
 
