@@ -155,7 +155,7 @@ def build_report(
     if len(comp.runs) > 1:
         blocks += [
             Heading(f"{primary_md} per {label_md}: difference from the baseline"),
-            Image("heatmap.png", plots.delta_heatmap(comp, per_label, primary), f"delta {primary}"),
+            Image("heatmap.png", plots.delta_heatmap(comp, per_label, primary, sig), f"delta {primary}"),
         ]
     blocks += [
         Paragraph(f"Mean {primary_md} per {label_md}:"),
@@ -164,8 +164,8 @@ def build_report(
     tested = int((per_label["run"] != comp.baseline).sum())
     blocks.append(
         Paragraph(
-            f"† / ‡ (and \\* in the heat map): significantly better / worse than the baseline in that "
-            f"{label_md}, by the paired randomization test on its queries, Holm across all {tested} "
+            "† / ‡ (outlined and marked in the heat map): significantly better / worse than the baseline "
+            f"in that {label_md}, by the paired randomization test on its queries, Holm across all {tested} "
             f"({label_md}, run) cells; α = {alpha}. Few queries per {label_md}: only large changes show."
         )
     )
