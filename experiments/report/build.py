@@ -72,6 +72,11 @@ def build_report(
         runs, dropped = analysis.drop_repeats(runs)
     comp = analysis.build_comparison(runs, baseline=baseline, metrics=metrics, label=label, primary=primary)
     primary = comp.primary
+    drilled: list[Block] = []  # first: a query asked for that is not in the runs fails before any work
+    if drilldown is not None:
+        has_ranking = any(r.ranking is not None for r in comp.runs)
+        texts, why = suite_texts(comp.run_by_label[comp.baseline]) if has_ranking else (None, "")
+        drilled = drilldown_blocks(comp, drilldown, texts, why)
     sig = analysis.significance(comp, test=test, alpha=alpha, seed=seed)
     per_label = analysis.by_label(comp, primary, alpha=alpha, seed=seed)
     label_name = (comp.label_column or "label").removeprefix("label.")
@@ -186,9 +191,7 @@ def build_report(
         Heading("Provenance"),
         Table(analysis.provenance(comp), "run"),
     ]
-    if drilldown is not None:
-        texts, why = suite_texts(base_run) if any(r.ranking is not None for r in comp.runs) else (None, "")
-        blocks += drilldown_blocks(comp, drilldown, texts, why)
+    blocks += drilled
     write(blocks, out_dir, title)
     return comp
 
