@@ -147,8 +147,12 @@ def drilldown_blocks(
 ) -> list[Block]:
     picked = pick_queries(comp, options)
     primary, base = comp.primary, comp.baseline
-    cutoff = primary.rpartition("@")[2]
-    k = int(cutoff) if cutoff.isdigit() else 10
+    cutoff = primary.rpartition("@")[2]  # the primary metric's cutoff, else the suite's k
+    k = (
+        int(cutoff)
+        if cutoff.isdigit()
+        else int(comp.run_by_label[base].summary.get("suite", {}).get("k") or 10)
+    )
     blocks: list[Block] = [Heading("Per-query drill-down")]
     without = [lab for lab, r in comp.run_by_label.items() if r.ranking is None]
     blocks.append(
