@@ -98,12 +98,11 @@ def delta_heatmap(
     values, significant = table.to_numpy(float), marks.to_numpy(bool)
     limit = max(float(np.nanmax(np.abs(values))), 1e-9)
     width = min(2.0 + 0.75 * len(runs), 22)
-    fig, ax = plt.subplots(figsize=(width, 1.9 + 0.42 * len(table)))
+    fig, ax = plt.subplots(figsize=(width, 1.2 + 0.42 * len(table)))
     image = ax.imshow(values, cmap="RdBu", vmin=-limit, vmax=limit, aspect="auto")
     names, axis_name = _tick_names(comp, runs)
     ax.set_xticks(range(len(runs)), names, rotation=60, ha="right", fontsize=7)
-    if axis_name:
-        ax.set_xlabel(axis_name)
+    ax.set_xlabel(axis_name or "run")
     ax.set_yticks(range(len(table)), table.index, fontsize=8)
     better = higher_is_better(metric)
     for (i, j), value in np.ndenumerate(values):
@@ -123,8 +122,9 @@ def delta_heatmap(
         f"Holm across all {int(marks.iloc[:-1].size)} per-label cells; the (overall) row: Holm across "
         "the report's runs × metrics)"
     )
-    fig.text(0.01, 0.005, fill(legend, 95), fontsize=7, ha="left", va="bottom")
-    fig.subplots_adjust(bottom=0.1 + 0.06 * (len(legend) // 95 + 1))
+    # Just under the axis label, wherever the rotated tick labels end.
+    ax.annotate(fill(legend, 90), xy=(0, 0), xycoords=ax.xaxis.label, xytext=(0, -4),
+                textcoords="offset points", fontsize=7, ha="left", va="top")  # fmt: skip
     return _png(fig)
 
 
