@@ -22,6 +22,7 @@ from experiments.runs import RunError, load_run_dir
 from experiments.study import PlanError, load_plan
 from experiments.suites.jsonl import save_suite
 from experiments.suites.suite import Suite
+from experiments.trec import read_run
 from retrieval.types import Memory, Query, RankedList
 from tests.test_report import TOPICS, run
 
@@ -140,6 +141,12 @@ def test_every_run_writes_its_ranking_and_the_report_drills_into_wins_losses_and
     first = load_run_dir(runs["dirs"][0])
     assert first.ranking is not None and {"score", "bm25"} <= set(first.ranking.columns)
     assert first.config["suite"]["primary"] == "nDCG@10"
+    order = read_run(runs["dirs"][0] / "run.trec")  # the kept top ranks are the run file's, in order
+    for query, rows in first.ranking.groupby("query_id"):
+        top = rows[rows["rank"] <= 10].sort_values("rank")
+        assert list(top["memory_id"]) == order[query][:10] and list(top["rank"]) == list(
+            range(1, len(top) + 1)
+        )
     out = runs["tmp"] / "report"
     build_report([load_run_dir(d) for d in runs["dirs"]], out, title="t", metrics=["R@10", "nDCG@10", "RR"],
                  drilldown=DrilldownOptions(n=2, queries=(CYRILLIC, "q5")))  # fmt: skip
