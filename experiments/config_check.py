@@ -29,8 +29,12 @@ from retrieval.pipeline import Pipeline, PipelineConfigError
 from retrieval.stage import value_problems
 
 RESUME_CHOICES = ("auto", True, False)
+# Keys of a suite config node that say how reports show the suite, not how to load it.
+SUITE_REPORT_KEYS = ("report_label", "primary")
 # Keys of a suite config node that are not loader arguments.
-SUITE_META_KEYS = frozenset({"_target_", "_convert_", "_recursive_", "_partial_", "_args_", "report_label"})
+SUITE_META_KEYS = frozenset(
+    {"_target_", "_convert_", "_recursive_", "_partial_", "_args_", *SUITE_REPORT_KEYS}
+)
 _CUTOFF = re.compile(r"(?P<family>\w+?)@(?P<k>[+-]?\d+)")
 
 
@@ -171,6 +175,8 @@ def suite_problems(cfg: DictConfig) -> list[str]:
         hints = {}
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     out = []
+    if suite.get("primary") is not None:  # the report's default primary metric for this suite
+        out += metric_problems("suite.primary", [suite.primary])
     if "path" in params:
         out += _path_problems_of(suite, loader in _directory_loaders())
     for key in suite:

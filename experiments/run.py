@@ -26,8 +26,10 @@ from hydra.types import RunMode
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.config_check import ConfigError, check_config
+from experiments.config_check import SUITE_REPORT_KEYS, ConfigError, check_config
 from experiments.evaluate import Evaluation, evaluate
+from experiments.ranking import FILENAME as RANKING_FILE
+from experiments.ranking import saved_depth, write_ranking
 from experiments.suites.jsonl import write_qrels
 from experiments.suites.suite import Suite, SuiteError
 from experiments.sweep_tracking import JobFailed, job_failed, job_started, read_parent
@@ -66,8 +68,8 @@ def _files_signature(path: Any) -> tuple:
 
 def load_suite_from_config(cfg: DictConfig, *, memoise: bool = False) -> Suite:
     """The suite a config names; `memoise` reuses the one this process loaded (same config, same files)."""
-    # `report_label` is for the console table, not the loader.
-    loader_cfg = OmegaConf.masked_copy(cfg.suite, [k for k in cfg.suite if k != "report_label"])
+    # `report_label` and `primary` are for tables and reports, not the loader.
+    loader_cfg = OmegaConf.masked_copy(cfg.suite, [k for k in cfg.suite if k not in SUITE_REPORT_KEYS])
     if memoise:
         key = (
             OmegaConf.to_yaml(loader_cfg, resolve=True),
@@ -101,10 +103,14 @@ def results_table(evaluation: Evaluation, metrics: list[str], label: str | None)
     return table[cols]
 
 
-def write_outputs(run_dir: Path, suite: Suite, output: RunOutput, evaluation: Evaluation, tag: str) -> None:
+def write_outputs(
+    run_dir: Path, suite: Suite, output: RunOutput, evaluation: Evaluation, tag: str, metrics: list[str]
+) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
     evaluation.per_query.to_csv(run_dir / "per_query.csv")
     write_run(output.ranked, run_dir / "run.trec", tag=tag)
+    # The top of each ranking with its score columns: what a report's per-query drill-down explains.
+    write_ranking(output.ranked, suite.qrels, run_dir / RANKING_FILE, saved_depth(metrics, suite.k))
     write_qrels(suite.qrels, run_dir / "qrels.tsv")
     # metrics.json last: its presence marks a finished run directory.
     tmp = run_dir / ".metrics.json.tmp"
@@ -184,7 +190,7 @@ def run_experiment(
     # The same provenance as the MLflow tags, on disk too: reports built from run directories read it.
     tags = {**_tags(cfg, suite, pipeline), CONFIG_HASH_TAG: cfg_hash, CODE_VERSION_TAG: code_version()}
     (run_dir / "tags.json").write_text(json.dumps(tags, indent=2))
-    write_outputs(run_dir, suite, output, evaluation, tag=str(cfg.variant.name))
+    write_outputs(run_dir, suite, output, evaluation, tag=str(cfg.variant.name), metrics=list(cfg.metrics))
     record_finished(cfg.cache_dir, cfg_hash, suite.content_hash, run_dir, None)
 
     with pd.option_context("display.width", 200, "display.max_columns", 30, "display.precision", 3):

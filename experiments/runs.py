@@ -20,6 +20,8 @@ import pandas as pd
 import yaml
 
 from experiments.metrics import parse_metric
+from experiments.ranking import FILENAME as RANKING_FILE
+from experiments.ranking import read_ranking
 from experiments.tracking import flatten, resolve_uri
 
 PROVENANCE_TAGS = ("suite_hash", "model_revisions", "git_commit", "memeval_version")
@@ -45,6 +47,9 @@ class RunRecord:
     per_query: pd.DataFrame  # index query_id; label.*, abstention, latency_ms, ms.*, metric columns
     tags: Mapping[str, str] = field(default_factory=dict)
     finished_at: float = 0.0  # seconds since the epoch: which of two repeats is the later one
+    # The top of each ranking with its score columns (experiments.ranking); None for runs made before it.
+    ranking: pd.DataFrame | None = None
+    config: Mapping[str, Any] = field(default_factory=dict)  # the run's resolved config, nested
 
     @property
     def variant(self) -> str:
@@ -106,7 +111,10 @@ def load_run_dir(path: str | Path) -> RunRecord:
     tags = json.loads((root / "tags.json").read_text()) if (root / "tags.json").is_file() else {}
     per_query = read_per_query(root / "per_query.csv")
     finished = (root / "metrics.json").stat().st_mtime
-    return RunRecord(str(root), flatten(config or {}), summary, per_query, tags, finished)
+    ranking = read_ranking(root / RANKING_FILE) if (root / RANKING_FILE).is_file() else None
+    return RunRecord(
+        str(root), flatten(config or {}), summary, per_query, tags, finished, ranking, config or {}
+    )
 
 
 def _followed(root: Path) -> Path:
@@ -250,9 +258,11 @@ def _mlflow_record(client: Any, run: Any) -> RunRecord | None:
     have = {a.path for a in client.list_artifacts(run.info.run_id)}
     if not {"metrics.json", "per_query.csv"} <= have:
         return None
+    optional = [n for n in (RANKING_FILE, "config.yaml") if n in have]
     with tempfile.TemporaryDirectory(prefix="memeval-report-") as tmp:
-        for name in ("metrics.json", "per_query.csv"):
+        for name in ("metrics.json", "per_query.csv", *optional):
             client.download_artifacts(run.info.run_id, name, tmp)
+        ranking, config = Path(tmp) / RANKING_FILE, Path(tmp) / "config.yaml"
         return RunRecord(
             f"mlflow:{run.info.run_id}",
             dict(run.data.params),
@@ -260,6 +270,8 @@ def _mlflow_record(client: Any, run: Any) -> RunRecord | None:
             read_per_query(Path(tmp) / "per_query.csv"),
             {k: v for k, v in run.data.tags.items() if not k.startswith("mlflow.")},
             (run.info.end_time or run.info.start_time or 0) / 1000,
+            read_ranking(ranking) if ranking.is_file() else None,
+            (yaml.safe_load(config.read_text()) or {}) if config.is_file() else {},
         )
 
 

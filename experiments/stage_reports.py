@@ -26,6 +26,7 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
+from experiments.config_check import SUITE_REPORT_KEYS
 from experiments.configs import CONF_DIR
 from experiments.evaluate import Evaluation, evaluate
 from experiments.statistics import compare, holm
@@ -131,7 +132,7 @@ class Runner:
     def suite(self, cfg):
         key = OmegaConf.to_yaml(cfg.suite)
         if key not in self._suites:
-            loader = OmegaConf.masked_copy(cfg.suite, [k for k in cfg.suite if k != "report_label"])
+            loader = OmegaConf.masked_copy(cfg.suite, [k for k in cfg.suite if k not in SUITE_REPORT_KEYS])
             self._suites[key] = instantiate(loader, _convert_="all")
         return self._suites[key]
 

@@ -95,6 +95,10 @@ def test_same_config_and_seed_give_identical_metrics_in_fresh_processes(tmp_path
     )
     trec = (first / "run.trec").read_bytes()
     assert trec and (second / "run.trec").read_bytes() == trec == (cached / "run.trec").read_bytes()
+    ranking = (first / "ranking.csv").read_bytes()  # the score columns too, not only the final order
+    assert (
+        ranking and (second / "ranking.csv").read_bytes() == ranking == (cached / "ranking.csv").read_bytes()
+    )
     tables = [pd.read_csv(d / "per_query.csv", index_col=0) for d in (first, second, cached)]
     keep = [c for c in tables[0].columns if not c.startswith(PER_QUERY_TIMINGS)]
     for table in tables[1:]:

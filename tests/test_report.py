@@ -387,7 +387,14 @@ def test_strings_from_runs_are_escaped_for_html_and_markdown(runs, tmp_path):
     page = (out / "index.html").read_text()
     parser = _Links()
     parser.feed(page)
-    assert "<script" not in page and {tag for tag, _, _ in parser.attrs} <= {"html", "meta", "img"}
+    assert "<script" not in page and {tag for tag, _, _ in parser.attrs} <= {
+        "html",
+        "meta",
+        "img",
+        "div",
+        "td",
+    }
+    assert {v for tag, _, v in parser.attrs if tag in ("div", "td")} <= {"scroll", "text"}
     assert all(not k.startswith("on") for _, k, _ in parser.attrs)  # no event handler attribute
     hrefs = [v for tag, k, v in parser.attrs if k == "href"]
     assert not any("javascript" in (v or "").lower() for v in hrefs) and "<a " not in page

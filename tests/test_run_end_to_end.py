@@ -48,7 +48,15 @@ def hybrid_run(tmp_path_factory, beam_100k):
 
 def test_run_writes_every_file_with_all_ten_abilities(hybrid_run):
     run_dir, _, stdout = hybrid_run
-    for name in ("metrics.json", "per_query.csv", "run.trec", "qrels.tsv", "config.yaml", "tags.json"):
+    for name in (
+        "metrics.json",
+        "per_query.csv",
+        "run.trec",
+        "ranking.csv",
+        "qrels.tsv",
+        "config.yaml",
+        "tags.json",
+    ):
         assert (run_dir / name).is_file(), name
     metrics = json.loads((run_dir / "metrics.json").read_text())
     tags = json.loads((run_dir / "tags.json").read_text())
@@ -100,4 +108,4 @@ def test_the_mlflow_store_holds_the_run_with_metrics_params_tags_and_files(hybri
     assert run.data.tags["suite_hash"] == metrics["suite"]["content_hash"]
     assert "all-MiniLM-L6-v2@" in run.data.tags["model_revisions"]
     files = {a.path for a in client.list_artifacts(run.info.run_id)}
-    assert {"metrics.json", "per_query.csv", "run.trec", "qrels.tsv", "config.yaml"} <= files
+    assert {"metrics.json", "per_query.csv", "run.trec", "ranking.csv", "qrels.tsv", "config.yaml"} <= files

@@ -4,7 +4,8 @@
     python -m experiments.report --name local --run-dir multirun/2026-11-23_04-00-00
 
 `build.build_report` is the one call; `analysis` computes the tables (paired tests, Holm),
-`plots` draws the figures (matplotlib Agg), `render` writes Markdown and self-contained HTML.
+`plots` draws the figures (matplotlib Agg), `drilldown` explains single queries (top k with score
+columns, from each run's ranking.csv), `render` writes Markdown and self-contained HTML.
 """
 
 from experiments.report.build import build_report

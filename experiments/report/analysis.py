@@ -21,7 +21,7 @@ from experiments.statistics import bootstrap_ci, compare, holm, paired_randomiza
 # Params that say where or how a run was executed, not what was measured.
 _IGNORED_PARAM_PREFIXES = (
     "tracking.", "hydra", "cache_dir", "progress", "metrics", "objective", "report_label",
-    "suite.report_label",
+    "suite.report_label", "suite.primary",
 )  # fmt: skip
 # Encoder settings that change speed or logging, not the vectors (wherever the encoder is interpolated).
 _IGNORED_PARAM_SUFFIXES = ("encoder.cache_dir", "encoder.show_progress", "encoder.batch_size")
@@ -40,6 +40,7 @@ class Comparison:
     metrics: tuple[str, ...]
     label_column: str | None  # e.g. label.ability
     values: dict[str, pd.DataFrame]  # metric -> (queries x run labels) per-query values
+    primary: str = ""  # the metric the report leads with (see `primary_metric`)
 
     @property
     def run_by_label(self) -> dict[str, RunRecord]:
@@ -126,6 +127,7 @@ def build_comparison(
     baseline: str | None = None,
     metrics: Sequence[str] | None = None,
     label: str | None = None,
+    primary: str | None = None,
 ) -> Comparison:
     if not runs:
         raise RunError("no runs to compare")
@@ -165,7 +167,21 @@ def build_comparison(
     label_column = f"label.{wanted}" if wanted and f"label.{wanted}" in label_columns else None
     if label_column is None and label_columns:
         label_column = label_columns[0]
-    return Comparison(tuple(runs), tuple(labels), chosen, sweep, tuple(values), metrics, label_column, frames)
+    primary = primary_metric(runs[labels.index(chosen)], metrics, primary)
+    return Comparison(
+        tuple(runs), tuple(labels), chosen, sweep, tuple(values), metrics, label_column, frames, primary
+    )
+
+
+def primary_metric(baseline: RunRecord, metrics: Sequence[str], wanted: str | None = None) -> str:
+    """The metric a report leads with: the one asked for; else the suite's own (`primary` in its
+    suite config, e.g. nDCG@10 for BEAM) when the report has it; else the report's first metric."""
+    if wanted:
+        if wanted not in metrics:
+            raise RunError(f"primary metric {wanted!r} is not among the report's metrics {list(metrics)}")
+        return wanted
+    suites = baseline.params.get("suite.primary")
+    return suites if suites in metrics else metrics[0]
 
 
 def _pick_baseline(runs, labels, values, wanted: str | None) -> str:

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from experiments.report import analysis, plots
+from experiments.report.drilldown import DEFAULT_DRILLDOWN, DrilldownOptions, drilldown_blocks, suite_texts
 from experiments.report.render import (
     Block,
     Code,
@@ -60,16 +61,22 @@ def build_report(
     keep_repeats: bool = False,
     sections: Sequence[Callable[[analysis.Comparison, pd.DataFrame], list[Block]]] = (),
     missing: Sequence[str] = (),
+    drilldown: DrilldownOptions | None = DEFAULT_DRILLDOWN,
 ) -> analysis.Comparison:
     """`sections`: extra blocks (a study's named report sections), each from the comparison and its
-    significance table, placed after the per-query wins and losses."""
+    significance table, placed after the per-query wins and losses. `primary`: default the suite's
+    (`primary` in its suite config), else the first metric. `drilldown`: which queries the per-query
+    drill-down at the end shows (None: no drill-down)."""
     dropped: list[RunRecord] = []
     if not keep_repeats:
         runs, dropped = analysis.drop_repeats(runs)
-    comp = analysis.build_comparison(runs, baseline=baseline, metrics=metrics, label=label)
-    primary = primary or comp.metrics[0]
-    if primary not in comp.metrics:
-        raise ValueError(f"primary metric {primary!r} is not among the report's metrics {comp.metrics}")
+    comp = analysis.build_comparison(runs, baseline=baseline, metrics=metrics, label=label, primary=primary)
+    primary = comp.primary
+    drilled: list[Block] = []  # first: a query asked for that is not in the runs fails before any work
+    if drilldown is not None:
+        has_ranking = any(r.ranking is not None for r in comp.runs)
+        texts, why = suite_texts(comp.run_by_label[comp.baseline]) if has_ranking else (None, "")
+        drilled = drilldown_blocks(comp, drilldown, texts, why)
     sig = analysis.significance(comp, test=test, alpha=alpha, seed=seed)
     per_label = analysis.by_label(comp, primary, alpha=alpha, seed=seed)
     label_name = (comp.label_column or "label").removeprefix("label.")
@@ -153,7 +160,7 @@ def build_report(
     if len(comp.runs) > 1:
         blocks += [
             Heading(f"{primary_md} per {label_md}: difference from the baseline"),
-            Image("heatmap.png", plots.delta_heatmap(comp, per_label, primary), f"delta {primary}"),
+            Image("heatmap.png", plots.delta_heatmap(comp, per_label, primary, sig), f"delta {primary}"),
         ]
     blocks += [
         Paragraph(f"Mean {primary_md} per {label_md}:"),
@@ -162,8 +169,8 @@ def build_report(
     tested = int((per_label["run"] != comp.baseline).sum())
     blocks.append(
         Paragraph(
-            f"† / ‡ (and \\* in the heat map): significantly better / worse than the baseline in that "
-            f"{label_md}, by the paired randomization test on its queries, Holm across all {tested} "
+            "† / ‡ (outlined and marked in the heat map): significantly better / worse than the baseline "
+            f"in that {label_md}, by the paired randomization test on its queries, Holm across all {tested} "
             f"({label_md}, run) cells; α = {alpha}. Few queries per {label_md}: only large changes show."
         )
     )
@@ -184,6 +191,7 @@ def build_report(
         Heading("Provenance"),
         Table(analysis.provenance(comp), "run"),
     ]
+    blocks += drilled
     write(blocks, out_dir, title)
     return comp
 

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from experiments.report.build import TEST_NAMES, build_report
+from experiments.report.drilldown import DrilldownOptions
 from experiments.runs import (
     RunError,
     find_run_dirs,
@@ -52,7 +53,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--baseline", help="run label or variant compared against (default: see README)")
     parser.add_argument("--metrics", nargs="+", help="metrics in the table (default: all in the runs)")
     parser.add_argument(
-        "--primary", help="metric for curves per label, heat map, wins/losses (default: first)"
+        "--primary",
+        help="metric for curves per label, heat map, wins/losses, drill-down "
+        "(default: the suite config's `primary` when the runs have it, else the first metric)",
     )
     parser.add_argument("--label", help="label for per-label views (default: the suite's report_label)")
     parser.add_argument("--test", choices=sorted(TEST_NAMES), default="randomization")
@@ -62,6 +65,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--keep-repeats", action="store_true", help="keep earlier runs of an identical config"
     )
     parser.add_argument("--command", action="append", default=[], help="command that produced the runs")
+    drill = parser.add_argument_group("per-query drill-down (the report's last section)")
+    drill.add_argument(
+        "--drilldown", type=int, default=3, metavar="N",
+        help="the N biggest wins and N biggest losses of each run against the baseline (default 3; 0: none)",
+    )  # fmt: skip
+    drill.add_argument(
+        "--queries", action="append", default=[], metavar="ID[,ID...]",
+        help="also drill into these query ids (comma-separated, repeatable)",
+    )  # fmt: skip
     return parser.parse_args(argv)
 
 
@@ -104,6 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             runs, out_dir, title=args.title or args.name, baseline=args.baseline, metrics=args.metrics,
             primary=args.primary, label=args.label, test=args.test, alpha=args.alpha, seed=args.seed,
             commands=[*args.command, this], source=source, keep_repeats=args.keep_repeats, missing=missing,
+            drilldown=drilldown_options(args),
         )  # fmt: skip
     except (RunError, ValueError, KeyError) as err:
         print(f"report error: {err}", file=sys.stderr)
@@ -117,6 +130,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 1
     return 0
+
+
+def drilldown_options(args: argparse.Namespace) -> DrilldownOptions | None:
+    if args.drilldown < 0:
+        raise ValueError(f"--drilldown must be 0 or more, got {args.drilldown}")
+    queries = tuple(dict.fromkeys(q for text in args.queries for q in text.split(",") if q))
+    return DrilldownOptions(args.drilldown, queries) if args.drilldown or queries else None
 
 
 def _without_commands(argv: Sequence[str]) -> list[str]:

@@ -7,6 +7,7 @@ report.md and embeds them as base64 in index.html.
 from __future__ import annotations
 
 import io
+from textwrap import fill
 
 import matplotlib
 
@@ -17,6 +18,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from experiments.report.analysis import Comparison  # noqa: E402
+from experiments.runs import higher_is_better  # noqa: E402
 
 
 def _png(fig: plt.Figure) -> bytes:
@@ -73,30 +75,56 @@ def label_curves(comp: Comparison, per_label: pd.DataFrame, metric: str) -> byte
     return _png(fig)
 
 
-def delta_heatmap(comp: Comparison, per_label: pd.DataFrame, metric: str) -> bytes:
-    """Delta of `metric` vs the baseline, label values x runs, diverging colours centred on 0."""
+def delta_heatmap(
+    comp: Comparison, per_label: pd.DataFrame, metric: str, significance: pd.DataFrame | None = None
+) -> bytes:
+    """Delta of `metric` vs the baseline, label values x runs, diverging colours centred on 0.
+
+    A cell whose paired test is significant after the report's Holm correction is outlined and marked †
+    (better) or ‡ (worse): per-label cells by Holm across all (label, run) cells, the overall row by the
+    report's own family (`significance`: runs x metrics), as the tables beside the figure are.
+    """
     table = per_label.pivot(index="label", columns="run", values="delta")
     marks = per_label.pivot(index="label", columns="run", values="significant")
     runs = [lab for lab in comp.labels if lab != comp.baseline]
     table, marks = table[runs], marks[runs].astype(bool)
     overall = comp.values[metric]
     table.loc["(overall)"] = [float((overall[r] - overall[comp.baseline]).mean()) for r in runs]
-    limit = max(float(np.nanmax(np.abs(table.to_numpy()))), 1e-9)
+    if significance is not None:
+        part = significance[significance["metric"] == metric].set_index("run")
+        marks.loc["(overall)"] = [bool(part.at[r, "significant"]) for r in runs]
+    else:
+        marks.loc["(overall)"] = False
+    values, significant = table.to_numpy(float), marks.to_numpy(bool)
+    limit = max(float(np.nanmax(np.abs(values))), 1e-9)
     width = min(2.0 + 0.75 * len(runs), 22)
     fig, ax = plt.subplots(figsize=(width, 1.2 + 0.42 * len(table)))
-    image = ax.imshow(table.to_numpy(), cmap="RdBu", vmin=-limit, vmax=limit, aspect="auto")
+    image = ax.imshow(values, cmap="RdBu", vmin=-limit, vmax=limit, aspect="auto")
     names, axis_name = _tick_names(comp, runs)
     ax.set_xticks(range(len(runs)), names, rotation=60, ha="right", fontsize=7)
-    if axis_name:
-        ax.set_xlabel(axis_name)
+    ax.set_xlabel(axis_name or "run")
     ax.set_yticks(range(len(table)), table.index, fontsize=8)
-    if table.size <= 300:
-        significant = np.vstack([marks.to_numpy(), np.zeros((1, len(runs)), bool)])  # overall: see the table
-        for (i, j), value in np.ndenumerate(table.to_numpy()):
-            ax.text(j, i, f"{value:+.2f}" + ("*" if significant[i, j] else ""), ha="center", va="center",
-                    fontsize=6, color="white" if abs(value) > 0.6 * limit else "black")  # fmt: skip
+    better = higher_is_better(metric)
+    for (i, j), value in np.ndenumerate(values):
+        if significant[i, j]:  # outlined whatever the table's size, so large heat maps still show it
+            for lw, colour in ((3.2, "black"), (1.4, "#ffd43b")):  # seen on dark and light cells alike
+                ax.add_patch(plt.Rectangle((j - 0.46, i - 0.46), 0.92, 0.92, fill=False, lw=lw, ec=colour))
+        if table.size <= 300:
+            mark = ("†" if (value > 0) == better else "‡") if significant[i, j] else ""
+            ax.text(j, i, f"{value:+.2f}{mark}", ha="center", va="center",
+                    fontsize=7 if mark else 6, fontweight="bold" if mark else "normal",
+                    color="white" if abs(value) > 0.6 * limit else "black")  # fmt: skip
+    ax.axhline(len(table) - 1.5, color="grey", lw=0.8)  # the overall row is another test family
     fig.colorbar(image, ax=ax, label=f"Δ {metric} vs {comp.baseline}")
-    ax.set_title(f"Δ {metric} vs baseline {comp.baseline}  (* significant, Holm over all cells)")
+    ax.set_title(f"Δ {metric} vs baseline {_short_label(comp.baseline, 60)}")
+    legend = (
+        "outlined (yellow on black), † / ‡: significantly better / worse than the baseline (paired test, "
+        f"Holm across all {int(marks.iloc[:-1].size)} per-label cells; the (overall) row: Holm across "
+        "the report's runs × metrics)"
+    )
+    # Just under the axis label, wherever the rotated tick labels end.
+    ax.annotate(fill(legend, 90), xy=(0, 0), xycoords=ax.xaxis.label, xytext=(0, -4),
+                textcoords="offset points", fontsize=7, ha="left", va="top")  # fmt: skip
     return _png(fig)
 
 

@@ -40,6 +40,7 @@ class Table:
     frame: pd.DataFrame  # cells already formatted as strings; the index is the first column
     index_name: str = ""
     markup: bool = False  # cells hold the report's own inline markup (**best**); else they are data
+    text_columns: tuple[str, ...] = ()  # columns of prose (memory texts): left-aligned and wrapped in HTML
 
 
 @dataclass(frozen=True)
@@ -155,6 +156,8 @@ padding:0 1em;color:#222;line-height:1.45}
 table{border-collapse:collapse;margin:1em 0;font-size:0.86em}
 th,td{border:1px solid #ccc;padding:3px 8px;text-align:right}
 th:first-child,td:first-child{text-align:left}
+td.text{text-align:left;min-width:22em;max-width:48em;white-space:normal;overflow-wrap:anywhere}
+.scroll{overflow-x:auto;max-width:100%} .scroll table{margin:0.4em 0}
 th{background:#f3f3f3} tr:nth-child(even) td{background:#fafafa}
 code,pre{background:#f5f5f5;border-radius:3px} pre{padding:0.8em;overflow-x:auto;white-space:pre-wrap}
 img{max-width:100%;border:1px solid #eee;margin:0.5em 0}
@@ -177,13 +180,19 @@ def to_html(blocks: list[Block], title: str) -> str:
         elif isinstance(block, Table):
             head = "".join(f"<th>{_inline(md(c))}</th>" for c in [block.index_name, *block.frame.columns])
             cell = _inline if block.markup else (lambda v: _inline(md(v)))
+            kinds = ["", *(' class="text"' if c in block.text_columns else "" for c in block.frame.columns)]
             rows = "".join(
                 "<tr>"
-                + "".join(f"<td>{v}</td>" for v in [_inline(md(index)), *map(cell, row.tolist())])
+                + "".join(
+                    f"<td{kind}>{v}</td>"
+                    for kind, v in zip(kinds, [_inline(md(index)), *map(cell, row.tolist())], strict=True)
+                )
                 + "</tr>"
                 for index, row in block.frame.iterrows()
             )
-            body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
+            # A wide table scrolls inside its own box instead of widening the page.
+            table = f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+            body.append(f'<div class="scroll">{table}</div>')
     return (
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
         f"<style>{_STYLE}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n"

@@ -53,7 +53,12 @@ class StudyResult:
 
     def per_query(self, metric: str | None = None) -> pd.DataFrame:
         """Per-query values of one metric (default: the primary), queries x rows."""
-        return self.comparison.values[metric or self.plan.primary]
+        return self.comparison.values[metric or self.primary]
+
+    @property
+    def primary(self) -> str:
+        """The plan's primary metric, else the suite's (its suite config's `primary`), else the first."""
+        return self.comparison.primary
 
     def table(self) -> pd.DataFrame:
         """Mean per row and metric, with † (significantly better) / ‡ (worse) than the baseline."""
@@ -203,7 +208,9 @@ def compare_rows(
     if renamed:
         print(f"note: the report labels some rows differently from the plan: {renamed}")
     baseline = labels[[r.name for r in plan.rows].index(plan.baseline)]
-    comp = analysis.build_comparison(runs, baseline=baseline, metrics=plan.metrics, label=plan.label)
+    comp = analysis.build_comparison(
+        runs, baseline=baseline, metrics=plan.metrics, label=plan.label, primary=plan.primary
+    )
     stats = plan.stats
     sig = analysis.significance(comp, test=stats.test, alpha=stats.alpha, seed=stats.seed)
     return StudyResult(plan, tuple(runs), tuple(labels), comp, sig, tuple(run_dirs), parent_run_id)
@@ -254,7 +261,7 @@ def _start_parent(plan: StudyPlan, cfg: DictConfig) -> dict[str, str]:
             "rows": str(len(plan.rows)),
             "baseline": plan.baseline,
             "metrics": ",".join(plan.metrics),
-            "primary": plan.primary,
+            "primary": plan.primary or "the suite's",
             "test": plan.stats.test,
         },
     )

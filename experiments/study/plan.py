@@ -24,6 +24,7 @@ from typing import Any
 
 from experiments.metrics import parse_metric
 from experiments.report.build import TEST_NAMES
+from experiments.report.drilldown import DrilldownOptions
 from experiments.runs import LOWER_IS_BETTER
 
 ROW_NAME = re.compile(r"[A-Za-z0-9_.+\-]+")
@@ -43,6 +44,7 @@ PLAN_KEYS = frozenset(
         "label",
         "stats",
         "sections",
+        "drilldown",
     }
 )
 STATS_KEYS = frozenset({"test", "alpha", "correction", "seed"})
@@ -86,13 +88,14 @@ class StudyPlan:
     rows: tuple[Row, ...]
     baseline: str  # a row name
     metrics: tuple[str, ...]
-    primary: str
+    primary: str | None  # None: the suite's (its suite config's `primary`), else the first metric
     label: str | None = None
     overrides: tuple[str, ...] = ()  # for every row, before the row's own
     stats: Stats = Stats()
     sections: tuple[Section, ...] = ()
     title: str = ""
     description: str = ""
+    drilldown: DrilldownOptions = DrilldownOptions()
 
     def row_overrides(self, row: Row) -> list[str]:
         """The full override list of a row's run config (later keys replace earlier ones)."""
@@ -290,6 +293,22 @@ def _sections(raw: Any) -> tuple[Section, ...]:
     return tuple(out)
 
 
+def _drilldown(raw: Any) -> DrilldownOptions:
+    """`drilldown: {n: 3, queries: [id, ...]}`: the report's per-query drill-down (n: 0 with no queries
+    leaves it out)."""
+    if raw is None:
+        return DrilldownOptions()
+    if not isinstance(raw, Mapping):
+        raise _fail("drilldown", f"must be a mapping {{n: 3, queries: [id, ...]}}, got {raw!r}")
+    unknown = set(raw) - {"n", "queries"}
+    if unknown:
+        raise _fail("drilldown", f"unknown keys {sorted(unknown)}; known: ['n', 'queries']")
+    n = raw.get("n", DrilldownOptions.n)
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise _fail("drilldown.n", f"must be an integer >= 0, got {n!r}")
+    return DrilldownOptions(n, _strings(raw.get("queries"), "drilldown.queries"))
+
+
 def load_plan(raw: Mapping[str, Any]) -> StudyPlan:
     """Check a plan (a mapping, e.g. `cfg.study` as a container) and expand its sweep into rows."""
     if not isinstance(raw, Mapping):
@@ -314,8 +333,8 @@ def load_plan(raw: Mapping[str, Any]) -> StudyPlan:
     if duplicates:
         raise _fail("rows", f"row names must be unique: {duplicates} appear twice")
     metrics = _metrics(raw["metrics"])
-    primary = str(raw.get("primary") or metrics[0])
-    if primary not in metrics:
+    primary = None if raw.get("primary") is None else str(raw["primary"])
+    if primary is not None and primary not in metrics:
         raise _fail("primary", f"{primary!r} is not among the metrics {list(metrics)}")
     label = raw.get("label")
     return StudyPlan(
@@ -332,4 +351,5 @@ def load_plan(raw: Mapping[str, Any]) -> StudyPlan:
         sections=_sections(raw.get("sections")),
         title=str(raw.get("title") or name),
         description=str(raw.get("description") or ""),
+        drilldown=_drilldown(raw.get("drilldown")),
     )

@@ -25,7 +25,7 @@ def _section(result: StudyResult, section: Section):
     stats = result.plan.stats
 
     def blocks(comp: Comparison, sig: pd.DataFrame) -> list[Block]:
-        ctx = SectionContext(comp, sig, result.plan.primary, stats.alpha, stats.seed, dict(section.options))
+        ctx = SectionContext(comp, sig, comp.primary, stats.alpha, stats.seed, dict(section.options))
         return function(ctx)
 
     return blocks
@@ -51,5 +51,6 @@ def write_report(result: StudyResult, out_dir: str | Path, *, commands: Sequence
         source=description,
         keep_repeats=True,
         sections=[_section(result, s) for s in plan.sections],
+        drilldown=plan.drilldown if plan.drilldown.n or plan.drilldown.queries else None,
     )
     return out
