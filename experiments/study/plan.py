@@ -233,8 +233,20 @@ def _suite(raw: Any, where: str = "suite") -> tuple[str, ...]:
     if isinstance(raw, str):
         return (f"suite={raw}",)
     if isinstance(raw, Mapping) and "name" in raw:
-        return (f"suite={raw['name']}", *(f"suite.{k}={v}" for k, v in raw.items() if k != "name"))
+        # A key the suite config lacks is added as in Hydra: `+topics: true` -> `+suite.topics=true`.
+        return (
+            f"suite={raw['name']}",
+            *(
+                f"{'+' * k.startswith('+')}suite.{k.lstrip('+')}={_value(v)}"
+                for k, v in raw.items()
+                if k != "name"
+            ),
+        )
     raise _fail(where, f"must name a suite config (spark25) or be {{name: beam, path: ...}}, got {raw!r}")
+
+
+def _value(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _suites(raw: Any) -> tuple[SuiteRef, ...]:

@@ -39,7 +39,8 @@ def rerank_model(ctx: SectionContext) -> list[Block]:
             f"{code(scorer.model)} (max_length {scorer.max_length}), trained by `memeval-train-reranker` "
             f"on {code(t['train_suite'])} ({t['train_queries']} training queries, split by conversation): "
             f"{t['pairs']} pairs ({t['positive_pairs']} positive), {c.get('num_layers', 'all')} layers, "
-            f"batch {c['batch_size']}, lr {c['lr']}, seed {c['seed']}; {t['steps']} steps = {seen} pairs seen, "
+            f"batch {c['batch_size']}, lr {c['lr']}, seed {c['seed']}; "
+            f"{t['steps']} steps = {seen} pairs seen, "
             f"ended by: {t.get('stop_reason', '?')} ({c['max_train_minutes']} min budget), best at step "
             f"{t['best_step']}, {t['train_s'] / 60:.1f} min on the shared 2-core CPU. Validation "
             f"({t['validation_queries']} held-out queries) {metric}: first stage "
@@ -66,8 +67,9 @@ def rerank_latency(ctx: SectionContext) -> list[Block]:
         Paragraph(
             f"Row {code(row)} re-run live: {stage} p50 {p50:.0f} ms, p95 {p95:.0f} ms, max "
             f"{np.nanmax(ms):.0f} ms over {len(ms)} queries: p95 {'within' if p95 <= budget else 'over'} "
-            f"the {budget:.0f} ms budget. Whole pipeline p50 {s['p50_ms']:.0f} ms, p95 {s['p95_ms']:.0f} ms; "
-            f"CPU {s['cpu_ms_per_query']:.0f} ms per query (user + system, all threads) in {s['wall_s']:.0f} s "
-            f"wall; 1-minute load average {s['load_1m']:.1f} at the start (2 shared cores: upper bounds)."
+            f"the {budget:.0f} ms budget. Whole pipeline p50 {s['p50_ms']:.0f} ms, "
+            f"p95 {s['p95_ms']:.0f} ms; CPU {s['cpu_ms_per_query']:.0f} ms per query (user + system, all "
+            f"threads) in {s['wall_s']:.0f} s wall; 1-minute load average {s['load_1m']:.1f} at the start "
+            "(2 shared cores: upper bounds)."
         ),
     ]
