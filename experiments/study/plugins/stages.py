@@ -90,8 +90,8 @@ def stage_rows(ctx: SectionContext) -> list[Block]:
             f"Means over the answerable queries (metrics.json). Δ {primary}, p and W/T/L: paired per query "
             f"against {code(order[0])} (randomization test, seed {ctx.seed}), Holm across the rows on "
             f"{primary} alone (the tables above correct across every row × metric). Latency: per query, "
-            "as each row's run measured it (rows after a shared retrieval prefix reuse its candidates, "
-            "so their channel time is near zero); ingest runs once per suite."
+            "as each row's run measured it; – where the run took its retrieval prefix from the candidate "
+            "cache (a cached time is never reported); ingest runs once per suite and process."
         ),
         Paragraph("Reading (generated): " + " ".join(reading)),
     ]
