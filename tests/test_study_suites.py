@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 
+from experiments.evaluate import evaluate
 from experiments.study import PlanError, Row, SuiteResults, load_plan, write_report
 from experiments.study.experiment import run_plan
+from experiments.study.live import rerun
 from experiments.suites.jsonl import save_suite
 from tests.support import tiny_suite
 
@@ -99,6 +102,12 @@ def test_a_two_suite_study_writes_a_report_per_suite_and_an_index(tmp_path):
     assert isinstance(result, SuiteResults)
     assert [len(r.runs) for _, r in result.results] == [1, 2]
     assert result["two"].runs[0].suite_name == "tiny_two" != result["one"].runs[0].suite_name
+    # A section re-runs a row live (experiments.study.live) to time it: the same ranking, timed.
+    suite, timed = rerun(result["two"], "bm25_b0")
+    assert len(timed.latency_ms) == len(suite.queries) and timed.cpu_s > 0 and len(timed.load_avg) == 3
+    again = evaluate(suite, timed.output, ["nDCG@10"]).per_query["nDCG@10"]
+    recorded = result["two"].runs[1].per_query["nDCG@10"]
+    np.testing.assert_array_equal(again.reindex(recorded.index).to_numpy(), recorded.to_numpy())
     out = write_report(result, tmp_path / "reports", commands=["memeval-study study=two_suites"])
     index = (out / "report.md").read_text()
     assert "[one](one/report.md)" in index and "| bm25_b0 | – |" in index
