@@ -67,5 +67,5 @@ def test_leave_one_out_names_each_switched_off_stage():
     )
     blocks = _ablation({"full": full, "full-no_actionability": ablated}, "full", seed=0, alpha=0.05)
     table = next(b.frame for b in blocks if hasattr(b, "frame"))
-    assert list(table.index) == ["`actionability`"] and isinstance(table, pd.DataFrame)
+    assert list(table.index) == ["actionability"] and isinstance(table, pd.DataFrame)
     assert any("`actionability`: P@5" in getattr(b, "text", "") for b in blocks)

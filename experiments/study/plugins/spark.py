@@ -213,7 +213,7 @@ def _ablation(runs: Mapping[str, RunRecord], phase: str, seed: int, alpha: float
     table = paired_table(runs, [(phase, name) for name in ablated], REPORTED, seed)
     table["stage"] = [c.split(" vs ")[1].removeprefix(prefix) for c in table["comparison"]]
     cells = {
-        f"`{stage}`": {
+        stage: {
             f"Δ {m} [95% CI] (p Holm)": f"{r['Δ mean [95% CI]']} ({r['_p_holm']:.3f})"
             for m, r in ((row["metric"], row) for _, row in part.iterrows())
         }
@@ -238,7 +238,7 @@ def _ablation(runs: Mapping[str, RunRecord], phase: str, seed: int, alpha: float
             "Δ = full phase minus the phase without the stage: a positive Δ P@5 means the stage helps, a "
             "negative Δ noise@5 means it removes noise. Holm across the stages, within a metric."
         ),
-        Table(pd.DataFrame(cells).T, "stage switched off", markup=True),
+        Table(pd.DataFrame(cells).T, "stage switched off"),
         *(Paragraph(f) for f in findings),
     ]
 
