@@ -19,6 +19,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from experiments.config_check import ConfigError
 from experiments.runs import RunError
 from experiments.study.experiment import SuiteResults, run_plan
 from experiments.study.plan import PlanError, load_plan
@@ -70,7 +71,15 @@ def main(cfg: DictConfig) -> None:
     command = "python -m experiments.study " + shlex.join(overrides)
     try:
         run(cfg, command)
-    except (PlanError, SuiteError, PipelineConfigError, TrackingError, ModelNotFoundError, RunError) as err:
+    except (
+        PlanError,
+        ConfigError,
+        SuiteError,
+        PipelineConfigError,
+        TrackingError,
+        ModelNotFoundError,
+        RunError,
+    ) as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
 
