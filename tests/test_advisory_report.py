@@ -1,17 +1,15 @@
-"""experiments.spark_report's tables, from real (tiny) runs: per category, overall with CIs, paired tests."""
+"""The spark25 phases section's tables (experiments/study/plugins/spark.py), from real (tiny) runs:
+paired tests with Holm within a metric, the leave-one-out reading, gate fallbacks."""
 
 from __future__ import annotations
 
 from types import MappingProxyType
 
+import pandas as pd
+
 from experiments.evaluate import evaluate
-from experiments.spark_report import (
-    PhaseResult,
-    category_table,
-    comparison_table,
-    fallback_counts,
-    overall_table,
-)
+from experiments.runs import RunRecord
+from experiments.study.plugins.spark import _ablation, fallback_counts, paired_table
 from experiments.suites.suite import Suite
 from retrieval.pipeline import Pipeline
 from retrieval.retrievers.bm25 import BM25Retriever
@@ -43,28 +41,31 @@ def _suite() -> Suite:
     return Suite(name="tiny-advice", memories=mems, queries=queries, qrels=qrels, k=5)
 
 
-def _phase(name: str, *rank) -> PhaseResult:
+def _phase(name: str, *rank) -> tuple[RunRecord, object]:
     suite = _suite()
-    pipeline = Pipeline((BM25Retriever(), *rank))
-    output = pipeline.run(suite.memories, suite.queries, progress=False)
-    return PhaseResult(
-        name,
-        tuple(s.name for s in pipeline.stages),
-        evaluate(suite, output, ["P@5", "nDCG@5", "R@5"]),
-        output,
+    output = Pipeline((BM25Retriever(), *rank)).run(suite.memories, suite.queries, progress=False)
+    evaluation = evaluate(suite, output, ["P@5", "nDCG@5", "R@5"])
+    record = RunRecord(name, {}, evaluation.metrics, evaluation.per_query)
+    return record, output
+
+
+def test_paired_table_tests_each_pair_and_the_gate_removes_noise():
+    (base, _), (gated, output) = _phase("base"), _phase("gated", ActionabilityGate(min_results=0))
+    assert base.summary["overall"]["noise@5"] > gated.summary["overall"]["noise@5"] == 0.0
+    runs = {"base": base, "gated": gated}
+    table = paired_table(runs, [("gated", "base")], ["P@5", "noise@5"], seed=0)
+    assert list(table["metric"]) == ["P@5", "noise@5"] and set(table["comparison"]) == {"gated vs base"}
+    noise = table[table["metric"] == "noise@5"].iloc[0]
+    assert noise["_delta"] < 0 and noise["Δ mean [95% CI]"].startswith("-")  # the gate removed noise
+    assert fallback_counts(output.ranked) == {"actionability": 0}
+
+
+def test_leave_one_out_names_each_switched_off_stage():
+    (full, _), (ablated, _) = (
+        _phase("full", ActionabilityGate(min_results=0)),
+        _phase("full-no_actionability"),
     )
-
-
-def test_the_report_tables_show_each_phase_overall_and_per_category():
-    base, gated = _phase("base"), _phase("gated", ActionabilityGate(min_results=0))
-    noise = [p.evaluation.metrics["overall"]["noise@5"] for p in (base, gated)]
-    assert noise[0] > noise[1] == 0.0
-    per_category = category_table([base, gated])
-    assert per_category.count("| base |") == 4 and per_category.count("| gated |") == 4  # all + 3 categories
-    assert "| gated | debugging | 1 |" in per_category
-    overall = overall_table([base, gated])
-    assert overall.splitlines()[0].startswith("| phase | P@5 [95% CI] | noise@5 [95% CI]")
-    tests = comparison_table([(gated, base)])
-    row = next(line for line in tests.splitlines() if line.startswith("| noise@5 |"))
-    assert "gated vs base" in row and "| -" in row  # the gate removed noise: a negative delta
-    assert fallback_counts(gated) == {"actionability": 0}
+    blocks = _ablation({"full": full, "full-no_actionability": ablated}, "full", seed=0, alpha=0.05)
+    table = next(b.frame for b in blocks if hasattr(b, "frame"))
+    assert list(table.index) == ["actionability"] and isinstance(table, pd.DataFrame)
+    assert any("`actionability`: P@5" in getattr(b, "text", "") for b in blocks)

@@ -216,6 +216,17 @@ def test_a_bad_plan_exits_2_before_running_anything(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_row_whose_run_config_is_invalid_exits_2_naming_the_setting(tiny_dir, tmp_path):
+    (tmp_path / "conf" / "study").mkdir(parents=True)
+    plan = good_plan(name="tiny_plan", suite={"name": "jsonl", "path": str(tiny_dir)}, sweep=None)
+    plan["overrides"] = ["metrics=[R@10]"]  # the run's objective, nDCG@10, is no longer computed
+    (tmp_path / "conf" / "study" / "tiny_plan.yaml").write_text(yaml.safe_dump(plan))
+    proc = _study(tmp_path, tmp_path)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "objective: 'nDCG@10' is not one of the metrics" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
 def test_with_tracking_a_study_is_one_mlflow_parent_with_a_child_per_row(tiny_dir, tmp_path, monkeypatch):
     import mlflow
 

@@ -8,7 +8,7 @@ them (`Experiment`, the notebook API); report.py writes the report; sections.py 
 of domain report sections (built-in ones in plugins/, a module per domain); cli.py is the Hydra app.
 """
 
-from experiments.study.experiment import Experiment, StudyResult, run_plan
+from experiments.study.experiment import Experiment, StudyResult, SuiteResults, run_plan
 from experiments.study.plan import PlanError, Row, StudyPlan, load_plan
 from experiments.study.report import write_report
 from experiments.study.sections import SectionContext, register_section
@@ -20,6 +20,7 @@ __all__ = [
     "SectionContext",
     "StudyPlan",
     "StudyResult",
+    "SuiteResults",
     "load_plan",
     "register_section",
     "run_plan",

@@ -19,8 +19,9 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from experiments.config_check import ConfigError
 from experiments.runs import RunError
-from experiments.study.experiment import run_plan
+from experiments.study.experiment import SuiteResults, run_plan
 from experiments.study.plan import PlanError, load_plan
 from experiments.study.report import write_report
 from experiments.suites.suite import SuiteError
@@ -45,9 +46,11 @@ def run(cfg: DictConfig, command: str) -> Path:
     )
     print(result)
     out = write_report(result, Path(cfg.out_root) / plan.name, commands=[command])
-    if result.parent_run_id:
-        _log_report(result.parent_run_id, cfg, out)
-    print(f"wrote {out}/report.md and index.html: {len(result.runs)} rows, baseline {result.baseline}")
+    parts = [(r, out / i) for i, r in result.results] if isinstance(result, SuiteResults) else [(result, out)]
+    for part, folder in parts:
+        if part.parent_run_id:
+            _log_report(part.parent_run_id, cfg, folder)
+    print(f"wrote {out}/report.md and index.html: {len(plan.rows)} rows, baseline {plan.baseline}")
     return out
 
 
@@ -68,7 +71,15 @@ def main(cfg: DictConfig) -> None:
     command = "python -m experiments.study " + shlex.join(overrides)
     try:
         run(cfg, command)
-    except (PlanError, SuiteError, PipelineConfigError, TrackingError, ModelNotFoundError, RunError) as err:
+    except (
+        PlanError,
+        ConfigError,
+        SuiteError,
+        PipelineConfigError,
+        TrackingError,
+        ModelNotFoundError,
+        RunError,
+    ) as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
 

@@ -82,6 +82,20 @@ class StudyResult:
         )
 
 
+@dataclass(frozen=True)
+class SuiteResults:
+    """A study of several suites (`suites:` in the plan): one compared StudyResult per suite id."""
+
+    plan: StudyPlan
+    results: tuple[tuple[str, StudyResult], ...]  # (suite id, its result), in the plan's order
+
+    def __getitem__(self, suite_id: str) -> StudyResult:
+        return dict(self.results)[suite_id]
+
+    def __str__(self) -> str:
+        return "\n\n".join(f"[{suite_id}] {result}" for suite_id, result in self.results)
+
+
 def Experiment(  # noqa: N802 - named like pt.Experiment: one call from rows to a compared table
     rows: Sequence[Row | Mapping[str, Any]] | None,
     suite: str | Mapping[str, Any],
@@ -175,11 +189,22 @@ def run_plan(
     tracking: bool | Mapping[str, Any] = _KEEP,  # type: ignore[assignment]
     cache_dir: Any = _KEEP,
     progress: bool = False,
-) -> StudyResult:
-    """Compose every row's config, run each (finished rows are reused), load the runs, compare them."""
+) -> StudyResult | SuiteResults:
+    """Compose every row's config, run each (finished rows are reused), load the runs, compare them.
+
+    A plan with several suites runs each as its own study (`plan.for_suite`), runs in <runs_dir>/<id>/.
+    """
     from experiments.run import run_experiment
 
     root = Path(runs_dir) if runs_dir is not None else Path("outputs") / "studies" / plan.name
+    if plan.suites:
+        kwargs = dict(tracking=tracking, cache_dir=cache_dir, progress=progress)
+        return SuiteResults(
+            plan,
+            tuple(
+                (s.id, run_plan(plan.for_suite(s.id), runs_dir=root / s.id, **kwargs)) for s in plan.suites
+            ),
+        )
     configs = [
         row_config(plan, r, tracking=tracking, cache_dir=cache_dir, progress=progress) for r in plan.rows
     ]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from experiments.metrics import parse_metric
@@ -34,6 +34,7 @@ PLAN_KEYS = frozenset(
         "title",
         "description",
         "suite",
+        "suites",
         "variant",
         "overrides",
         "rows",
@@ -62,6 +63,7 @@ class Row:
     name: str
     overrides: tuple[str, ...] = ()
     swept: tuple[tuple[str, str], ...] = ()  # (key, value) pairs a sweep set, empty for a listed row
+    suites: tuple[str, ...] = ()  # in a plan with `suites:`, the ids it runs on (empty: every suite)
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,15 @@ class Section:
 
     name: str
     options: Mapping[str, Any] = field(default_factory=dict)
+    suites: tuple[str, ...] = ()  # in a plan with `suites:`, the suite reports it goes in (empty: all)
+
+
+@dataclass(frozen=True)
+class SuiteRef:
+    """One suite of a plan with `suites:`: its id (report sub-folder) and its config overrides."""
+
+    id: str
+    overrides: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -96,10 +107,24 @@ class StudyPlan:
     title: str = ""
     description: str = ""
     drilldown: DrilldownOptions = DrilldownOptions()
+    suites: tuple[SuiteRef, ...] = ()  # several suites: one paired comparison (and report) per suite
 
     def row_overrides(self, row: Row) -> list[str]:
         """The full override list of a row's run config (later keys replace earlier ones)."""
         return merge_overrides([*self.suite, f"variant={self.variant}", *self.overrides, *row.overrides])
+
+    def for_suite(self, suite_id: str) -> StudyPlan:
+        """The single-suite plan of one of `suites`: its rows and sections, named `<name>.<id>`."""
+        ref = next(s for s in self.suites if s.id == suite_id)
+        return replace(
+            self,
+            name=f"{self.name}.{ref.id}",
+            title=f"{self.title}: {ref.id}",
+            suite=ref.overrides,
+            rows=tuple(r for r in self.rows if not r.suites or ref.id in r.suites),
+            sections=tuple(s for s in self.sections if not s.suites or ref.id in s.suites),
+            suites=(),
+        )
 
 
 def override_key(override: str) -> str:
@@ -193,9 +218,9 @@ def _rows(raw: Any) -> list[Row]:
     for i, item in enumerate(raw):
         if not isinstance(item, Mapping) or "name" not in item:
             raise _fail(f"rows[{i}]", f"must be a mapping with a name (and overrides), got {item!r}")
-        unknown = set(item) - {"name", "overrides"}
+        unknown = set(item) - {"name", "overrides", "suites"}
         if unknown:
-            raise _fail(f"rows[{i}]", f"unknown keys {sorted(unknown)} (a row has name and overrides)")
+            raise _fail(f"rows[{i}]", f"unknown keys {sorted(unknown)} (a row has name, overrides, suites)")
         name = str(item["name"])
         if not ROW_NAME.fullmatch(name):
             raise _fail(f"rows[{i}].name", f"{name!r} may use only letters, digits and _ . + -")
@@ -203,16 +228,68 @@ def _rows(raw: Any) -> list[Row]:
         # A listed row is its own variant in the report: its name labels it there and in MLflow.
         if not any(override_key(o) == "variant.name" for o in overrides):
             overrides = (*overrides, f"variant.name={name}")
-        rows.append(Row(name, overrides))
+        rows.append(Row(name, overrides, suites=_strings(item.get("suites"), f"rows[{i}].suites")))
     return rows
 
 
-def _suite(raw: Any) -> tuple[str, ...]:
+def _suite(raw: Any, where: str = "suite") -> tuple[str, ...]:
     if isinstance(raw, str):
         return (f"suite={raw}",)
     if isinstance(raw, Mapping) and "name" in raw:
-        return (f"suite={raw['name']}", *(f"suite.{k}={v}" for k, v in raw.items() if k != "name"))
-    raise _fail("suite", f"must name a suite config (spark25) or be {{name: beam, path: ...}}, got {raw!r}")
+        # A key the suite config lacks is added as in Hydra: `+topics: true` -> `+suite.topics=true`.
+        return (
+            f"suite={raw['name']}",
+            *(
+                f"{'+' * k.startswith('+')}suite.{k.lstrip('+')}={_value(v)}"
+                for k, v in raw.items()
+                if k != "name"
+            ),
+        )
+    raise _fail(where, f"must name a suite config (spark25) or be {{name: beam, path: ...}}, got {raw!r}")
+
+
+def _value(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _suites(raw: Any) -> tuple[SuiteRef, ...]:
+    """`suites: [spark25, {id: beam100k, name: beam, path: ...}]`; its id (default: name) names a report."""
+    if not isinstance(raw, Sequence) or isinstance(raw, str) or not raw:
+        raise _fail("suites", f"must be a non-empty list of suites, got {raw!r}")
+    refs = []
+    for i, item in enumerate(raw):
+        where = f"suites[{i}]"
+        entry = {k: v for k, v in item.items() if k != "id"} if isinstance(item, Mapping) else item
+        overrides = _suite(entry, where)
+        suite_id = str(item.get("id") or item.get("name")) if isinstance(item, Mapping) else str(item)
+        if not ROW_NAME.fullmatch(suite_id):
+            raise _fail(
+                f"{where}.id", f"{suite_id!r} names a report folder: letters, digits and _ . + - only"
+            )
+        refs.append(SuiteRef(suite_id, overrides))
+    ids = [r.id for r in refs]
+    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    if duplicates:
+        raise _fail("suites", f"suite ids must be unique: {duplicates} appear twice (give each an `id:`)")
+    return tuple(refs)
+
+
+def _check_suite_ids(plan: StudyPlan) -> None:
+    """Rows and sections name only the plan's suites; the baseline runs on every suite."""
+    ids = [s.id for s in plan.suites]
+    named = [(f"rows[{i}].suites", r.suites) for i, r in enumerate(plan.rows)]
+    named += [(f"sections[{i}].suites", s.suites) for i, s in enumerate(plan.sections)]
+    for where, chosen in named:
+        if chosen and not plan.suites:
+            raise _fail(where, "only a plan with `suites:` (several suites) can restrict to some of them")
+        unknown = [c for c in chosen if c not in ids]
+        if unknown:
+            raise _fail(where, f"{unknown} are not among the plan's suite ids {ids}")
+    base = next(r for r in plan.rows if r.name == plan.baseline)
+    if base.suites and set(base.suites) != set(ids):
+        raise _fail(
+            "baseline", f"the baseline {base.name!r} must run on every suite {ids}, not {list(base.suites)}"
+        )
 
 
 def _baseline(raw: Any, rows: Sequence[Row]) -> str:
@@ -280,7 +357,10 @@ def _sections(raw: Any) -> tuple[Section, ...]:
     out = []
     for i, item in enumerate(raw):
         if isinstance(item, Mapping) and "name" in item:
-            section = Section(str(item["name"]), {k: v for k, v in item.items() if k != "name"})
+            options = {k: v for k, v in item.items() if k not in ("name", "suites")}
+            section = Section(
+                str(item["name"]), options, _strings(item.get("suites"), f"sections[{i}].suites")
+            )
         elif isinstance(item, str):
             section = Section(item)
         else:
@@ -316,7 +396,10 @@ def load_plan(raw: Mapping[str, Any]) -> StudyPlan:
     unknown = set(raw) - PLAN_KEYS
     if unknown:
         raise PlanError(f"study: unknown keys {sorted(unknown)}; a plan has {sorted(PLAN_KEYS)}")
-    for key in ("name", "suite", "variant", "metrics"):
+    if raw.get("suite") not in (None, "", "???") and raw.get("suites") is not None:
+        raise _fail("suites", "give `suite` (one) or `suites` (several), not both")
+    suites = _suites(raw["suites"]) if raw.get("suites") is not None else ()
+    for key in ("name", "variant", "metrics") if suites else ("name", "suite", "variant", "metrics"):
         if raw.get(key) in (None, "", "???"):
             raise _fail(key, "is required")
     name = str(raw["name"])
@@ -337,9 +420,9 @@ def load_plan(raw: Mapping[str, Any]) -> StudyPlan:
     if primary is not None and primary not in metrics:
         raise _fail("primary", f"{primary!r} is not among the metrics {list(metrics)}")
     label = raw.get("label")
-    return StudyPlan(
+    plan = StudyPlan(
         name=name,
-        suite=_suite(raw["suite"]),
+        suite=suites[0].overrides if suites else _suite(raw["suite"]),
         variant=variant,
         rows=tuple(rows),
         baseline=_baseline(raw.get("baseline"), rows),
@@ -352,4 +435,7 @@ def load_plan(raw: Mapping[str, Any]) -> StudyPlan:
         title=str(raw.get("title") or name),
         description=str(raw.get("description") or ""),
         drilldown=_drilldown(raw.get("drilldown")),
+        suites=suites,
     )
+    _check_suite_ids(plan)
+    return plan

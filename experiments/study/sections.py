@@ -29,6 +29,7 @@ class SectionContext:
     alpha: float
     seed: int
     options: Mapping[str, Any] = field(default_factory=dict)  # the plan's options for this section
+    study: Any = None  # the StudyResult (plan, rows, run dirs) when the report is a study's, else None
 
 
 SectionFunction = Callable[[SectionContext], list[Block]]
@@ -44,7 +45,12 @@ def register_section(name: str) -> Callable[[SectionFunction], SectionFunction]:
 
 
 def available_sections() -> list[str]:
-    importlib.import_module("experiments.study.plugins.exp05")
+    import pkgutil
+
+    from experiments.study import plugins
+
+    for module in pkgutil.iter_modules(plugins.__path__):
+        importlib.import_module(f"{plugins.__name__}.{module.name}")
     return sorted(_REGISTRY)
 
 

@@ -13,6 +13,7 @@ A block `<!-- generated: variants -->` lists conf/variant/*.yaml with each file'
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from pathlib import Path
@@ -41,11 +42,20 @@ def variants_list(root: Path = ROOT) -> str:
     return "\n".join(rows) + "\n"
 
 
-def render(readme: str, root: Path = ROOT, levels: int = 2) -> str:
+_RELATIVE_TARGET = re.compile(r"(!?\[[^\]]*\]\()([^)\s:#/][^)\s:]*)(\))")
+
+
+def _retarget(markdown: str, source_dir: Path, doc_dir: Path) -> str:
+    """Relative links and images of a copied report (`![](heatmap.png)`) made to work from the document."""
+    return _RELATIVE_TARGET.sub(lambda m: m[1] + os.path.relpath(source_dir / m[2], doc_dir) + m[3], markdown)
+
+
+def render(readme: str, root: Path = ROOT, levels: int = 2, doc_dir: Path | None = None) -> str:
     def fill(match: re.Match) -> str:
         if match["path"]:
             source = root / match["path"]
             text = source.read_text() if source.is_file() else f"*(missing: {match['path']})*\n"
+            text = _retarget(text, source.parent, doc_dir or root)
             # The README's own heading names the block: the report's title line would repeat it.
             body = _demote(text.split("\n", 1)[1] if text.startswith("# ") else text, levels)
         else:
@@ -67,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     stale = []
     for path, levels in documents().items():
         current = path.read_text()
-        fresh = render(current, levels=levels)
+        fresh = render(current, levels=levels, doc_dir=path.parent)
         if fresh == current:
             continue
         if args.check:

@@ -6,7 +6,7 @@ over the searched tiers (per scope, so a query sees only its own agent/project s
 by RRF. `ranking` says where the ranks come from: "global" (default) ranks the capped hits of all
 searched tiers together, so scores stay comparable across tiers; "tier" runs RRF inside each tier (the
 literal design), where every tier's best match scores alike whatever its relevance (measured in
-reports/stages/tiering.md). `TierFusion` then applies per-tier weights and strength x confidence, so a
+reports/stage_tiering/). `TierFusion` then applies per-tier weights and strength x confidence, so a
 variant reads `stages: [tiered, fusion]`.
 
 Rules: deleted memories and memories with confidence below `confidence_floor` are never indexed, so

@@ -1,0 +1,119 @@
+"""Re-running a study row's pipeline in-process, for report sections that measure what a run file cannot
+hold: latency timed live (no candidate cache, a warm-up pass first), CPU time, the machine's load, and the
+ranked lists' own score columns (which gate fell back, which tier answered).
+
+Sits after a study's rows ran: the rows' metrics come from their finished runs; a section calls
+`rerun(study, row)` only for what it measures. The machine is shared, so every timed pass records
+`time.process_time` and `resource.getrusage` CPU beside wall time, and `os.getloadavg()` at its start.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from omegaconf import DictConfig
+
+from experiments.suites.suite import Suite
+from retrieval.pipeline import RunOutput
+
+
+@dataclass(frozen=True)
+class TimedPass:
+    """One pass of a pipeline over every query of a suite."""
+
+    output: RunOutput
+    latency_ms: np.ndarray  # per query: the sum of its stage timings (what metrics.json's latency is)
+    wall_s: float  # the whole pass
+    cpu_s: float  # this process's CPU time in the pass (user + system, all threads)
+    load_avg: tuple[float, float, float]  # 1, 5, 15-minute load average at the start
+
+    def summary(self) -> dict[str, float]:
+        return {
+            "p50_ms": float(np.percentile(self.latency_ms, 50)),
+            "p95_ms": float(np.percentile(self.latency_ms, 95)),
+            "wall_s": self.wall_s,
+            "cpu_s": self.cpu_s,
+            "cpu_ms_per_query": 1000 * self.cpu_s / max(1, len(self.latency_ms)),
+            "load_1m": self.load_avg[0],
+        }
+
+
+def row_run_config(study: Any, row_name: str, extra: Sequence[str] = ()) -> DictConfig:
+    """The run config of a study row (its name in the plan), plus `extra` overrides, tracking off."""
+    from experiments.study.experiment import row_config
+    from experiments.study.plan import Row
+
+    rows = {r.name: r for r in study.plan.rows}
+    if row_name not in rows:
+        raise KeyError(f"no row {row_name!r} in study {study.plan.name} (rows: {list(rows)})")
+    row = rows[row_name]
+    return row_config(study.plan, Row(row.name, (*row.overrides, *extra)), tracking=False)
+
+
+def live_scorers(cfg: DictConfig) -> list[str]:
+    """Overrides that switch off every model-score cache (a cross-encoder scores live, as in production)."""
+    return [
+        f"stage.{s}.scorer.cache_dir=null" for s in cfg.variant.stages if "scorer" in cfg.stage.get(s, {})
+    ]
+
+
+def timed_pass(cfg: DictConfig, suite: Suite) -> TimedPass:
+    """One pass of the config's pipeline over the suite: no candidate cache, so every stage is timed."""
+    from experiments.run import build_pipeline
+
+    pipeline = build_pipeline(cfg)
+    load = os.getloadavg()
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    wall = time.perf_counter()
+    output = pipeline.run(suite.memories, suite.queries, progress=False)
+    wall_s = time.perf_counter() - wall
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    latency = np.array([r.latency_ms for r in output.ranked], dtype=float)
+    return TimedPass(output, latency, wall_s, cpu_s, load)
+
+
+def rerun(
+    study: Any, row_name: str, extra: Sequence[str] = (), *, warm: bool = True
+) -> tuple[Suite, TimedPass]:
+    """A row's pipeline run again: a warm-up pass (model loading, embedding reads), then a timed live pass
+    with model-score caches off. Scores are the same either way; only the timing differs."""
+    from experiments.run import load_suite_from_config
+
+    cfg = row_run_config(study, row_name, extra)
+    suite = load_suite_from_config(cfg)
+    if warm:
+        timed_pass(cfg, suite)
+    live = live_scorers(cfg)
+    return suite, timed_pass(row_run_config(study, row_name, [*extra, *live]) if live else cfg, suite)
+
+
+def query_encoding_ms(cfg: DictConfig, texts: Sequence[str], threads: int | None = None) -> np.ndarray:
+    """Time to embed each query text with the configured bi-encoder, uncached (what a live system pays);
+    `threads`: torch threads while timing (1 is steadier on a shared machine)."""
+    import torch
+    from hydra.utils import instantiate
+
+    from retrieval.encoder import load_sentence_transformer
+
+    encoder = instantiate(cfg.encoder, _convert_="all")
+    model = load_sentence_transformer(encoder.path, encoder.device)
+    before = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        model.encode(list(texts[:2]), show_progress_bar=False)  # warm-up
+        out = []
+        for text in texts:
+            started = time.perf_counter()
+            model.encode([text], normalize_embeddings=True, show_progress_bar=False)
+            out.append((time.perf_counter() - started) * 1000)
+    finally:
+        torch.set_num_threads(before)
+    return np.array(out)
