@@ -347,9 +347,11 @@ def main(argv: list[str] | None = None) -> int:
         results["runs"] = results.get("runs", [results["machine"]]) + extra.get("runs", [extra["machine"]])
         for backend, parts_measured in extra["backends"].items():
             results["backends"].setdefault(backend, {}).update(parts_measured)
-        results["trained_reranker"] = extra.get("trained_reranker", trained)
-        results["reranker_training"] = extra.get("reranker_training", results.get("reranker_training", ""))
-        results["args"]["reranker"] = extra["args"].get("reranker", args.reranker)
+        if any("cross_encoder" in row for row in extra["backends"].values()):  # it measured a reranker
+            results["trained_reranker"] = extra.get("trained_reranker", trained)
+            training = results.get("reranker_training", "")
+            results["reranker_training"] = extra.get("reranker_training", training)
+            results["args"]["reranker"] = extra["args"].get("reranker", args.reranker)
     if "threads" in parts:
         results["dense_threads"] = dense_threads()
     if trained and "ce" in parts and (Path(args.reranker) / "training.json").is_file():
