@@ -91,3 +91,23 @@ def test_a_small_real_run_writes_the_report_and_the_numbers(tmp_path, beam_100k)
         and onnx["cross_encoder"]["agreement_with_torch"]["spearman_mean"] > 0.9
     )
     assert "## Targets" in (tmp_path / "out" / "backends.md").read_text()
+
+
+def test_the_report_judges_spark_phase3_per_query_cpu_against_400_ms():
+    results = _results()
+
+    def spark(cpu_p95: float) -> dict:
+        pct = lambda p95: {"p50": p95 / 2, "p95": p95, "mean": p95 / 2}  # noqa: E731
+        return {
+            "queries": 25,
+            "reranker_backend": "openvino",
+            "nDCG@10": 0.17,
+            "query_wall_ms": pct(900),
+            "query_cpu_ms": pct(cpu_p95),
+        }
+
+    results["backends"]["torch"]["spark_phase3"] = spark(700)
+    results["backends"]["onnx-int8"]["spark_phase3"] = spark(350)
+    text = render(results)
+    assert "| torch | openvino | 25 | 450.0 | 900.0 | 350.0 | 700.0 | 0.1700 | no |" in text
+    assert "| onnx-int8 | openvino | 25 | 450.0 | 900.0 | 175.0 | 350.0 | 0.1700 | yes |" in text
