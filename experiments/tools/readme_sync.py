@@ -6,13 +6,15 @@
 
 `python -m experiments.tools.readme_sync` rewrites the blocks of README.md and docs/*.md; `--check` exits 1
 when one is out of date (a test runs it), so a table in the docs is always the one a command wrote.
-Headings move down two levels in README.md (blocks sit under `###`) and one level in docs/.
+Headings move down two levels in README.md (blocks sit under `###`) and one level in docs/; relative
+links and images of the report (its plots) are rebased so they still resolve from the document.
 A block `<!-- generated: variants -->` lists conf/variant/*.yaml with each file's first comment.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from pathlib import Path
@@ -41,13 +43,26 @@ def variants_list(root: Path = ROOT) -> str:
     return "\n".join(rows) + "\n"
 
 
-def render(readme: str, root: Path = ROOT, levels: int = 2) -> str:
+def _rebase(markdown: str, source_dir: Path, doc_dir: Path) -> str:
+    """Relative link and image targets of a report (`![heat map](heatmap.png)`) as seen from the document."""
+
+    def move(match: re.Match) -> str:
+        target = match[2]
+        if re.match(r"[a-z][a-z0-9+.-]*:|[#/]", target):  # a URL, an anchor or an absolute path
+            return match[0]
+        return f"{match[1]}({os.path.relpath(source_dir / target, doc_dir)})"
+
+    return re.sub(r"(!?\[[^\]\n]*\])\(([^)\s]+)\)", move, markdown)
+
+
+def render(readme: str, root: Path = ROOT, levels: int = 2, doc_dir: Path | None = None) -> str:
     def fill(match: re.Match) -> str:
         if match["path"]:
             source = root / match["path"]
             text = source.read_text() if source.is_file() else f"*(missing: {match['path']})*\n"
             # The README's own heading names the block: the report's title line would repeat it.
             body = _demote(text.split("\n", 1)[1] if text.startswith("# ") else text, levels)
+            body = _rebase(body, source.parent, doc_dir or root)
         else:
             body = {"variants": variants_list}[match["name"]](root)
         return match[1] + body.rstrip("\n") + "\n" + match[5]
@@ -67,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     stale = []
     for path, levels in documents().items():
         current = path.read_text()
-        fresh = render(current, levels=levels)
+        fresh = render(current, levels=levels, doc_dir=path.parent)
         if fresh == current:
             continue
         if args.check:
