@@ -139,6 +139,7 @@ def test_answer_picks_the_widest_margin_and_names_the_default_from_the_ablations
     assert "**exp05[instruction_boost.weight=0.25]** is the best swept configuration" in text
     assert "(the widest margin on both acceptance tests, +0.007)" in text
     assert "The committed default, exp05[instruction_boost.weight=0.25]" in text
+    assert "it is the best swept configuration." in text
     assert "Across weights 0, 0.25, 0.5" in text and "runs 0.000, 0.333, 0.833" in text
     assert "exp05_gate_low: 1/2 abstentions, 0 answerable emptied" in text
     assert "exp05_gate_high: 2/2 abstentions, 2 answerable emptied" in text

@@ -246,6 +246,7 @@ def exp05_answer(ctx: SectionContext) -> list[Block]:
     swept = swept.assign(weight=[weight[r] for r in swept["run"]]).sort_values("weight", kind="stable")
     target, label = budget.target, budget.label
     out: list[str] = []
+    best = None
     if swept.empty:
         out.append(f"No row sweeps `{key}`: no best weight to name.")
     elif swept["margin"].max() < 0:
@@ -288,7 +289,13 @@ def exp05_answer(ctx: SectionContext) -> list[Block]:
             f"{default['p_gain_holm']:.3f}{noise}); other {label} values' macro {budget.other_metric} "
             f"{_signed(default['d_other'])} (95% CI [{default['other_ci'][0]:+.3f}, "
             f"{default['other_ci'][1]:+.3f}]). Acceptance at the default: "
-            f"**{'met' if default['margin'] >= 0 else 'not met'}** (margin {default['margin']:+.3f})."
+            f"**{'met' if default['margin'] >= 0 else 'not met'}** (margin {default['margin']:+.3f}), "
+            f"with gain >= {budget.gain_needed:.2f} and other-value drop <= {budget.max_drop:.2f}; "
+            + (
+                "it is the best swept configuration."
+                if best is not None and best["run"] == default["run"]
+                else "it is not this suite's best swept configuration."
+            )
         )
     if not swept.empty:
         w0 = swept.iloc[0]
