@@ -63,7 +63,7 @@ ZERO, ONE = [0] * 6, [1] * 6
 OTHER = [1.0, 1.0, 0.5, 0.5]
 
 
-def exp05_runs():
+def exp05_rows():
     """hybrid; exp05 at weights 0, 0.25 (target +2/6, others -0.005) and 0.5 (target +5/6, others
     -0.25); an ablation at the default weight 0.25; two gate thresholds."""
     w = lambda x: {WEIGHT: str(x)}  # noqa: E731
@@ -114,7 +114,7 @@ def test_acceptance_tests_every_row_against_the_baseline_with_exact_p_and_holm()
 
 
 def test_headline_shows_the_target_gain_and_the_other_abilities_macro_means():
-    runs = exp05_runs()
+    runs = exp05_rows()
     table = table_of(resolve_section("exp05_headline")(context(runs, "hybrid")))
     row = table.loc["exp05[instruction_boost.weight=0.5]"]
     assert row["instruction_following R@10 [95% CI]"].startswith("0.833 [")
@@ -126,7 +126,7 @@ def test_headline_shows_the_target_gain_and_the_other_abilities_macro_means():
 
 
 def test_answer_picks_the_widest_margin_and_names_the_default_from_the_ablations_weight():
-    runs = exp05_runs()
+    runs = exp05_rows()
     ctx = context(
         runs,
         "hybrid",
@@ -170,7 +170,7 @@ def test_tagging_coverage_reads_each_runs_tagging_block():
 
 
 def test_abstention_counts_emptied_questions_and_the_cost_against_the_reference():
-    runs = exp05_runs()
+    runs = exp05_rows()
     rows = ["exp05_gate_low", "exp05_gate_high"]
     ctx = context(runs, "hybrid", rows=rows, reference="exp05_gate_low")
     table = table_of(resolve_section("abstention")(ctx))

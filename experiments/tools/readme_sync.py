@@ -1,6 +1,6 @@
 """Keep the README's and docs' result tables generated: copy report files into marked blocks.
 
-    <!-- generated from reports/beam/baselines-100K.md -->
+    <!-- generated from reports/baselines_beam100k/report.md -->
     ...replaced by the file's content (its headings pushed two levels down)...
     <!-- end generated -->
 
