@@ -131,6 +131,8 @@ def test_answer_picks_the_widest_margin_and_names_the_default_from_the_ablations
         runs,
         "hybrid",
         no_penalty="exp05_no_penalty",
+        current_state="exp05_no_penalty",
+        current_state_ability="other",
         gates=["exp05_gate_low", "exp05_gate_high"],
         tuned_on="../somewhere",
     )
@@ -140,6 +142,8 @@ def test_answer_picks_the_widest_margin_and_names_the_default_from_the_ablations
     assert "(the widest margin on both acceptance tests, +0.007)" in text
     assert "The committed default, exp05[instruction_boost.weight=0.25]" in text
     assert "it is the best swept configuration." in text
+    # (0.4 + 0.4 - 0.5 - 0.49) / 4 = -0.0475 on the one other ability: its R@10 change vs the default
+    assert "and other R@10 -0.04" in text and "vs the default (no gain here)." in text
     assert "Across weights 0, 0.25, 0.5" in text and "runs 0.000, 0.333, 0.833" in text
     assert "exp05_gate_low: 1/2 abstentions, 0 answerable emptied" in text
     assert "exp05_gate_high: 2/2 abstentions, 2 answerable emptied" in text

@@ -334,9 +334,17 @@ def exp05_answer(ctx: SectionContext) -> list[Block]:
     if default is not None and opts.get("current_state") in table.index:
         cs = table.loc[str(opts["current_state"])]
         change = cs["d_other"] - default["d_other"]
+        # current-state ranking is meant for one ability (knowledge updates): its own change too
+        ability = str(opts.get("current_state_ability", "knowledge_update"))
+
+        def ability_mean(name: str) -> float:
+            frame = runs[name].answerable()
+            return float(frame.loc[frame[f"label.{label}"] == ability, budget.gain_metric].mean())
+
         out.append(
             f"Current-state ranking added at the default weight ({md(cs['run'])}) moves the other {label} "
-            f"values' macro {budget.other_metric} {_signed(change)} vs the default "
+            f"values' macro {budget.other_metric} {_signed(change)} and {ability} {budget.gain_metric} "
+            f"{_signed(ability_mean(cs['run']) - ability_mean(default['run']))} vs the default "
             + ("(a gain here)." if change > 0.005 else "(no gain here).")
         )
     gates = [str(g) for g in opts.get("gates") or () if str(g) in runs]
