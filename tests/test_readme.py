@@ -14,14 +14,13 @@ def test_every_generated_block_names_an_existing_report():
         assert "*(missing:" not in render(path.read_text(), levels=levels), path
 
 
-def test_a_copied_reports_images_and_links_point_at_the_report_folder(tmp_path):
-    report = tmp_path / "reports" / "study"
-    report.mkdir(parents=True)
-    (report / "report.md").write_text(
-        "# T\n\n![heat map](heatmap.png) [one](one/report.md) [web](https://x.org/a) [top](#t)\n"
+def test_a_generated_block_rebases_the_reports_relative_links_onto_the_document(tmp_path):
+    (tmp_path / "reports" / "study").mkdir(parents=True)
+    (tmp_path / "reports" / "study" / "report.md").write_text(
+        "# Title\n\n## Plot\n\n![heat map](heatmap.png) [html](index.html)"
+        " [ext](https://x.org/a.png) [top](#plot)\n"
     )
     doc = "<!-- generated from reports/study/report.md -->\n<!-- end generated -->\n"
     out = render(doc, root=tmp_path, levels=1, doc_dir=tmp_path / "docs")
-    assert "![heat map](../reports/study/heatmap.png)" in out
-    assert "[one](../reports/study/one/report.md)" in out
-    assert "[web](https://x.org/a)" in out and "[top](#t)" in out
+    assert "![heat map](../reports/study/heatmap.png)" in out and "[html](../reports/study/index.html)" in out
+    assert "[ext](https://x.org/a.png)" in out and "[top](#plot)" in out and "### Plot" in out

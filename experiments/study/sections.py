@@ -3,7 +3,8 @@
 A section is a function `SectionContext -> list[Block]` (experiments.report.render blocks), added
 to the comparison report after the generic tables. The study runner knows none of them: it looks a
 name up here. Register one with `@register_section("name")`, or name any importable function in the
-plan as `package.module:function`. The built-in ones live in experiments/study/plugins/exp05.py.
+plan as `package.module:function`. The built-in ones live in experiments/study/plugins/ (every module
+there is imported).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def available_sections() -> list[str]:
 
     from experiments.study import plugins
 
-    for module in pkgutil.iter_modules(plugins.__path__):
+    for module in pkgutil.iter_modules(plugins.__path__):  # each plugin module registers on import
         importlib.import_module(f"{plugins.__name__}.{module.name}")
     return sorted(_REGISTRY)
 

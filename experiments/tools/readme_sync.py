@@ -1,12 +1,13 @@
 """Keep the README's and docs' result tables generated: copy report files into marked blocks.
 
-    <!-- generated from reports/beam/baselines-100K.md -->
+    <!-- generated from reports/baselines_beam100k/report.md -->
     ...replaced by the file's content (its headings pushed two levels down)...
     <!-- end generated -->
 
 `python -m experiments.tools.readme_sync` rewrites the blocks of README.md and docs/*.md; `--check` exits 1
 when one is out of date (a test runs it), so a table in the docs is always the one a command wrote.
-Headings move down two levels in README.md (blocks sit under `###`) and one level in docs/.
+Headings move down two levels in README.md (blocks sit under `###`) and one level in docs/; relative
+links and images of the report (its plots) are rebased so they still resolve from the document.
 A block `<!-- generated: variants -->` lists conf/variant/*.yaml with each file's first comment.
 """
 

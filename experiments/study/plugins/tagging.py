@@ -12,6 +12,8 @@ the suite's qrels. Reports
   interval (finite-population corrected). A judgement is used only if the memory's text still
   hashes to the judged text.
 
+The `tagging_coverage` report section shows that block for every row of a study.
+
     python -m experiments.study.plugins.tagging sample --suite-path ../shared/beam/100K  # (re)draw it
 """
 
@@ -25,8 +27,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from experiments import PROJECT_ROOT
+from experiments.report.render import Block, Heading, Paragraph, Table
+from experiments.study.sections import SectionContext, register_section
 from experiments.suites.suite import Suite
 from retrieval.stages.instruction_tagging import INSTRUCTION
 from retrieval.types import Corpus, Memory
@@ -163,3 +168,34 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+@register_section("tagging_coverage")
+def tagging_coverage(ctx: SectionContext) -> list[Block]:
+    """Per row, the `tagging` block of its metrics.json: coverage and judged precision."""
+    rows = {}
+    for name, run in ctx.comparison.run_by_label.items():
+        t = run.summary.get("tagging") or {}
+        share, precision, ci = (
+            t.get("instruction_evidence_tagged_share"),
+            t.get("precision"),
+            t.get("precision_ci95"),
+        )
+        rows[name] = {
+            "memories tagged": str(t.get("tagged", 0)),
+            "share of IF evidence tagged": "n/a" if share is None else f"{share:.3f}",
+            "precision [95% CI]": "n/a (no judged memory is tagged)"
+            if precision is None
+            else f"{precision:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]",
+            "judged in sample": str(t.get("precision_judged", 0)),
+        }
+    return [
+        Heading("Tagging coverage and precision"),
+        Paragraph(
+            "Memories the `instruction_tagging` stage tagged as standing instructions, the share of the "
+            "instruction_following evidence among them, and precision: the role-stratified estimate from the "
+            "judged random sample in `datasets/exp05_tagging_judgements/` (see its README), Wilson 95% "
+            "interval; n/a where a tagged memory's role has no judged memory (e.g. another BEAM tier)."
+        ),
+        Table(pd.DataFrame.from_dict(rows, orient="index"), "run"),
+    ]
