@@ -19,7 +19,6 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from experiments.report.build import TEST_NAMES, build_report
 from experiments.runs import (
     RunError,
     find_run_dirs,
@@ -29,6 +28,7 @@ from experiments.runs import (
     missing_run_dirs,
     unique_runs,
 )
+from experiments.statistics import TEST_NAMES
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -67,6 +67,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    from experiments.report.build import build_report  # after parsing: it pulls in matplotlib (~0.5 s)
+
     tags = dict(t.split("=", 1) for t in args.tag if "=" in t)
     try:
         if args.sweep_dir:
