@@ -16,10 +16,9 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import hydra
-import pandas as pd
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import InstantiationException
 from hydra.types import RunMode
@@ -27,9 +26,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.config_check import SUITE_REPORT_KEYS, ConfigError, check_config
-from experiments.evaluate import Evaluation, evaluate
-from experiments.ranking import FILENAME as RANKING_FILE
-from experiments.ranking import saved_depth, write_ranking
+from experiments.configs import answer_help
 from experiments.suites.jsonl import write_qrels
 from experiments.suites.suite import Suite, SuiteError
 from experiments.sweep_tracking import JobFailed, job_failed, job_started, read_parent
@@ -57,6 +54,10 @@ from experiments.tracking import (
 from experiments.trec import write_run
 from retrieval.encoder import ModelNotFoundError
 from retrieval.pipeline import CandidateCache, Pipeline, PipelineConfigError, ProcessMemo, RunOutput
+
+if TYPE_CHECKING:  # evaluation needs pandas and scipy (~2 s to import): imported when a run evaluates, so
+    # `memeval-run --help` and a config error answer at once (tests/test_entry_points.py checks the imports)
+    from experiments.evaluate import Evaluation
 
 
 def _files_signature(path: Any) -> tuple:
@@ -92,15 +93,18 @@ def build_pipeline(cfg: DictConfig) -> Pipeline:
     return Pipeline.from_config(list(cfg.variant.stages), cfg.stage, depth=cfg.depth)
 
 
-def results_table(evaluation: Evaluation, metrics: list[str], label: str | None) -> pd.DataFrame:
-    """Overall and per-label means, one row each, for the console."""
+def results_table(evaluation: Evaluation, metrics: list[str], label: str | None) -> str:
+    """Overall and per-label means, one row each, as console text."""
+    import pandas as pd
+
     summary = evaluation.metrics
     rows = {"overall": summary["overall"]}
     if label and label in summary["by_label"]:
         rows.update(summary["by_label"][label])
     table = pd.DataFrame.from_dict(rows, orient="index")
     cols = ["n_queries", *[m for m in metrics if m in table.columns]]
-    return table[cols]
+    with pd.option_context("display.width", 200, "display.max_columns", 30, "display.precision", 3):
+        return str(table[cols])
 
 
 def write_outputs(
@@ -110,7 +114,11 @@ def write_outputs(
     evaluation.per_query.to_csv(run_dir / "per_query.csv")
     write_run(output.ranked, run_dir / "run.trec", tag=tag)
     # The top of each ranking with its score columns: what a report's per-query drill-down explains.
-    write_ranking(output.ranked, suite.qrels, run_dir / RANKING_FILE, saved_depth(metrics, suite.k))
+    from experiments import ranking  # pandas: imported when there is a run to write
+
+    ranking.write_ranking(
+        output.ranked, suite.qrels, run_dir / ranking.FILENAME, ranking.saved_depth(metrics, suite.k)
+    )
     write_qrels(suite.qrels, run_dir / "qrels.tsv")
     # metrics.json last: its presence marks a finished run directory.
     tmp = run_dir / ".metrics.json.tmp"
@@ -122,6 +130,8 @@ def execute(
     cfg: DictConfig, suite: Suite, pipeline: Pipeline, *, memo: ProcessMemo | None = None
 ) -> tuple[RunOutput, Evaluation]:
     """Run the pipeline over the suite (through the candidate cache and `memo`) and evaluate it."""
+    from experiments.evaluate import evaluate
+
     cache = CandidateCache(Path(cfg.cache_dir) / "candidates") if cfg.cache_dir else None
     output = pipeline.run(
         suite.memories,
@@ -193,8 +203,7 @@ def run_experiment(
     write_outputs(run_dir, suite, output, evaluation, tag=str(cfg.variant.name), metrics=list(cfg.metrics))
     record_finished(cfg.cache_dir, cfg_hash, suite.content_hash, run_dir, None)
 
-    with pd.option_context("display.width", 200, "display.max_columns", 30, "display.precision", 3):
-        print(results_table(evaluation, list(cfg.metrics), cfg.report_label))
+    print(results_table(evaluation, list(cfg.metrics), cfg.report_label))
     overall = evaluation.metrics["overall"]
     latency = (  # never a figure replayed from a cache: absent when cached work was not timed here
         f"latency ms p50 {overall['latency_ms_p50']:.1f} p95 {overall['latency_ms_p95']:.1f}"
@@ -301,7 +310,7 @@ def _job_failed(cfg: DictConfig, run_dir: Path, parent: dict[str, str], err: Bas
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
-def main(cfg: DictConfig) -> float | None:
+def run_app(cfg: DictConfig) -> float | None:
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir)
     multirun = hydra_cfg.mode == RunMode.MULTIRUN
@@ -329,6 +338,12 @@ def main(cfg: DictConfig) -> float | None:
         raise
     value = metrics["overall"].get(cfg.objective)
     return None if value is None else float(value)
+
+
+def main() -> None:
+    """`memeval-run`: the Hydra app, or its help text at once (without Hydra's slow group listing)."""
+    if not answer_help("config", sys.argv[1:]):
+        run_app()
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ from typing import Literal, NamedTuple
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
-from scipy import stats
 
 # Elements per resampling chunk: bounds memory to a few tens of MB whatever the query count.
 _CHUNK_ELEMENTS = 1 << 22
@@ -31,6 +30,12 @@ EXACT_MAX_N = 20
 _TIE_RTOL = 1e-9
 
 Test = Literal["randomization", "wilcoxon"]
+# How reports name each test.
+TEST_NAMES = {
+    "randomization": "paired two-sided sign-flip randomization test (exact when at most 20 queries differ, "
+    "else 10,000 seeded resamples)",
+    "wilcoxon": "paired two-sided Wilcoxon signed-rank test",
+}
 
 
 class ConfidenceInterval(NamedTuple):
@@ -161,6 +166,8 @@ def wilcoxon_test(a: ArrayLike, b: ArrayLike) -> float:
     a, b = _paired(a, b)
     if np.all(a == b):
         return 1.0  # scipy warns and divides by zero here; no evidence of a difference is p = 1
+    from scipy import stats  # ~1 s to import; only this test needs it
+
     return float(stats.wilcoxon(a, b, alternative="two-sided").pvalue)
 
 

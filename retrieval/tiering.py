@@ -1,6 +1,6 @@
 """Shared rules of the tiered-memory mechanism: which tier a memory is searched in, and its factors.
 
-One mechanism, two policies (issue 5 + issue 3):
+One mechanism, two policies:
 - high-order policy: a memory's own `tier` field (observation, lesson, semantic, procedural, crystal,
   insight, facet), missing -> `default_tier`;
 - advisory policy: the ingest stage `AdvisoryTiers` writes the annotation `search_tier`

@@ -1,4 +1,4 @@
-"""The advisory stages (issue 3) on tiny inputs: each one's rule, defaults, fallback and off switch."""
+"""The advisory-tier stages on tiny inputs: each one's rule, defaults, fallback and off switch."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The backend benchmark: its report judges the issue's targets from the numbers (ratios to torch), and
-a small real run writes both files."""
+"""The backend benchmark: its report judges the speed and quality targets from the numbers (ratios to
+torch), and a small real run writes both files."""
 
 from __future__ import annotations
 

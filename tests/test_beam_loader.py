@@ -97,7 +97,7 @@ def test_unknown_ability_and_missing_folder_are_clear_errors(beam_100k, tmp_path
         load_beam(tmp_path / "nowhere")
 
 
-# --- bad BEAM input (issue #10): each problem named with its file and field, all of them at once
+# --- bad BEAM input: each problem named with its file and field, all of them at once
 
 BAD = Path(__file__).parent / "data" / "bad_suites"
 BEAM_CASES = sorted(p.name for p in BAD.iterdir() if p.name.startswith("beam_"))

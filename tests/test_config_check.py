@@ -1,4 +1,4 @@
-"""One config validation pass before any work (issue #10): typed stage fields, stage ranges, the run
+"""One config validation pass before any work: typed stage fields, stage ranges, the run
 settings, the suite's loader arguments, and a config hash that does not care how a number is written.
 
 The fast tests compose real configs and call the validator / pipeline builder in-process; the slow one

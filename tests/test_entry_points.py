@@ -57,3 +57,50 @@ def test_a_run_whose_reranker_is_missing_refuses_before_any_work_and_leaves_no_f
     assert str(missing) in done.stderr and "memeval-train-reranker" in done.stderr
     assert "memories" not in done.stdout  # the suite was never loaded, nothing was retrieved
     assert not (tmp_path / "outputs").exists()
+
+
+# What --help must not wait for: each costs from 0.5 s (pandas) to several seconds (torch) to import.
+HEAVY = {
+    "scipy",
+    "pandas",
+    "torch",
+    "mlflow",
+    "sentence_transformers",
+    "transformers",
+    "matplotlib",
+    "sklearn",
+}
+ENTRY_MODULES = {  # console script module -> heavy packages it may import before parsing its arguments
+    "experiments.run": set(),
+    "experiments.study.cli": set(),
+    "experiments.training.reranker": set(),
+    "experiments.gate": {"pandas"},  # argparse apps whose options need the run-table code
+    "experiments.report.cli": {"pandas"},
+}
+
+
+@pytest.mark.parametrize("module", ENTRY_MODULES)
+def test_entry_modules_import_no_heavy_package_before_parsing_arguments(module):
+    # The import graph, not a timing: timings are noise on a shared machine, the graph is not.
+    code = f"import sys, {module}; print(' '.join(sorted({sorted(HEAVY)!r} & sys.modules.keys())))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(done.stdout.split())
+    assert loaded <= ENTRY_MODULES[module], f"{module} imports {sorted(loaded - ENTRY_MODULES[module])}"
+
+
+@pytest.mark.slow  # three Hydra --help renderings, ~2 s of CPU each
+def test_help_text_is_the_one_hydra_renders_for_each_app():
+    # The apps answer --help from their template without Hydra (whose group listing costs ~1.5 s);
+    # this runs Hydra's own help for each and compares.
+    from experiments.configs import help_text
+
+    apps = {
+        "config": "experiments.run",
+        "run_study": "experiments.study.cli",
+        "train_reranker": "experiments.training.reranker",
+    }
+    for config_name, module in apps.items():
+        code = f"import sys; from {module} import run_app; sys.argv = ['app', '--help']; run_app()"
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env())
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == help_text(config_name) + "\n", config_name

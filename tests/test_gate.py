@@ -243,7 +243,7 @@ def test_the_gate_measures_fresh_even_with_a_warm_cache_and_resume_asked_for(set
     assert metrics["overall"]["latency_measured"] is True and metrics["overall"]["latency_ms_p50"] > 0
 
 
-# Query ids that pandas reads as missing values by default (issue #10): they must stay ids everywhere.
+# Query ids that pandas reads as missing values by default: they must stay ids everywhere.
 NA_LIKE = ["NA", "null", "NaN", "None", "N/A", "#N/A", "<NA>", "nan", "NULL", "n/a", "-nan", "1.0"]
 
 

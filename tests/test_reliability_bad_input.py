@@ -85,7 +85,7 @@ def test_the_corpus_covers_every_kind_of_bad_input():
         "beam_missing_evidence_id",
         "beam_unknown_ability",
         "beam_malformed_chat_json",
-        # issue #10: ids, numbers and text that corrupt outputs; suite.yaml; paths
+        # ids, numbers and text that corrupt outputs; suite.yaml; paths
         "id_with_space",
         "query_id_with_newline",
         "id_not_nfc",

@@ -138,7 +138,7 @@ def test_runner_exits_non_zero_on_a_bad_suite_before_any_work(tmp_path):
     assert not (out / "metrics.json").exists()  # nothing half-written
 
 
-# --- ids, numbers and text that would corrupt outputs (issue #10); rules in experiments/suites/fields.py
+# --- ids, numbers and text that would corrupt outputs; rules in experiments/suites/fields.py
 
 CORPUS = REPO / "tests" / "data" / "bad_suites"
 JSONL_CASES = sorted(

@@ -19,14 +19,16 @@ relevant document (abstention questions) have nothing to retrieve; they are left
 table and reported apart by the caller (see `abstentions`).
 """
 
+from __future__ import annotations
+
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from experiments.metrics.average_precision import average_precision
 from experiments.metrics.hit import hit
@@ -35,6 +37,9 @@ from experiments.metrics.precision import precision
 from experiments.metrics.recall import recall
 from experiments.metrics.recall_all import recall_all
 from experiments.metrics.reciprocal_rank import reciprocal_rank
+
+if TYPE_CHECKING:  # pandas only when a table is built: metric names are parsed by light modules too
+    import pandas as pd
 
 Kernel = Callable[[np.ndarray, np.ndarray, np.ndarray, int | None], np.ndarray]
 Qrels = Mapping[str, Mapping[str, int]]
@@ -124,6 +129,8 @@ def per_query(qrels: Qrels, run: Run, metrics: Sequence[str]) -> pd.DataFrame:
     A query absent from the run, or with an empty list, scores 0. Inputs are not modified.
     All queries are scored as one zero-padded matrix (queries x longest ranked list).
     """
+    import pandas as pd
+
     parsed = [parse_metric(m) for m in metrics]
     if len(set(metrics)) != len(metrics):
         raise ValueError(f"metric names repeat: {list(metrics)}")

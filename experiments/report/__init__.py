@@ -8,6 +8,13 @@
 columns, from each run's ranking.csv), `render` writes Markdown and self-contained HTML.
 """
 
-from experiments.report.build import build_report
-
 __all__ = ["build_report"]
+
+
+def __getattr__(name: str):
+    # Imported on first use: building pulls in matplotlib, which `memeval-report --help` should not wait for.
+    if name == "build_report":
+        from experiments.report.build import build_report
+
+        return build_report
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

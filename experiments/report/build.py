@@ -28,12 +28,7 @@ from experiments.report.render import (
     write,
 )
 from experiments.runs import RunRecord, higher_is_better
-
-TEST_NAMES = {
-    "randomization": "paired two-sided sign-flip randomization test (exact when at most 20 queries differ, "
-    "else 10,000 seeded resamples)",
-    "wilcoxon": "paired two-sided Wilcoxon signed-rank test",
-}
+from experiments.statistics import TEST_NAMES
 
 
 def _f(value: float, digits: int = 3) -> str:

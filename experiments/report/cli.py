@@ -18,9 +18,11 @@ import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from experiments.report.build import TEST_NAMES, build_report
-from experiments.report.drilldown import DrilldownOptions
+if TYPE_CHECKING:
+    from experiments.report.drilldown import DrilldownOptions
+
 from experiments.runs import (
     RunError,
     find_run_dirs,
@@ -30,6 +32,7 @@ from experiments.runs import (
     missing_run_dirs,
     unique_runs,
 )
+from experiments.statistics import TEST_NAMES
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -79,6 +82,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    from experiments.report.build import build_report  # after parsing: it pulls in matplotlib (~0.5 s)
+
     tags = dict(t.split("=", 1) for t in args.tag if "=" in t)
     try:
         if args.sweep_dir:
@@ -133,6 +138,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def drilldown_options(args: argparse.Namespace) -> DrilldownOptions | None:
+    from experiments.report.drilldown import DrilldownOptions
+
     if args.drilldown < 0:
         raise ValueError(f"--drilldown must be 0 or more, got {args.drilldown}")
     queries = tuple(dict.fromkeys(q for text in args.queries for q in text.split(",") if q))

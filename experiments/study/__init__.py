@@ -8,10 +8,30 @@ them (`Experiment`, the notebook API); report.py writes the report; sections.py 
 of domain report sections (built-in ones in plugins/, a module per domain); cli.py is the Hydra app.
 """
 
-from experiments.study.experiment import Experiment, StudyResult, SuiteResults, run_plan
-from experiments.study.plan import PlanError, Row, StudyPlan, load_plan
-from experiments.study.report import write_report
-from experiments.study.sections import SectionContext, register_section
+import importlib
+
+# Each name is imported from its module on first use: running and reporting pull in pandas and
+# matplotlib, which `memeval-study --help` (cli.py, inside this package) should not wait for.
+_HOMES = {
+    "Experiment": "experiment",
+    "StudyResult": "experiment",
+    "SuiteResults": "experiment",
+    "run_plan": "experiment",
+    "PlanError": "plan",
+    "Row": "plan",
+    "StudyPlan": "plan",
+    "load_plan": "plan",
+    "write_report": "report",
+    "SectionContext": "sections",
+    "register_section": "sections",
+}
+
+
+def __getattr__(name: str):
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
+
 
 __all__ = [
     "Experiment",

@@ -19,21 +19,15 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.config_check import ConfigError
-from experiments.runs import RunError
-from experiments.study.experiment import SuiteResults, run_plan
-from experiments.study.plan import PlanError, load_plan
-from experiments.study.report import write_report
-from experiments.suites.suite import SuiteError
-from experiments.tracking import TrackingError
-from retrieval.encoder import ModelNotFoundError
-from retrieval.pipeline import PipelineConfigError
+from experiments.configs import CONF_DIR, answer_help
 
 
 def run(cfg: DictConfig, command: str) -> Path:
-    if cfg.get("study") is None:
-        from experiments.configs import CONF_DIR
+    from experiments.study.experiment import SuiteResults, run_plan
+    from experiments.study.plan import PlanError, load_plan
+    from experiments.study.report import write_report
 
+    if cfg.get("study") is None:
         plans = sorted(p.stem for p in (CONF_DIR / "study").glob("*.yaml"))
         raise PlanError(f"study: name a plan, study=<name>; shipped plans: {plans} (--help for more)")
     plan = load_plan(OmegaConf.to_container(cfg.study, resolve=True))
@@ -66,9 +60,19 @@ def _log_report(parent_run_id: str, cfg: DictConfig, out: Path) -> None:
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="run_study")
-def main(cfg: DictConfig) -> None:
+def run_app(cfg: DictConfig) -> None:
     overrides = [str(o) for o in HydraConfig.get().overrides.task]
     command = "python -m experiments.study " + shlex.join(overrides)
+    # The study machinery pulls in pandas and matplotlib: imported once there is a study to run, so
+    # `--help` answers at once (tests/test_entry_points.py checks what the entry modules import).
+    from experiments.config_check import ConfigError
+    from experiments.runs import RunError
+    from experiments.study.plan import PlanError
+    from experiments.suites.suite import SuiteError
+    from experiments.tracking import TrackingError
+    from retrieval.encoder import ModelNotFoundError
+    from retrieval.pipeline import PipelineConfigError
+
     try:
         run(cfg, command)
     except (
@@ -82,6 +86,12 @@ def main(cfg: DictConfig) -> None:
     ) as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
+
+
+def main() -> None:
+    """`memeval-study`: the Hydra app, or its help text at once (without Hydra's slow group listing)."""
+    if not answer_help("run_study", sys.argv[1:]):
+        run_app()
 
 
 if __name__ == "__main__":

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from experiments.metrics import parse_metric
-from experiments.report.build import TEST_NAMES
 from experiments.report.drilldown import DrilldownOptions
 from experiments.runs import LOWER_IS_BETTER
+from experiments.statistics import TEST_NAMES
 
 ROW_NAME = re.compile(r"[A-Za-z0-9_.+\-]+")
 PLAN_KEYS = frozenset(

@@ -40,6 +40,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
+from experiments.configs import answer_help
 from experiments.metrics import per_query
 from experiments.suites.suite import Suite, SuiteError
 from experiments.tracking import MlflowTracker, TrackingError, flatten, git_commit
@@ -335,7 +336,7 @@ def _log(cfg: DictConfig, summary: dict[str, Any], run_dir: Path) -> None:
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="train_reranker")
-def main(cfg: DictConfig) -> float:
+def run_app(cfg: DictConfig) -> float:
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     try:
         summary = train(cfg, run_dir)
@@ -343,6 +344,12 @@ def main(cfg: DictConfig) -> float:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
     return float(summary[f"val_{cfg.val_metric}_best"])
+
+
+def main() -> None:
+    """`memeval-train-reranker`: the Hydra app, or its help text at once (no Hydra group listing)."""
+    if not answer_help("train_reranker", sys.argv[1:]):
+        run_app()
 
 
 if __name__ == "__main__":

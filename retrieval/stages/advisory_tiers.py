@@ -1,4 +1,4 @@
-"""Advisory tier policy (issue 3) for the tiered mechanism: pinned / active / archive at ingest.
+"""Advisory tier policy for the tiered mechanism: pinned / active / archive at ingest.
 
     pinned   times_validated >= pinned_validated and reliability >= pinned_reliability,
              or promoted from a trusted source (trusted_sources empty: any promoted insight)

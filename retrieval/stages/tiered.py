@@ -11,7 +11,7 @@ variant reads `stages: [tiered, fusion]`.
 
 Rules: deleted memories and memories with confidence below `confidence_floor` are never indexed, so
 never returned. `high_order: false` searches `base_tiers` only (observations), the switch the cost
-measurement flips. Two tier modes serve the advisory policy (issue 3): `always` tiers return all their
+measurement flips. Two tier modes serve the advisory policy: `always` tiers return all their
 in-scope memories (matched ones by RRF, the rest after them with score 0); `escalation` tiers are
 searched only when the other tiers returned fewer than `escalate_below` memories or the query's
 context says `escalate: true` (with a dense channel the first rarely happens: dense returns every
