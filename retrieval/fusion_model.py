@@ -7,7 +7,7 @@ training provenance. Scoring needs numpy only, and a JSON file has no pickle or 
 
 Features, per source column c and per query (the same code for training and scoring):
   c:norm     the column min-max scaled over the query's candidates
-  c:rr       1 / (rrf_k + rank of the candidate by c), as RRF would weigh it
+  c:rr       1 / (60 + rank of the candidate by c; ties share the best rank), as RRF would weigh it
   c:present  1 when the candidate has a value of c
 A candidate without a value (NaN: a channel did not return it) or a column absent from the candidates
 (no graph stage in the variant) has the defined missing value 0 in all three.
@@ -66,8 +66,9 @@ def fusion_features(columns: Mapping[str, np.ndarray], sources: Sequence[str], n
         have = values[present]
         lo, hi = have.min(), have.max()
         norm = np.ones_like(have) if hi == lo else (have - lo) / (hi - lo)
-        rank = np.empty(len(have))
-        rank[np.lexsort((np.arange(len(have)), -have))] = np.arange(1, len(have) + 1)
+        # Competition rank (1 + how many score higher): tied candidates share a rank, so a feature never
+        # depends on the order the candidates arrived in.
+        rank = 1 + len(have) - np.searchsorted(np.sort(have), have, side="right")
         out[present, 3 * j] = norm
         out[present, 3 * j + 1] = 1.0 / (RRF_K + rank)
         out[present, 3 * j + 2] = 1.0

@@ -131,3 +131,50 @@ def test_the_stage_ranks_by_the_model_and_keeps_every_column(tmp_path):
     assert after.index.tolist()[0] == 1  # highest `a`, though last by the incoming score
     assert set(after.columns) == {"a", "b", "score", "learned_fusion"}
     assert np.all(np.diff(after.score) <= 0)
+
+
+@pytest.mark.slow
+def test_train_on_two_beam_conversations_then_run_the_learned_fusion_variant(tmp_path, beam_100k):
+    """End to end on real BEAM: the trainer's model file is the one the variant's stage loads and ranks by."""
+    from experiments.configs import compose_config
+    from experiments.suites.beam import load_beam
+    from experiments.training.fusion import train
+    from tests.support import CACHE_DIR
+
+    model_path = tmp_path / "fusion.json"
+    folders = [str(beam_100k / "1"), str(beam_100k / "2")]
+    cfg = compose_config(
+        [
+            f"train_suite.path=[{','.join(folders)}]",
+            f"output={model_path}",
+            f"cache_dir={CACHE_DIR}",
+            "progress=false",
+            "val_fraction=0.5",
+        ],
+        config_name="train_fusion",
+    )
+    provenance = train(cfg, tmp_path / "run")
+    assert provenance["train_suite_path"] == str(cfg.train_suite.path) and provenance["candidates"] > 0
+    model = load_fusion_model(model_path)
+    assert model.sources == ("bm25", "dense", "fused") and model.provenance["train_queries"] > 0
+
+    run_cfg = compose_config(["variant=learned_fusion", f"stage.learned_fusion.model.path={model_path}"])
+    # Depth 200 keeps every candidate: features are scaled over a query's whole candidate list.
+    pipeline = Pipeline.from_config(list(run_cfg.variant.stages), run_cfg.stage, depth=200)
+    pipeline.check_models()
+    suite = load_beam(beam_100k / "3")
+    out = pipeline.run(suite.memories, suite.queries, progress=False)
+    for ranked in out.ranked:
+        assert len(ranked.memory_ids) > 10
+        expected = model.score(ranked.columns, len(ranked.memory_ids))
+        np.testing.assert_allclose(ranked.scores, expected)  # ranked by the trained model's logit
+        assert np.all(np.diff(ranked.scores) <= 0)
+
+
+def test_features_do_not_depend_on_the_candidates_order():
+    columns = {"fused": np.array([0.5, 0.2, 0.5, 0.1]), "bm25": np.array([1.0, np.nan, 2.0, 2.0])}
+    perm = np.array([3, 2, 0, 1])
+    x = fusion_features(columns, ["fused", "bm25"], 4)
+    shuffled = fusion_features({k: v[perm] for k, v in columns.items()}, ["fused", "bm25"], 4)
+    np.testing.assert_array_equal(shuffled, x[perm])
+    assert x[0, 1] == x[2, 1] == 1 / 61  # tied scores share the best rank
