@@ -43,12 +43,12 @@ class _PassageIndex:
             spans[key] = (part, start, len(passages))
         self.n_passages = len(passages)
         owner = np.asarray(owners, dtype=np.int64)
-        if retriever.scorer == "dense":
-            vectors = retriever.encoder.encode(passages, role="document")
         self._scopes = {}
         for key, (part, lo, hi) in spans.items():
             if retriever.scorer == "dense":
-                score = vectors[lo:hi]
+                # One scope at a time: the encoder persists each call's new vectors, so an interrupted
+                # first build keeps the conversations it finished (passages cost ~2x the whole messages).
+                score = retriever.encoder.encode(passages[lo:hi], role="document")
             else:
                 docs = [tokenize(p) for p in passages[lo:hi]]
                 score = bm25_scorer(retriever.backend, docs, retriever.k1, retriever.b)
