@@ -94,3 +94,32 @@ def test_passage_channel_config_is_checked():
         PassageRetriever(scorer="dense", size=10, stride=20)
     fields = {name for name, _ in err.value.problems}
     assert fields == {"stride", "encoder"}
+
+
+@pytest.mark.slow
+def test_dense_passages_go_through_the_embedding_cache_and_reuse_whole_message_vectors(tmp_path):
+    """A tiny random BERT stands in for MiniLM: the real sentence-transformers and cache code paths."""
+    from retrieval.encoder import SentenceEncoder
+    from tests.support import build_tiny_bert
+
+    model = str(build_tiny_bert(tmp_path / "model", cross_encoder=False))
+    cache = str(tmp_path / "embeddings")
+    short, long = "the spare key is under the blue flowerpot", words(100)
+    corpus = Corpus((memory("short", short), memory("long", long)))
+    whole = SentenceEncoder(model=model, cache_dir=cache, show_progress=False)
+    whole_vectors = whole.encode(corpus.texts(), role="document")
+
+    encoder = SentenceEncoder(model=model, cache_dir=cache, show_progress=False)
+    index = PassageRetriever(encoder=encoder, size=40, stride=30).build(corpus)
+    assert index.n_passages == 1 + 3  # 100 words: windows at 0, 30 and 60
+    assert encoder.stats == {"hits": 1, "misses": 3}  # the short memory's passage is its cached text
+    found, scores = index.search(query("q", "where is the spare key"))
+    q = encoder.encode(["where is the spare key"], role="query")[0]
+    by_id = dict(zip(corpus.ids[found].tolist(), scores.tolist(), strict=True))
+    assert by_id["short"] == pytest.approx(float(whole_vectors[0] @ q), abs=1e-6)
+    passages = split_passages(long, 40, 30)
+    best = max(float(v @ q) for v in encoder.encode(passages, role="document"))
+    assert by_id["long"] == pytest.approx(best, abs=1e-6)
+    rebuilt = SentenceEncoder(model=model, cache_dir=cache, show_progress=False)
+    PassageRetriever(encoder=rebuilt, size=40, stride=30).build(corpus)
+    assert rebuilt.stats["misses"] == 0  # a second build reads every passage vector from the cache
