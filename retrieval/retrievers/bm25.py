@@ -21,7 +21,7 @@ from retrieval.types import Corpus, Query
 Backend = Literal["bm25s", "rank_bm25"]
 
 
-def _scorer(backend: Backend, docs: list[list[str]], k1: float, b: float):
+def bm25_scorer(backend: Backend, docs: list[list[str]], k1: float, b: float):
     """A function query-tokens -> score per document, for one scope's documents."""
     if backend == "rank_bm25":
         from rank_bm25 import BM25Okapi
@@ -59,7 +59,7 @@ class _BM25Index:
         for key in corpus.scopes:
             part = corpus.partition(key)
             docs = [tokenize(texts[i]) for i in part]
-            self._scopes[key] = (part, _scorer(retriever.backend, docs, retriever.k1, retriever.b))
+            self._scopes[key] = (part, bm25_scorer(retriever.backend, docs, retriever.k1, retriever.b))
 
     def search(self, query: Query) -> tuple[np.ndarray, np.ndarray]:
         if query.scope_key not in self._scopes:
