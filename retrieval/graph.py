@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from retrieval.retrievers.bm25 import _scorer
+from retrieval.retrievers.bm25 import bm25_scorer
 from retrieval.tokenize import tokenize
 from retrieval.types import Corpus
 
@@ -60,7 +60,7 @@ class ScopeGraph:
     def search(self, tokens: list[str]) -> np.ndarray:
         """BM25 score of every concept (name, content, labels) for the query tokens."""
         if self._search is None:
-            self._search = _scorer("bm25s", self.texts, 1.2, 0.75) if self.ids else (lambda t: np.zeros(0))
+            self._search = bm25_scorer("bm25s", self.texts, 1.2, 0.75) if self.ids else (lambda t: np.zeros(0))
         return self._search(tokens)
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from retrieval.retrievers.bm25 import _scorer
+from retrieval.retrievers.bm25 import bm25_scorer
 from retrieval.stage import Range, Retriever, top_n
 from retrieval.tokenize import tokenize
 from retrieval.types import Corpus, Query
@@ -37,7 +37,7 @@ class _FeedbackIndex:
                 for r in records
             ]
             weight = np.array([r.importance for r in records], dtype=np.float64)
-            self._scopes[key] = (_scorer("bm25s", docs, retriever.k1, retriever.b), weight, links)
+            self._scopes[key] = (bm25_scorer("bm25s", docs, retriever.k1, retriever.b), weight, links)
 
     def search(self, query: Query) -> tuple[np.ndarray, np.ndarray]:
         if query.scope_key not in self._scopes:
