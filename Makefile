@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 export HF_HUB_OFFLINE := 1           # models load from local files only (DESIGN.md "Models, offline")
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup run test test-fast lint clean-venv reranker
+.PHONY: setup run test test-fast lint clean-venv reranker fusion
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,13 @@ TIERS := fast:not slow and not integration|slow:slow and not integration|integra
 reranker: setup
 	$(PY) -m experiments.training.reranker num_layers=3 max_train_minutes=7 val_max_queries=16 eval_every=25 \
 		export_backend=openvino $(ARGS)
+
+# The learned-fusion models the `learned_fusion` (fit on BEAM 500K) and `beam_best` (fit on BEAM 100K, so
+# BEAM 500K stays held out) variants read; seconds of CPU once the suites' embeddings are cached.
+fusion: setup
+	$(PY) -m experiments.training.fusion $(ARGS)
+	$(PY) -m experiments.training.fusion train_suite.path=../shared/beam/100K train_suite.name=beam100k \
+		output=models/learned-fusion-beam100k.json $(ARGS)
 
 test: setup
 	@tiers='$(TIERS)'; IFS='|'; failed=0; for tier in $$tiers; do \

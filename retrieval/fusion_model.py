@@ -113,8 +113,10 @@ class LinearFusionModel:
 
 def _how_to_train(path: str) -> str:
     return (
-        f"learned fusion model {path!r} not found. Train one with `python -m experiments.training.fusion` "
-        "(it writes models/learned-fusion-beam500k.json), or point stage.learned_fusion.model.path at one"
+        f"learned fusion model {path!r} not found. `make fusion` trains the shipped variants' models "
+        f"(learned_fusion, beam_best); `python -m experiments.training.fusion output={path}` trains one "
+        "(on BEAM 500K unless train_suite.path says otherwise); "
+        "or point stage.learned_fusion.model.path at one"
     )
 
 

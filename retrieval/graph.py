@@ -60,7 +60,9 @@ class ScopeGraph:
     def search(self, tokens: list[str]) -> np.ndarray:
         """BM25 score of every concept (name, content, labels) for the query tokens."""
         if self._search is None:
-            self._search = bm25_scorer("bm25s", self.texts, 1.2, 0.75) if self.ids else (lambda t: np.zeros(0))
+            self._search = (
+                bm25_scorer("bm25s", self.texts, 1.2, 0.75) if self.ids else (lambda t: np.zeros(0))
+            )
         return self._search(tokens)
 
 

@@ -153,6 +153,20 @@ def test_experiment_compares_rows_with_significance_marks(tiny_dir, tmp_path):
     assert "Baseline: **bm25**" in report and "| bm25_b0 |" in report and "Experiment(...)" in report
 
 
+def test_a_plan_metric_the_runs_do_not_compute_by_default_is_added_to_every_row(tiny_dir, tmp_path):
+    result = Experiment(
+        [Row("bm25", ("variant=bm25",))],
+        suite={"name": "jsonl", "path": str(tiny_dir)},
+        metrics=["nDCG@10", "R@3"],  # R@3: not in config.yaml's metrics
+        baseline="bm25",
+        tracking=False,
+        cache_dir=None,
+        runs_dir=tmp_path / "runs",
+    )
+    assert list(result.table().columns) == ["nDCG@10", "R@3"]
+    assert result.per_query("R@3").notna().all().all()
+
+
 def _study(tmp_path: Path, tiny_dir: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
         [

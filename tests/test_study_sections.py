@@ -16,6 +16,7 @@ from experiments.report import analysis
 from experiments.report.render import Paragraph, Table, to_markdown
 from experiments.runs import RunRecord
 from experiments.study import SectionContext, load_plan
+from experiments.study.plugins.targets import target_lines
 from experiments.study.sections import available_sections, resolve_section
 
 WEIGHT = "stage.instruction_boost.weight"
@@ -226,3 +227,37 @@ def test_exp05_variant_turns_the_boost_on_and_keeps_its_stage_order():
     ]
     wide = compose_config(["suite=beam", "variant=exp05_wide"])
     assert set(cfg.stage.instruction_tagging.markers) < set(wide.stage.instruction_tagging.markers)
+
+
+def test_targets_judge_gains_and_drops_overall_and_per_label_with_holm():
+    # x: instruction_following 0 -> 1 on all six (+1.0), other 1,1,.5,.5 -> .5 each (-0.25)
+    runs = [record("hybrid", ZERO, OTHER), record("x", ONE, [0.5, 0.5, 0.5, 0.5])]
+    checks = [
+        {"metric": "R@10", "min_gain": 0.05},
+        {"metric": "R@10", "labels": ["instruction_following"], "min_gain": 1.0},
+        {"metric": "nDCG@10", "labels": "each", "max_drop": 0.02},
+    ]
+    ctx = context(runs, "hybrid", row="x", checks=checks)
+    lines = target_lines(ctx).set_index(["metric", "label"])
+    overall = lines.loc[("R@10", "all")]
+    assert overall["delta"] == pytest.approx((6 - 1.0) / 10) and overall["met"]  # 0.3 -> 0.8
+    assert lines.loc[("R@10", "instruction_following"), "met"]  # exactly the target passes
+    assert lines.loc[("nDCG@10", "instruction_following"), "met"]
+    other = lines.loc[("nDCG@10", "other")]
+    assert other["delta"] == pytest.approx(-0.25) and not other["met"] and other["wtl"] == "0/2/2"
+    assert lines.loc[("R@10", "instruction_following"), "p"] == pytest.approx(2 / 2**6)
+    assert (lines["p_holm"] >= lines["p"]).all()
+    text = render("targets", ctx)
+    assert "3 of 4 targets met" in text and "| NO |" in text
+
+
+def test_targets_name_a_bad_check():
+    runs = [record("hybrid", ZERO, OTHER), record("x", ONE, OTHER)]
+    with pytest.raises(KeyError, match="exactly one of min_gain, max_drop"):
+        resolve_section("targets")(context(runs, "hybrid", checks=[{"metric": "R@10"}]))
+    with pytest.raises(KeyError, match="not among"):
+        resolve_section("targets")(context(runs, "hybrid", checks=[{"metric": "P@5", "min_gain": 0}]))
+    with pytest.raises(KeyError, match="no answerable query labelled"):
+        resolve_section("targets")(
+            context(runs, "hybrid", checks=[{"metric": "R@10", "labels": ["nope"], "min_gain": 0}])
+        )

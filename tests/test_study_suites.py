@@ -95,7 +95,11 @@ def test_a_two_suite_study_writes_a_report_per_suite_and_an_index(tmp_path):
                 {"name": "bm25", "overrides": []},
                 {"name": "bm25_b0", "overrides": ["stage.bm25.b=0"], "suites": ["two"]},
             ],
-            sections=[{"name": "stage_rows", "suites": ["two"], "stages": ["bm25"]}],
+            sections=[
+                {"name": "stage_rows", "suites": ["two"], "stages": ["bm25"]},
+                {"name": "latency", "suites": ["two"], "repeats": 2, "budget_ms": 60_000},
+                {"name": "relevant_counts", "suites": ["one"], "k": [1]},
+            ],
         )
     )
     result = run_plan(p, runs_dir=tmp_path / "runs", tracking=False, cache_dir=None)
@@ -114,7 +118,12 @@ def test_a_two_suite_study_writes_a_report_per_suite_and_an_index(tmp_path):
     assert (out / "index.html").is_file() and (out / "two" / "index.html").is_file()
     two = (out / "two" / "report.md").read_text()
     assert "Rows against the baseline (stage report)" in two and "| bm25_b0 |" in two
-    assert "Rows against the baseline" not in (out / "one" / "report.md").read_text()
+    latency = two[two.index("## Query latency") :]  # both rows re-timed live, within a generous budget
+    assert latency.count("| yes |") == 2 and "2 interleaved live passes" in latency
+    one = (out / "one" / "report.md").read_text()
+    assert "Rows against the baseline" not in one and "## Relevant memories per question" in one
+    # tiny's answerable questions: one `if` and two `ie`, each with one relevant memory: R@1 can reach 1
+    assert "| if | 1 | 1.0 | 1 | 1 | 1.000 |" in one and "| ie | 2 | 1.0 | 1 | 1 | 1.000 |" in one
 
 
 def test_row_is_importable_for_the_notebook_api():

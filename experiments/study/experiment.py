@@ -148,6 +148,9 @@ def row_config(
 ) -> DictConfig:
     """The run config of one row: what `memeval-run <its overrides>` would see, with the study's settings."""
     cfg = _compose(plan.row_overrides(row))
+    missing = [m for m in plan.metrics if m not in cfg.metrics]
+    if missing:  # a plan's metric the run would not compute (R@100): added, so a re-run computes it
+        cfg.metrics = [*cfg.metrics, *missing]
     if tracking is False:
         cfg.tracking = OmegaConf.create({"enabled": False})
     elif isinstance(tracking, Mapping | DictConfig):  # a `tracking` config node (the study app's)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import resource
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -117,3 +117,49 @@ def query_encoding_ms(cfg: DictConfig, texts: Sequence[str], threads: int | None
     finally:
         torch.set_num_threads(before)
     return np.array(out)
+
+
+def interleaved_passes(
+    configs: Mapping[str, DictConfig], suite: Suite, repeats: int
+) -> dict[str, list[TimedPass]]:
+    """`repeats` timed passes of each config, interleaved so a burst of others' load hits every pipeline
+    alike; a warm-up pass of each first (model loading, embedding reads)."""
+    for cfg in configs.values():
+        timed_pass(cfg, suite)
+    passes: dict[str, list[TimedPass]] = {name: [] for name in configs}
+    for _ in range(repeats):
+        for name, cfg in configs.items():
+            passes[name].append(timed_pass(cfg, suite))
+    return passes
+
+
+def latency_summary(runs: Sequence[TimedPass]) -> dict[str, float]:
+    """Per-query latency over repeats: per query the fastest repeat is its intrinsic cost (others' load
+    only ever adds time), summarised as mean/p50/p95; the median repeat's mean; CPU ms a query; load."""
+    times = np.array([p.latency_ms for p in runs])
+    fastest, median = times.min(axis=0), np.median(times, axis=0)
+    cpu = np.array([p.cpu_s for p in runs]) * 1000 / times.shape[1]
+    return {
+        "mean_ms": float(fastest.mean()),
+        "p50_ms": float(np.percentile(fastest, 50)),
+        "p95_ms": float(np.percentile(fastest, 95)),
+        "median_repeat_mean_ms": float(median.mean()),
+        "cpu_ms_per_query": float(np.median(cpu)),
+        "load_1m": float(np.median([p.load_avg[0] for p in runs])),
+    }
+
+
+def latency_table(passes: Mapping[str, Sequence[TimedPass]]) -> dict[str, dict[str, str]]:
+    """The report's latency columns, one row per pipeline (formatted `latency_summary`)."""
+    table = {}
+    for name, runs in passes.items():
+        t = latency_summary(runs)
+        table[name] = {
+            "mean ms (fastest repeat)": f"{t['mean_ms']:.3f}",
+            "p50 ms": f"{t['p50_ms']:.3f}",
+            "p95 ms": f"{t['p95_ms']:.3f}",
+            "mean ms (median repeat)": f"{t['median_repeat_mean_ms']:.3f}",
+            "CPU ms / query (median repeat)": f"{t['cpu_ms_per_query']:.3f}",
+            "load avg 1 min": f"{t['load_1m']:.1f}",
+        }
+    return table

@@ -143,7 +143,13 @@ def evidence_age(ctx: SectionContext) -> str:
 def tier_cost(ctx: SectionContext) -> list[Block]:
     """Per-query retrieval time, high-order tiers on vs off, re-timed live over interleaved repeats."""
     from experiments.run import load_suite_from_config
-    from experiments.study.live import query_encoding_ms, row_run_config, timed_pass
+    from experiments.study.live import (
+        interleaved_passes,
+        latency_summary,
+        latency_table,
+        query_encoding_ms,
+        row_run_config,
+    )
 
     if ctx.study is None:
         return [Heading("Cost of searching high-order tiers"), Paragraph("Needs a study (rows to re-run).")]
@@ -151,25 +157,12 @@ def tier_cost(ctx: SectionContext) -> list[Block]:
     names = [str(r) for r in ctx.options.get("rows", ["hybrid", "tiering-observations_only", "tiering"])]
     configs = {name: row_run_config(ctx.study, name) for name in names}
     suite = load_suite_from_config(next(iter(configs.values())))
-    passes: dict[str, list] = {name: [] for name in names}
-    for _ in range(repeats):  # interleaved, so a burst of load from others hits every pipeline alike
-        for name, cfg in configs.items():
-            passes[name].append(timed_pass(cfg, suite))
-    table, means = {}, {}
+    passes = interleaved_passes(configs, suite, repeats)
+    table = latency_table(passes)
+    means = {}
     for name, runs in passes.items():
-        times = np.array([p.latency_ms for p in runs])
-        # Per query, the fastest repeat is the intrinsic cost (others' load only ever adds time).
-        fastest, median = times.min(axis=0), np.median(times, axis=0)
-        cpu = np.array([p.cpu_s for p in runs]) * 1000 / times.shape[1]
-        means[name] = (float(fastest.mean()), float(np.percentile(fastest, 50)), float(median.mean()))
-        table[name] = {
-            "mean ms (fastest repeat)": f"{fastest.mean():.3f}",
-            "p50 ms": f"{np.percentile(fastest, 50):.3f}",
-            "p95 ms": f"{np.percentile(fastest, 95):.3f}",
-            "mean ms (median repeat)": f"{median.mean():.3f}",
-            "CPU ms / query (median repeat)": f"{np.median(cpu):.3f}",
-            "load avg 1 min": f"{np.median([p.load_avg[0] for p in runs]):.1f}",
-        }
+        t = latency_summary(runs)
+        means[name] = (t["mean_ms"], t["p50_ms"], t["median_repeat_mean_ms"])
     obs, full = means[names[1]], means[names[2]]
     encode = float(np.median(query_encoding_ms(configs[names[0]], [q.text for q in suite.queries[:50]], 1)))
     n_obs = sum(m.tier == "observation" for m in suite.memories)
