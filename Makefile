@@ -45,7 +45,7 @@ test: setup
 	@tiers='$(TIERS)'; IFS='|'; failed=0; for tier in $$tiers; do \
 	  name=$${tier%%:*}; mark=$${tier#*:}; start=$$(date +%s); \
 	  echo "== test tier: $$name (-m '$$mark')"; \
-	  $(PY) -m pytest -q -m "$$mark" $(ARGS); code=$$?; \
+	  $(PY) -m pytest -q --durations=8 -m "$$mark" $(ARGS); code=$$?; \
 	  echo "== test tier $$name: $$(( $$(date +%s) - start )) s, exit $$code"; \
 	  if [ $$code -ne 0 ] && [ $$code -ne 5 ]; then failed=$$code; fi; \
 	done; exit $$failed
