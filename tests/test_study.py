@@ -42,6 +42,31 @@ def test_every_committed_plan_composes_and_loads(name):
     assert len(yaml.safe_load((CONF_DIR / "study" / f"{name}.yaml").read_text())) <= 25
 
 
+@pytest.mark.parametrize("name", ["boost_sweep21_beam100k", "exp05_beam100k", "beam_best_beam100k"])
+def test_rows_sharing_their_group_choices_compose_as_hydra_composes_each(name):
+    """The study composes a sweep's group choices once and sets each row's values: the same config."""
+    from experiments.study.experiment import RowComposer, _compose
+
+    cfg = compose_config([f"study={name}"], config_name="run_study")
+    plan = load_plan(OmegaConf.to_container(cfg.study, resolve=True))
+    composer = RowComposer()
+    for row in plan.rows[:5]:
+        overrides = plan.row_overrides(row)
+        fast, full = composer(overrides), _compose(overrides)
+        assert OmegaConf.to_yaml(fast) == OmegaConf.to_yaml(full), row.name
+        assert OmegaConf.is_struct(fast) and OmegaConf.is_struct(full)
+    assert len(composer._bases) < 5 or name == "beam_best_beam100k"  # a sweep shares compositions
+
+
+def test_a_row_value_for_a_missing_key_is_still_an_error():
+    from hydra.errors import ConfigCompositionException
+
+    from experiments.study.experiment import RowComposer
+
+    with pytest.raises(ConfigCompositionException, match="no_such_field"):
+        RowComposer()(["variant=bm25", "stage.bm25.no_such_field=1"])
+
+
 def test_the_worked_example_sweeps_five_weights_against_weight_zero():
     cfg = compose_config(["study=boost_beam100k"], config_name="run_study")
     plan = load_plan(OmegaConf.to_container(cfg.study, resolve=True))
