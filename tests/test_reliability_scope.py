@@ -6,8 +6,9 @@ from the metrics.json it writes. Fast: the tiny two-scope suite whose scopes hol
 any cross-scope result is a leak. Slow: every multi-scope suite config (generated tiers, replayed
 access counts via the decay variant, spark25, a two-conversation beam_synth suite, and two real BEAM
 100K conversations: enough scopes to leak between, without reranking 199 questions per variant).
-The cross-encoder variants run with the MiniLM weights as an untrained CrossEncoder (no trained
-model ships; its scores do not matter for isolation), exported to OpenVINO once for the module.
+The cross-encoder variants run with the MiniLM weights as an untrained CrossEncoder, and the learned
+fusion variants with a fusion model of fixed coefficients (no trained model ships; their scores do not
+matter for isolation); the cross-encoder is exported to OpenVINO once for the module.
 Cost cuts that keep what is checked: on the multi-scope suites the cross-encoder reranks the top 4
 (keeps 4) instead of 16 (8) (reordering a query's own candidates cannot add a memory of another scope; scoring
 pairs is most of these runs' time), and a suite's variants share one process memo, as the jobs of a
@@ -39,6 +40,15 @@ def cross_encoder_dir(tmp_path_factory) -> Path:
 
     folder = tmp_path_factory.mktemp("ce") / "minilm-untrained-head"
     CrossEncoder(resolve_model_path(MINILM), num_labels=1, max_length=128).save(str(folder))
+    # beside it, a learned fusion model over the hybrid's columns (the learned_fusion stage's sources)
+    import numpy as np
+
+    from retrieval.fusion_model import LinearFusionModel
+
+    sources = ("bm25", "dense", "fused")
+    ones = np.ones(3 * len(sources))
+    model = LinearFusionModel(sources, 0 * ones, ones, np.linspace(1, 0.1, len(ones)), 0.0, {})
+    model.save(folder.parent / "fusion.json")
     return folder
 
 
@@ -62,6 +72,8 @@ def run_variant(
             extra.append(f"stage.cross_encoder.scorer.export_dir={ce_dir.parent / 'exports'}")
             if rerank_top_n is not None:
                 extra += [f"stage.cross_encoder.{key}={rerank_top_n}" for key in ("top_n", "top_k")]
+        if "learned_fusion" in cfg.stage:
+            extra.append(f"stage.learned_fusion.model.path={ce_dir.parent / 'fusion.json'}")
         if "trec_run" in cfg.stage:  # another system's run over this suite: every memory of the query's scope
             extra.append(f"stage.trec_run.path={write_same_scope_run(cfg, tmp / 'system.trec')}")
         if extra:
