@@ -11,7 +11,7 @@ fusion variants with a fusion model of fixed coefficients (no trained model ship
 matter for isolation); the cross-encoder is exported to OpenVINO once for the module.
 Cost cuts that keep what is checked: on the multi-scope suites the cross-encoder reranks the top 4
 (keeps 4) instead of 16 (8) (reordering a query's own candidates cannot add a memory of another scope; scoring
-pairs is most of these runs' time), and a suite's variants share one process memo, as the jobs of a
+pairs is most of these runs' time), the passage channel scores passages by BM25 instead of embedding them, and a suite's variants share one process memo, as the jobs of a
 sweep do (suite loaded and indexed once; the tiny-suite test covers the cold path).
 """
 
@@ -72,6 +72,10 @@ def run_variant(
             extra.append(f"stage.cross_encoder.scorer.export_dir={ce_dir.parent / 'exports'}")
             if rerank_top_n is not None:
                 extra += [f"stage.cross_encoder.{key}={rerank_top_n}" for key in ("top_n", "top_k")]
+        if "passage" in cfg.stage and rerank_top_n is not None:
+            # multi-scope suites: passages scored by BM25, not embedded (the scopes split the passages the
+            # same way for both scorers; the tiny-suite test runs the dense scorer)
+            extra.append("stage.passage.scorer=bm25")
         if "learned_fusion" in cfg.stage:
             extra.append(f"stage.learned_fusion.model.path={ce_dir.parent / 'fusion.json'}")
         if "trec_run" in cfg.stage:  # another system's run over this suite: every memory of the query's scope

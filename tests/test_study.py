@@ -258,11 +258,11 @@ def test_a_bad_plan_exits_2_before_running_anything(tmp_path):
 def test_a_row_whose_run_config_is_invalid_exits_2_naming_the_setting(tiny_dir, tmp_path):
     (tmp_path / "conf" / "study").mkdir(parents=True)
     plan = good_plan(name="tiny_plan", suite={"name": "jsonl", "path": str(tiny_dir)}, sweep=None)
-    plan["overrides"] = ["metrics=[R@10]"]  # the run's objective, nDCG@10, is no longer computed
+    plan["overrides"] = ["stage.bm25.k1=-1"]  # out of the stage's range
     (tmp_path / "conf" / "study" / "tiny_plan.yaml").write_text(yaml.safe_dump(plan))
     proc = _study(tmp_path, tmp_path)
     assert proc.returncode == 2, proc.stderr[-2000:]
-    assert "objective: 'nDCG@10' is not one of the metrics" in proc.stderr and "Traceback" not in proc.stderr
+    assert "stage.bm25.k1: must be >= 0, got -1" in proc.stderr and "Traceback" not in proc.stderr
 
 
 @pytest.mark.slow
