@@ -89,3 +89,12 @@ def test_a_small_benchmark_run_writes_every_section_from_its_own_numbers(tmp_pat
     ):
         assert heading in readme, heading
     assert "synth 600" in readme and results["machine"]["cpu"] in readme
+
+
+def test_the_load_note_says_shared_or_quiet_from_the_load_it_was_given():
+    from experiments.benchmarks.pipeline import load_note
+
+    shared = load_note({"nproc": 2, "loadavg_start": [1.0, 0, 0], "loadavg_end": [9.5, 0, 0]})
+    quiet = load_note({"nproc": 2, "loadavg_start": [1.2, 0, 0], "loadavg_end": [0.8, 0, 0]})
+    assert "shared (1-minute load up to 9.5" in shared and "quiet" not in shared
+    assert "quiet (1-minute load at most 1.2 on 2 cores)" in quiet

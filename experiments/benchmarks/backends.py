@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from experiments.benchmarks.pipeline import machine, percentiles
+from experiments.benchmarks.pipeline import load_note, machine, percentiles
 from experiments.run import load_suite_from_config
 from retrieval.encoder import MINILM, resolve_model_path
 
@@ -424,11 +424,12 @@ def render(results: dict[str, Any]) -> str:
             f"{', '.join(_f(x, 2) for x in run['loadavg_start'])}, at end "
             f"{', '.join(_f(x, 2) for x in run.get('loadavg_end', [float('nan')] * 3))}"
         )
-    lines += [
-        "- The 2 cores were shared with other engineers' jobs (load above the core count): wall times are "
-        "inflated by contention; CPU time (user + system, all threads of the process) is the steadier "
-        "measure, and backends are compared as ratios measured within the same run.",
-    ]
+    peak = {
+        "nproc": info["nproc"],
+        "loadavg_start": [max(r["loadavg_start"][0] for r in runs)],
+        "loadavg_end": [max(r.get("loadavg_end", [0.0])[0] for r in runs)],
+    }
+    lines += [load_note(peak) + " Backends are compared as ratios measured within the same run."]
     if results["args"].get("note"):
         lines.append(f"- Note: {results['args']['note']}")
     lines += [

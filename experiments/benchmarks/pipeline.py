@@ -68,6 +68,24 @@ def maxrss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
 
 
+def load_note(info: dict[str, Any]) -> str:
+    """One sentence on how loaded the machine was (1-minute load at start and end vs its cores): written
+    from the numbers, so a quiet run does not read as a shared one."""
+    peak = max(info["loadavg_start"][0], info.get("loadavg_end", [0.0])[0])
+    cores = info["nproc"]
+    if peak > cores:
+        return (
+            f"- The {cores} cores were shared (1-minute load up to {peak:.1f}, above the core count): wall "
+            "times are inflated by contention; **CPU time** (user + system, all threads of the process) is "
+            "the measure judged, wall time beside it."
+        )
+    return (
+        f"- The machine was quiet (1-minute load at most {peak:.1f} on {cores} cores): wall and CPU time "
+        "both hold; **CPU time** (user + system, all threads of the process) is the measure judged, as on "
+        "a shared box."
+    )
+
+
 def machine() -> dict[str, Any]:
     from importlib.metadata import version
 

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from experiments.benchmarks.backends import agreement, rerank_heads, timed
-from experiments.benchmarks.pipeline import machine, percentiles
+from experiments.benchmarks.pipeline import load_note, machine, percentiles
 from retrieval.backends import INPUTS, _runtime, ensure_onnx, export_folder
 from retrieval.encoder import EXPORT_DIR, model_revision
 
@@ -201,8 +201,7 @@ def render(result: dict[str, Any], trained: dict[str, Any]) -> str:
         f"- `{info['command']}` on {info['date_utc']}; CPU {info['cpu']}, {info['nproc']} cores; "
         f"load average (1/5/15 min) at start {', '.join(f'{x:.2f}' for x in info['loadavg_start'])}, "
         f"at end {', '.join(f'{x:.2f}' for x in info['loadavg_end'])}.",
-        "- The 2 cores were shared (load far above the core count): **CPU time** (user + system, all "
-        "threads of the process) is the measure judged; wall time is shown beside it.",
+        load_note(info),
         f"- Reranker: `{result['args']['reranker']}`, {trained.get('num_layers')} layers, trained at "
         f"max_length {result['max_length']} ({trained.get('steps')} steps, stopped by "
         f"{trained.get('stop_reason')}); {result['args']['queries']} BEAM 100K questions, each "
