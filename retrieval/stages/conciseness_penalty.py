@@ -34,7 +34,9 @@ class ConcisenessPenalty(RankStage):
     def __call__(self, query: Query, candidates: Candidates) -> Candidates:
         if self.weight == 0 or len(candidates) == 0:
             return candidates
-        words = word_counts(candidates.attribute("text"))
+        # counted once per corpus (every query of every sweep job reads the same counts)
+        corpus = candidates.corpus
+        words = corpus.derived("word_counts", lambda: word_counts(corpus.column("text")))[candidates.index]
         excess = np.clip((words - self.max_words) / self.max_words, 0.0, 1.0)
         base = minmax(candidates.score)
         return candidates.with_score(self.name, base - self.weight * excess, extra={"words": words})
