@@ -33,6 +33,15 @@ DEFAULT_WEIGHTS = {
 }
 
 
+def relation_weight_problems(weights: dict[str, float]) -> list[tuple[str, str]]:
+    """`weights` keys that are not one of the relation types (a stage's config problems)."""
+    return [
+        (f"weights[{k!r}]", f"not a relation type ({', '.join(RELATION_TYPES)})")
+        for k in weights
+        if k not in RELATION_TYPES
+    ]
+
+
 def memory_scores(
     graph: ScopeGraph, reached: dict[int, float], max_memories: int
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -89,11 +98,7 @@ class GraphRetriever(Retriever):
     weights: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
 
     def config_problems(self) -> list[tuple[str, str]]:
-        return [
-            (f"weights[{k!r}]", f"not a relation type ({', '.join(RELATION_TYPES)})")
-            for k in self.weights
-            if k not in RELATION_TYPES
-        ]
+        return relation_weight_problems(self.weights)
 
     def build(self, corpus: Corpus) -> _GraphIndex:
         return _GraphIndex(corpus, self)

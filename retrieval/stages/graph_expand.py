@@ -19,9 +19,9 @@ import numpy as np
 
 from retrieval.fusion import minmax
 from retrieval.graph import expand, scope_graphs
-from retrieval.retrievers.graph import DEFAULT_WEIGHTS
+from retrieval.retrievers.graph import DEFAULT_WEIGHTS, relation_weight_problems
 from retrieval.stage import Range, RankStage
-from retrieval.types import RELATION_TYPES, Candidates, Query
+from retrieval.types import Candidates, Query
 
 
 def _empty_like(column: np.ndarray, n: int) -> np.ndarray:
@@ -53,11 +53,7 @@ class GraphExpand(RankStage):
     weights: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
 
     def config_problems(self) -> list[tuple[str, str]]:
-        return [
-            (f"weights[{k!r}]", f"not a relation type ({', '.join(RELATION_TYPES)})")
-            for k in self.weights
-            if k not in RELATION_TYPES
-        ]
+        return relation_weight_problems(self.weights)
 
     def __call__(self, query: Query, candidates: Candidates) -> Candidates:
         corpus = candidates.corpus
