@@ -8,11 +8,12 @@ access counts via the decay variant, spark25, a two-conversation beam_synth suit
 100K conversations: enough scopes to leak between, without reranking 199 questions per variant).
 The cross-encoder variants run with the MiniLM weights as an untrained CrossEncoder, and the learned
 fusion variants with a fusion model of fixed coefficients (no trained model ships; their scores do not
-matter for isolation); the cross-encoder is exported to OpenVINO once for the module.
+matter for isolation); the cross-encoder and the bi-encoder's ONNX model are exported once for the module.
 Cost cuts that keep what is checked: on the multi-scope suites the cross-encoder reranks the top 4
-(keeps 4) instead of 16 (8) (reordering a query's own candidates cannot add a memory of another scope; scoring
-pairs is most of these runs' time), the passage channel scores passages by BM25 instead of embedding them, and a suite's variants share one process memo, as the jobs of a
-sweep do (suite loaded and indexed once; the tiny-suite test covers the cold path).
+(keeps 4) instead of 16 (8) (reordering a query's own candidates cannot add a memory of another
+scope; scoring pairs is most of these runs' time), the passage channel scores passages by BM25
+instead of embedding them, and a suite's variants share one process memo, as the jobs of a sweep do
+(suite loaded and indexed once; the tiny-suite test covers the cold path).
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ def run_variant(
         "progress=false",
         f"cache_dir={tmp / 'cache'}",
         f"encoder.cache_dir={CACHE_DIR / 'embeddings'}",  # shared embeddings: no re-encoding per test
+        f"encoder.export_dir={ce_dir.parent / 'exports'}",  # one ONNX export of the bi-encoder (spark)
     ]
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(config_name="config", overrides=overrides)
