@@ -12,8 +12,9 @@ matter for isolation); the cross-encoder and the bi-encoder's ONNX model are exp
 Cost cuts that keep what is checked: on the multi-scope suites the cross-encoder reranks the top 4
 (keeps 4) instead of 16 (8) (reordering a query's own candidates cannot add a memory of another
 scope; scoring pairs is most of these runs' time), the passage channel scores passages by BM25
-instead of embedding them, and a suite's variants share one process memo, as the jobs of a sweep do
-(suite loaded and indexed once; the tiny-suite test covers the cold path).
+instead of embedding them, the spark variants encode with torch (vectors the other variants share),
+and a suite's variants share one process memo, as the jobs of a sweep do (suite loaded and indexed
+once; the tiny-suite test covers the cold path and the ONNX encoder).
 """
 
 from __future__ import annotations
@@ -74,6 +75,10 @@ def run_variant(
             extra.append(f"stage.cross_encoder.scorer.export_dir={ce_dir.parent / 'exports'}")
             if rerank_top_n is not None:
                 extra += [f"stage.cross_encoder.{key}={rerank_top_n}" for key in ("top_n", "top_k")]
+        if cfg.variant.get("encoder_backend") not in (None, "torch") and rerank_top_n is not None:
+            # multi-scope suites: torch's vectors, shared with the other variants (the spark variants' ONNX
+            # encoder would embed each suite again; the tiny-suite test runs it)
+            extra.append("variant.encoder_backend=torch")
         if "passage" in cfg.stage and rerank_top_n is not None:
             # multi-scope suites: passages scored by BM25, not embedded (the scopes split the passages the
             # same way for both scorers; the tiny-suite test runs the dense scorer)
