@@ -355,7 +355,7 @@ class MlflowTracker:
                 from mlflow.entities import Metric, Param
 
                 if dataset is not None:
-                    client.log_inputs(run_id, datasets=[dataset.as_input()])
+                    log_dataset(client, run_id, dataset.as_input())
 
                 client.log_batch(run_id, params=[Param(k, v) for k, v in params.items()])
                 ts = _now_ms()
@@ -377,6 +377,26 @@ class MlflowTracker:
             raise TrackingError(
                 f"could not log to the MLflow store {uri}: {err}\nThe results are safe on disk in {run_dir}"
             ) from err
+
+
+def log_dataset(client: Any, run_id: str, dataset_input: Any, attempts: int = 4) -> None:
+    """Link the suite's dataset to the run. The first runs of one suite in parallel workers can all find
+    no dataset row and all insert it; the store's UNIQUE (experiment, name, digest) then refuses all but
+    one. A refused worker retries: the row exists now, and the store links it instead of inserting."""
+    import time
+
+    from mlflow.exceptions import MlflowException
+
+    for attempt in range(attempts):
+        try:
+            client.log_inputs(run_id, datasets=[dataset_input])
+            return
+        except MlflowException as err:
+            text = str(err)
+            duplicate = "datasets" in text and ("UNIQUE constraint" in text or "duplicate key" in text)
+            if not duplicate or attempt == attempts - 1:
+                raise
+            time.sleep(0.1 * (attempt + 1))
 
 
 def _experiment_id(name: str, uri: str) -> str:

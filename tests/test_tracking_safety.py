@@ -142,3 +142,43 @@ def test_reading_runs_never_creates_a_store(tmp_path):
     with pytest.raises(RunError, match="no MLflow store"):
         load_mlflow_runs(experiment="x", uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     assert not (tmp_path / "mlflow.db").exists()
+
+
+@pytest.mark.slow
+def test_a_worker_that_loses_the_race_to_insert_the_suite_dataset_retries_and_links_it(store):
+    """Parallel first runs of one suite: another worker inserted the dataset row between this worker's
+    lookup and its insert, so the store refuses the insert (UNIQUE); the retry links the existing row."""
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    from experiments.tracking import SuiteDataset, log_dataset
+
+    client = MlflowClient(store[1])
+    experiment = client.create_experiment("dataset_race")
+    dataset = SuiteDataset("tiny", "d" * 64, "/suites/tiny", {"queries": 4}).as_input()
+    winner, loser = (client.create_run(experiment).info.run_id for _ in range(2))
+    client.log_inputs(winner, datasets=[dataset])  # the other worker got there first
+
+    class LostRace:  # the store's answer to this worker's first insert, then the real store
+        calls = 0
+
+        def log_inputs(self, run_id, datasets):
+            LostRace.calls += 1
+            if LostRace.calls == 1:
+                raise MlflowException(
+                    "BAD_REQUEST: (sqlite3.IntegrityError) UNIQUE constraint failed: "
+                    "datasets.experiment_id, datasets.name, datasets.digest"
+                )
+            return client.log_inputs(run_id, datasets=datasets)
+
+    log_dataset(LostRace(), loser, dataset)
+    assert LostRace.calls == 2
+    linked = client.get_run(loser).inputs.dataset_inputs
+    assert [d.dataset.digest for d in linked] == ["d" * 36]
+
+    class Refused:  # any other refusal is not retried
+        def log_inputs(self, run_id, datasets):
+            raise MlflowException("something else")
+
+    with pytest.raises(MlflowException, match="something else"):
+        log_dataset(Refused(), loser, dataset)
