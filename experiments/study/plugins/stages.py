@@ -158,11 +158,9 @@ def tier_cost(ctx: SectionContext) -> list[Block]:
     configs = {name: row_run_config(ctx.study, name) for name in names}
     suite = load_suite_from_config(next(iter(configs.values())))
     passes = interleaved_passes(configs, suite, repeats)
-    table = latency_table(passes)
-    means = {}
-    for name, runs in passes.items():
-        t = latency_summary(runs)
-        means[name] = (t["mean_ms"], t["p50_ms"], t["median_repeat_mean_ms"])
+    summaries = {name: latency_summary(runs) for name, runs in passes.items()}
+    table = latency_table(summaries)
+    means = {n: (t["mean_ms"], t["p50_ms"], t["median_repeat_mean_ms"]) for n, t in summaries.items()}
     obs, full = means[names[1]], means[names[2]]
     encode = float(np.median(query_encoding_ms(configs[names[0]], [q.text for q in suite.queries[:50]], 1)))
     n_obs = sum(m.tier == "observation" for m in suite.memories)

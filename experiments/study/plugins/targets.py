@@ -51,10 +51,11 @@ def target_lines(ctx: SectionContext) -> pd.DataFrame:
             raise KeyError(f"targets section: no run {name!r} (runs: {list(comp.run_by_label)})")
     ref = comp.run_by_label[against].answerable()
     labels = ref[comp.label_column].astype(str) if comp.label_column else None
+    checks = _checks(ctx)
     lines = []
     for name in rows:
         frame = comp.run_by_label[name].answerable().reindex(ref.index)
-        for check in _checks(ctx):
+        for check in checks:
             wanted = check.get("labels")
             if wanted is None:
                 groups = [("all", np.ones(len(ref), dtype=bool))]
