@@ -23,7 +23,10 @@ run: setup
 
 # The tests in tiers, fastest first, each tier's wall time printed: fast (unit and small end-to-end,
 # minutes), slow (real BEAM runs, subprocess sweeps), integration (a real mlflow server, launchers).
-# `make test-fast` is the quick loop while editing. ARGS go to every tier (e.g. ARGS="-x").
+# `make test-fast` is the quick loop while editing. ARGS go to every tier (e.g. ARGS="-x"). Each tier runs
+# on WORKERS pytest-xdist processes (2 = this project's 2-core machines; WORKERS=0 runs in one process):
+# tests share only the atomic, checksummed caches and each has its own tmp folder and stores.
+WORKERS ?= 2
 TIERS := fast:not slow and not integration|slow:slow and not integration|integration:integration
 
 # The cross-encoder the `cross_encoder` and `spark_phase2/3` variants need (none ships): a compact 3-layer
@@ -45,13 +48,13 @@ test: setup
 	@tiers='$(TIERS)'; IFS='|'; failed=0; for tier in $$tiers; do \
 	  name=$${tier%%:*}; mark=$${tier#*:}; start=$$(date +%s); \
 	  echo "== test tier: $$name (-m '$$mark')"; \
-	  $(PY) -m pytest -q --durations=8 -m "$$mark" $(ARGS); code=$$?; \
+	  $(PY) -m pytest -q -n $(WORKERS) --durations=8 -m "$$mark" $(ARGS); code=$$?; \
 	  echo "== test tier $$name: $$(( $$(date +%s) - start )) s, exit $$code"; \
 	  if [ $$code -ne 0 ] && [ $$code -ne 5 ]; then failed=$$code; fi; \
 	done; exit $$failed
 
 test-fast: setup
-	$(PY) -m pytest -q -m "not slow and not integration" $(ARGS)
+	$(PY) -m pytest -q -n $(WORKERS) -m "not slow and not integration" $(ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check retrieval experiments tests

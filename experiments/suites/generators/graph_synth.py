@@ -8,7 +8,10 @@ graph: concepts for both, `depends_on` from service to datastore), stated in mes
 - an ownership message and a log-retention message per service; for every third service a later
   correction of the retention figure that does not name the service ("Correction on that retention
   figure: ..."), recorded as a feedback record (topic, prediction, correction) on that message;
-- filler chatter.
+- filler chatter;
+- with `review_sentences` > 0, for every third service (the third group) a long incident-review
+  message: that many sentences of chatter, then one fact about the service at the very end, past the
+  256 tokens a MiniLM encoder reads (the suite `graph_synth_long` tests passages with it).
 Names are made-up words (no model has a prior about them), so only the links lead from a service
 to its datastore's hosting message.
 
@@ -16,9 +19,11 @@ Questions (label `ability`):
 - `multi_hop`: "Which region hosts the backing store of the <service> service?" - evidence: the
   dependency message and the datastore's hosting message (reachable only through the graph);
 - `correction`: "How many days are <service> logs kept now?" - evidence: the correction message;
-- `control`: ownership and direct hosting questions, answerable from one message naming its subject.
+- `control`: ownership and direct hosting questions, answerable from one message naming its subject;
+- `long_memory` (only with reviews): "On which weekday does the <service> service on-call rotation
+  hand over?" - evidence: the review message, whose last sentence alone answers it.
 
-    python -m experiments.suites.generators.graph_synth OUT [--conversations 6] [--services 30] [--seed 0]
+    python -m experiments.suites.generators.graph_synth OUT [--conversations 6] [--services 30] [--seed 0] [--review-sentences 0]
     python -m experiments.run suite=graph_synth variant=graph tracking=none
 """
 
@@ -47,7 +52,35 @@ FILLER = (
     "Can you double-check the spelling in the onboarding document?",
     "The new hire starts on Monday, please add them to the calendar.",
 )
-MEMORY_KINDS = ("dependency", "hosting", "ownership", "retention", "correction", "filler")
+# An incident review's chatter: long messages whose one fact comes last, past a 256-token encoder's reach.
+REVIEW = (
+    "We walked through the timeline of the outage from the first alert to the final fix.",
+    "The dashboards showed latency creeping up for almost an hour before anyone was paged.",
+    "Several people pointed out that the runbook still describes the old deployment pipeline.",
+    "We agreed that the alert thresholds were set too loosely after the migration last spring.",
+    "The rollback itself went smoothly once the right person had access to the console.",
+    "Somebody asked whether we should move the weekly capacity review to a different slot.",
+    "There was a long discussion about how much detail belongs in the public status page.",
+    "The customer support team wants a shorter summary they can paste into their replies.",
+    "We noted that two of the follow-up tickets from the previous review are still open.",
+    "Nobody could remember who approved the configuration change that triggered the incident.",
+    "The group liked the idea of a checklist before risky changes go out on a Friday.",
+    "Finance asked for an estimate of the credits we will have to issue to affected accounts.",
+    "We spent a while on whether the paging tool should escalate faster at night.",
+    "A few people felt the review meeting itself ran too long and should be split in two.",
+    "The vendor confirmed the network blip on their side lasted only a couple of minutes.",
+    "We should write down the lessons while they are fresh rather than at the end of the quarter.",
+    "Testing in the staging environment did not catch it because the traffic there is synthetic.",
+    "The incident channel was noisy, and a clear owner for updates would have helped a lot.",
+    "Next time we want the first responder to post a short note every fifteen minutes.",
+    "Everyone agreed the quick fix was fine but the proper fix needs a design document.",
+    "The metrics pipeline dropped some samples during the peak, which made the graphs confusing.",
+    "We will revisit the retention of the incident recordings at the next planning meeting.",
+    "The security team wants to be looped in earlier whenever credentials are rotated in a hurry.",
+    "A newcomer asked good questions about why the fallback path had never been exercised.",
+)
+WEEKDAYS = "Monday Tuesday Wednesday Thursday Friday".split()
+MEMORY_KINDS = ("dependency", "hosting", "ownership", "retention", "correction", "review", "filler")
 
 
 def _names(rng: np.random.Generator, n: int, taken: set[str]) -> list[str]:
@@ -67,6 +100,7 @@ def graph_synth(
     seed: int = 0,
     name: str = "graph_synth",
     k: int = 10,
+    review_sentences: int = 0,
 ) -> Suite:
     rng = np.random.default_rng(seed)
     memories: list[Memory] = []
@@ -104,6 +138,14 @@ def graph_synth(
         lines = sorted(lines, key=lambda line: line[3])  # stable: sessions in order, shuffled within
         for i in range(filler):
             lines.insert(int(rng.integers(0, len(lines) + 1)), ("filler", i, FILLER[i % len(FILLER)], 0))
+        if review_sentences:  # one long incident review per service of the third group, in session 4
+            for s in range(2, services, 3):
+                chatter = rng.choice(REVIEW, size=review_sentences, replace=review_sentences > len(REVIEW))
+                last = (
+                    f"Last point from the review: the {service_names[s]} service on-call rotation now hands"
+                    f" over on {rng.choice(WEEKDAYS)} afternoons."
+                )
+                lines.append(("review", s, " ".join([*chatter, last]), 4))
         corrected = list(range(0, services, 3))
         lines += [
             (
@@ -187,6 +229,14 @@ def graph_synth(
             svc, store = service_names[s], store_names[s]
             ask(f"{conv}:own{s}", f"Which team owns the {svc} service?", "control", [ids["ownership", s]])
             ask(f"{conv}:reg{s}", f"In which region does {store} run?", "control", [ids["hosting", s]])
+        for s in range(2, services, 3) if review_sentences else ():
+            svc = service_names[s]
+            ask(
+                f"{conv}:rev{s}",
+                f"On which weekday does the {svc} service on-call rotation hand over?",
+                "long_memory",
+                [ids["review", s]],
+            )
     suite = Suite(
         name=name,
         memories=tuple(memories),
@@ -209,8 +259,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--conversations", type=int, default=6)
     parser.add_argument("--services", type=int, default=30)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--review-sentences", type=int, default=0)
     args = parser.parse_args(argv)
-    suite = graph_synth(args.conversations, args.services, seed=args.seed)
+    suite = graph_synth(args.conversations, args.services, seed=args.seed, review_sentences=args.review_sentences)
     print(save_suite(suite, args.out), suite.summary())
 
 
