@@ -154,7 +154,7 @@ def test_train_on_two_beam_conversations_then_run_the_learned_fusion_variant(tmp
         config_name="train_fusion",
     )
     provenance = train(cfg, tmp_path / "run")
-    assert provenance["train_suite_path"] == str(cfg.train_suite.path) and provenance["candidates"] > 0
+    assert provenance["train_suite_config"]["path"] == cfg.train_suite.path and provenance["candidates"] > 0
     model = load_fusion_model(model_path)
     assert model.sources == ("bm25", "dense", "fused") and model.provenance["train_queries"] > 0
 

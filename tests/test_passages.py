@@ -123,3 +123,34 @@ def test_dense_passages_go_through_the_embedding_cache_and_reuse_whole_message_v
     rebuilt = SentenceEncoder(model=model, cache_dir=cache, show_progress=False)
     PassageRetriever(encoder=rebuilt, size=40, stride=30).build(corpus)
     assert rebuilt.stats["misses"] == 0  # a second build reads every passage vector from the cache
+
+
+@pytest.mark.slow
+def test_on_graph_synth_long_dense_passages_find_the_last_sentence_whole_message_dense_cannot(tmp_path):
+    """The generated long reviews put their fact past MiniLM's 256 tokens: the real model, the real suite."""
+    from transformers import AutoTokenizer
+
+    from experiments.evaluate import evaluate
+    from experiments.suites.generators.graph_synth import graph_synth
+    from retrieval.encoder import SentenceEncoder
+    from retrieval.pipeline import Pipeline
+    from retrieval.retrievers.dense import DenseRetriever
+    from tests.support import CACHE_DIR
+
+    suite = graph_synth(conversations=1, services=9, filler=5, review_sentences=24)
+    encoder = SentenceEncoder(cache_dir=str(CACHE_DIR / "embeddings"), show_progress=False)
+    reviews = [m for m in suite.memories if m.metadata["kind"] == "review"]
+    assert len(reviews) == 3
+    tokenizer = AutoTokenizer.from_pretrained(encoder.path)
+    for review in reviews:  # the service's name is only in the last sentence, beyond the encoder's window
+        assert len(tokenizer(review.text)["input_ids"]) > 256
+
+    def r_at_10(stage) -> dict[str, float]:
+        out = Pipeline((stage,)).run(suite.memories, suite.queries, progress=False)
+        by_label = evaluate(suite, out, ["R@10"]).metrics["by_label"]["ability"]
+        return {label: values["R@10"] for label, values in by_label.items()}
+
+    whole = r_at_10(DenseRetriever(encoder=encoder))
+    passages = r_at_10(PassageRetriever(encoder=encoder, scorer="dense"))
+    assert whole["long_memory"] == 0.0 and passages["long_memory"] == 1.0
+    assert passages["control"] == whole["control"] and passages["multi_hop"] == whole["multi_hop"]

@@ -34,8 +34,8 @@ def test_a_small_benchmark_run_writes_every_section_from_its_own_numbers(tmp_pat
         "-m",
         "experiments.benchmarks.pipeline",
         "--sizes",
-        "300",
-        "600",
+        "200",
+        "400",
         "--no-beam500k",
         "--queries",
         "10",
@@ -59,7 +59,7 @@ def test_a_small_benchmark_run_writes_every_section_from_its_own_numbers(tmp_pat
     proc = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads((out / "results.json").read_text())
-    assert list(results["suites"]) == ["synth 300", "synth 600"]
+    assert list(results["suites"]) == ["synth 200", "synth 400"]
     for suite in results["suites"].values():
         prepare, measure = suite["prepare"], suite["measure"]
         assert (
@@ -88,7 +88,7 @@ def test_a_small_benchmark_run_writes_every_section_from_its_own_numbers(tmp_pat
         "## Targets",
     ):
         assert heading in readme, heading
-    assert "synth 600" in readme and results["machine"]["cpu"] in readme
+    assert "synth 400" in readme and results["machine"]["cpu"] in readme
 
 
 def test_the_load_note_says_shared_or_quiet_from_the_load_it_was_given():

@@ -24,7 +24,7 @@ import hydra
 import numpy as np
 from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from experiments.metrics import per_query
 from experiments.suites.suite import Suite, SuiteError
@@ -99,7 +99,7 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     x, y = training_table(suite, train_lists, sources)
     provenance = {
         "train_suite": suite.name,
-        "train_suite_path": str(cfg.train_suite.path),
+        "train_suite_config": OmegaConf.to_container(cfg.train_suite),  # a path, or a generator's parameters
         "train_suite_hash": suite.content_hash,
         "conversations_train": sorted({q.scope_key for q in split.train}),
         "conversations_validation": sorted({q.scope_key for q in split.validation}),

@@ -23,7 +23,8 @@ Questions (label `ability`):
 - `long_memory` (only with reviews): "On which weekday does the <service> service on-call rotation
   hand over?" - evidence: the review message, whose last sentence alone answers it.
 
-    python -m experiments.suites.generators.graph_synth OUT [--conversations 6] [--services 30] [--seed 0] [--review-sentences 0]
+    python -m experiments.suites.generators.graph_synth OUT [--conversations 6] [--services 30] [--seed 0]
+        [--review-sentences 0]
     python -m experiments.run suite=graph_synth variant=graph tracking=none
 """
 
@@ -261,7 +262,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--review-sentences", type=int, default=0)
     args = parser.parse_args(argv)
-    suite = graph_synth(args.conversations, args.services, seed=args.seed, review_sentences=args.review_sentences)
+    suite = graph_synth(
+        args.conversations, args.services, seed=args.seed, review_sentences=args.review_sentences
+    )
     print(save_suite(suite, args.out), suite.summary())
 
 
