@@ -95,13 +95,14 @@ class CrossEncoderScorer:
     """Relevance logits for (query, memory) pairs from a sentence-transformers CrossEncoder, cached."""
 
     model: str = TRAINED_DEFAULT
-    max_length: int = 96
+    max_length: int = 64
     batch_size: int = 32
     cache_dir: str | None = ".memeval_cache/rerank_scores"
     device: str = "cpu"
-    # torch intra-op threads while scoring (None = torch's default). On a shared, oversubscribed CPU one
-    # thread was ~2x faster than two; restored after each call, so other components are unaffected.
-    threads: int | None = None
+    # Runtime threads while scoring (None = the runtime's default). One costs the least CPU a query (and
+    # was ~2x faster by wall on a shared, oversubscribed CPU); torch's setting is restored after each
+    # call, so other components are unaffected.
+    threads: int | None = 1
     # Inference backend (retrieval/backends.py): torch | onnx | onnx-int8 | openvino. Part of the
     # fingerprint, hence of the score cache folder: scores from different backends never mix.
     backend: str = "torch"
