@@ -32,55 +32,22 @@ from __future__ import annotations
 
 import argparse
 from datetime import date, timedelta
+from pathlib import Path
 from types import MappingProxyType
 
 import numpy as np
+import yaml
 
 from experiments.suites.suite import Suite, check_suite
 from retrieval.types import Concept, Feedback, Knowledge, Memory, Query, Relation
 
-SYLLABLES = "ka ve ro li mun tas or pel dri zan qu bo fen sar tix lo mer gad hu ny".split()
-REGIONS = "north-europe west-europe east-us central-us south-asia east-asia brazil-south canada-east".split()
-NODES = "memory-optimised storage-optimised general-purpose compute-heavy burstable".split()
-TEAMS = "payments platform growth search identity data mobile billing".split()
-FILLER = (
-    "Let us pick this up again after the standup tomorrow morning.",
-    "I shared the slides from the quarterly review in the channel.",
-    "The coffee machine on the third floor is broken again.",
-    "Remind me to book the meeting room for the retro on Friday.",
-    "Thanks, that summary was really helpful for the planning.",
-    "I will be out of office next week, ping me on the phone if urgent.",
-    "Can you double-check the spelling in the onboarding document?",
-    "The new hire starts on Monday, please add them to the calendar.",
+# The template data (name syllables, values, filler and review chatter) lives beside this module.
+_DATA = yaml.safe_load(Path(__file__).with_name("graph_synth.yaml").read_text("utf-8"))
+SYLLABLES, REGIONS, NODES, TEAMS, WEEKDAYS = (
+    _DATA[k] for k in ("syllables", "regions", "nodes", "teams", "weekdays")
 )
-# An incident review's chatter: long messages whose one fact comes last, past a 256-token encoder's reach.
-REVIEW = (
-    "We walked through the timeline of the outage from the first alert to the final fix.",
-    "The dashboards showed latency creeping up for almost an hour before anyone was paged.",
-    "Several people pointed out that the runbook still describes the old deployment pipeline.",
-    "We agreed that the alert thresholds were set too loosely after the migration last spring.",
-    "The rollback itself went smoothly once the right person had access to the console.",
-    "Somebody asked whether we should move the weekly capacity review to a different slot.",
-    "There was a long discussion about how much detail belongs in the public status page.",
-    "The customer support team wants a shorter summary they can paste into their replies.",
-    "We noted that two of the follow-up tickets from the previous review are still open.",
-    "Nobody could remember who approved the configuration change that triggered the incident.",
-    "The group liked the idea of a checklist before risky changes go out on a Friday.",
-    "Finance asked for an estimate of the credits we will have to issue to affected accounts.",
-    "We spent a while on whether the paging tool should escalate faster at night.",
-    "A few people felt the review meeting itself ran too long and should be split in two.",
-    "The vendor confirmed the network blip on their side lasted only a couple of minutes.",
-    "We should write down the lessons while they are fresh rather than at the end of the quarter.",
-    "Testing in the staging environment did not catch it because the traffic there is synthetic.",
-    "The incident channel was noisy, and a clear owner for updates would have helped a lot.",
-    "Next time we want the first responder to post a short note every fifteen minutes.",
-    "Everyone agreed the quick fix was fine but the proper fix needs a design document.",
-    "The metrics pipeline dropped some samples during the peak, which made the graphs confusing.",
-    "We will revisit the retention of the incident recordings at the next planning meeting.",
-    "The security team wants to be looped in earlier whenever credentials are rotated in a hurry.",
-    "A newcomer asked good questions about why the fallback path had never been exercised.",
-)
-WEEKDAYS = "Monday Tuesday Wednesday Thursday Friday".split()
+FILLER = tuple(_DATA["filler"])
+REVIEW = tuple(_DATA["review"])  # long messages whose one fact comes last, past a 256-token encoder's reach
 MEMORY_KINDS = ("dependency", "hosting", "ownership", "retention", "correction", "review", "filler")
 
 
