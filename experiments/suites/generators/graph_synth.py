@@ -106,14 +106,15 @@ def graph_synth(
         lines = sorted(lines, key=lambda line: line[3])  # stable: sessions in order, shuffled within
         for i in range(filler):
             lines.insert(int(rng.integers(0, len(lines) + 1)), ("filler", i, FILLER[i % len(FILLER)], 0))
-        if review_sentences:  # one long incident review per service of the third group, in session 4
-            for s in range(2, services, 3):
-                chatter = rng.choice(REVIEW, size=review_sentences, replace=review_sentences > len(REVIEW))
-                last = (
-                    f"Last point from the review: the {service_names[s]} service on-call rotation now hands"
-                    f" over on {rng.choice(WEEKDAYS)} afternoons."
-                )
-                lines.append(("review", s, " ".join([*chatter, last]), 4))
+        # one long incident review per service of the third group, in session 4 (none without sentences)
+        reviewed = list(range(2, services, 3)) if review_sentences else []
+        for s in reviewed:
+            chatter = rng.choice(REVIEW, size=review_sentences, replace=review_sentences > len(REVIEW))
+            last = (
+                f"Last point from the review: the {service_names[s]} service on-call rotation now hands"
+                f" over on {rng.choice(WEEKDAYS)} afternoons."
+            )
+            lines.append(("review", s, " ".join([*chatter, last]), 4))
         corrected = list(range(0, services, 3))
         lines += [
             (
@@ -197,7 +198,7 @@ def graph_synth(
             svc, store = service_names[s], store_names[s]
             ask(f"{conv}:own{s}", f"Which team owns the {svc} service?", "control", [ids["ownership", s]])
             ask(f"{conv}:reg{s}", f"In which region does {store} run?", "control", [ids["hosting", s]])
-        for s in range(2, services, 3) if review_sentences else ():
+        for s in reviewed:
             svc = service_names[s]
             ask(
                 f"{conv}:rev{s}",
