@@ -4,11 +4,17 @@
     onnx        the same weights exported once to ONNX (torch.onnx dynamo exporter), run by ONNX Runtime.
     onnx-int8   that ONNX graph with dynamic int8 quantization of its weights (onnxruntime.quantization).
     openvino    the fp32 ONNX graph compiled by OpenVINO for the CPU.
+    openvino-int8
+                that graph statically quantized to int8 by NNCF (weights and activations, VNNI kernels),
+                its activation ranges calibrated on texts the caller gives (bi-encoders only).
 
 Only the transformer's forward changes backend: sentence-transformers still tokenizes, batches, pools
 and normalises (bi-encoder) or reads the logits (cross-encoder), so truncation, prompts and pooling are
-identical across backends. The exported files live in
-`<export_dir>/<model name>-<weights hash>-<kind>/model[-int8].onnx`, written once: the export runs under
+identical across backends. For openvino-int8 the network is exported with eager attention: its
+attention matmuls then stand as plain MatMuls, which quantize more faithfully than the fused SDPA op
+(cosine to fp32 on BEAM messages 0.9969 vs 0.9951). The exported files live in
+`<export_dir>/<model name>-<weights hash>-<kind>/` (model.onnx, model-int8.onnx, model-eager.onnx,
+ov-int8-<calibration hash>-<max length>.xml/.bin), written once: the export runs under
 a file lock and each file lands by an atomic rename, so parallel processes never read or write half a
 model.
 
@@ -22,17 +28,26 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import importlib.util
+import logging
 import os
 import shutil
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
-BACKENDS = ("torch", "onnx", "onnx-int8", "openvino")
+BACKENDS = ("torch", "onnx", "onnx-int8", "openvino", "openvino-int8")
 PACKAGES = {  # backend -> (import name, pip name) it needs
     "onnx": [("onnxruntime", "onnxruntime"), ("onnx", "onnx"), ("onnxscript", "onnxscript")],
     "onnx-int8": [("onnxruntime", "onnxruntime"), ("onnx", "onnx"), ("onnxscript", "onnxscript")],
     "openvino": [("openvino", "openvino"), ("onnx", "onnx"), ("onnxscript", "onnxscript")],
+    "openvino-int8": [
+        ("openvino", "openvino"),
+        ("nncf", "nncf"),
+        ("onnx", "onnx"),
+        ("onnxscript", "onnxscript"),
+    ],
 }
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 OUTPUTS = {"feature-extraction": "last_hidden_state", "sequence-classification": "logits"}
@@ -90,11 +105,14 @@ class _Forward:
         return Wrapped().eval()
 
 
-def ensure_onnx(net, tokenizer, folder: Path, task: str, int8: bool) -> Path:
-    """The ONNX file for `net` in `folder` (exported, and quantized for int8, on first use).
+def ensure_onnx(net, tokenizer, folder: Path, task: str, int8: bool, eager: bool = False) -> Path:
+    """The ONNX file for `net` in `folder` (exported, and quantized for int8, on first use); `eager`:
+    a separate export with eager attention.
 
     Each file is written under a temporary name and moved into place with an atomic rename, under a
     lock: a reader sees a finished file or none, and a file that exists is never replaced."""
+    if eager:
+        return _ensure_eager_onnx(net, tokenizer, folder, task)
     name = "model-int8.onnx" if int8 else "model.onnx"
     if (folder / name).is_file():
         return folder / name
@@ -126,9 +144,79 @@ def ensure_onnx(net, tokenizer, folder: Path, task: str, int8: bool) -> Path:
     return folder / name
 
 
+def _ensure_eager_onnx(net, tokenizer, folder: Path, task: str) -> Path:
+    path = folder / "model-eager.onnx"
+    if path.is_file():
+        return path
+    with _locked(folder.with_name(folder.name + ".lock")):
+        if not path.is_file():
+            folder.mkdir(parents=True, exist_ok=True)
+            tmp = folder / f".{uuid.uuid4().hex}.onnx"
+            try:
+                net.set_attn_implementation("eager")  # plain MatMuls: they quantize better
+                _export(net, tokenizer, tmp, task)
+                os.replace(tmp, path)
+            finally:
+                tmp.unlink(missing_ok=True)
+    return path
+
+
+def calibration_hash(texts: Sequence[str]) -> str:
+    digest = hashlib.sha256()
+    for text in texts:
+        digest.update(hashlib.sha256(text.encode("utf-8")).digest())
+    return digest.hexdigest()[:12]
+
+
+def ensure_openvino_int8(onnx_path: Path, tokenizer, texts: Sequence[str], max_length: int) -> Path:
+    """The OpenVINO IR of `onnx_path` statically quantized to int8, calibrated on `texts` (made once).
+
+    NNCF's transformer preset: int8 weights (per channel) and activations, with ranges taken from the
+    calibration batches. The IR's name carries the texts' hash, so a different calibration set is a
+    different model; its .bin lands before its .xml, and a reader looks for the .xml."""
+    import nncf
+    import numpy as np
+    import openvino as ov
+
+    if not texts:
+        raise ValueError("backend 'openvino-int8' needs calibration texts (encoder.calibration)")
+    folder = onnx_path.parent
+    xml = folder / f"ov-int8-{calibration_hash(texts)}-{max_length}.xml"
+    if xml.is_file():
+        return xml
+    with _locked(folder.with_name(folder.name + ".lock")):
+        if xml.is_file():
+            return xml
+        batches = []
+        for start in range(0, len(texts), 8):
+            feed = tokenizer(
+                list(texts[start : start + 8]),
+                padding=True,
+                truncation=True,
+                max_length=max_length,
+                return_tensors="np",
+            )
+            batches.append({k: v.astype(np.int64) for k, v in feed.items()})
+        logging.getLogger("nncf").setLevel(logging.ERROR)
+        quantized = nncf.quantize(
+            ov.Core().read_model(str(onnx_path)),
+            nncf.Dataset(batches),
+            model_type=nncf.ModelType.TRANSFORMER,
+            subset_size=len(batches),
+        )
+        tmp = folder / f".{uuid.uuid4().hex}"
+        try:
+            ov.save_model(quantized, f"{tmp}.xml")
+            os.replace(f"{tmp}.bin", xml.with_suffix(".bin"))
+            os.replace(f"{tmp}.xml", xml)
+        finally:
+            for leftover in (f"{tmp}.xml", f"{tmp}.bin"):
+                Path(leftover).unlink(missing_ok=True)
+    return xml
+
+
 def _export(net, tokenizer, path: Path, task: str) -> None:
     import inspect
-    import logging
 
     import torch
 
@@ -154,7 +242,7 @@ def _export(net, tokenizer, path: Path, task: str) -> None:
 
 def _runtime(path: Path, backend: str, threads: int | None):
     """A callable {name: int64 array} -> output array, for ONNX Runtime or OpenVINO."""
-    if backend == "openvino":
+    if backend in ("openvino", "openvino-int8"):
         import openvino as ov
 
         config = {"PERFORMANCE_HINT": "LATENCY"}
@@ -184,15 +272,37 @@ def _runtime(path: Path, backend: str, threads: int | None):
     return names, run_ort
 
 
-def accelerate(transformer_module, *, backend: str, folder: Path, task: str, threads: int | None = None):
+def accelerate(
+    transformer_module,
+    *,
+    backend: str,
+    folder: Path,
+    task: str,
+    threads: int | None = None,
+    calibration: Sequence[str] = (),
+):
     """Swap the torch network inside a sentence-transformers `Transformer` module for `backend`."""
     import torch
 
     check_backend(backend)
     if backend == "torch":
         return
+    if backend == "openvino-int8" and task != "feature-extraction":
+        # A cross-encoder's scores are differences of one logit: int8 activations moved its ranking
+        # (onnx-int8 lost 0.069 nDCG@10, reports/benchmarks/backends.md). openvino is exact and fast.
+        raise ValueError("backend 'openvino-int8' is for bi-encoders; use openvino for a cross-encoder")
     net = transformer_module.model
-    path = ensure_onnx(net.eval(), transformer_module.tokenizer, folder, task, int8=backend == "onnx-int8")
+    path = ensure_onnx(
+        net.eval(),
+        transformer_module.tokenizer,
+        folder,
+        task,
+        int8=backend == "onnx-int8",
+        eager=backend == "openvino-int8",
+    )
+    if backend == "openvino-int8":
+        max_length = transformer_module.max_seq_length or 512
+        path = ensure_openvino_int8(path, transformer_module.tokenizer, calibration, max_length)
     names, run = _runtime(path, backend, threads)
     output, config = OUTPUTS[task], net.config
     del net  # the torch weights are no longer needed

@@ -19,14 +19,14 @@ import functools
 import hashlib
 import os
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from retrieval import cache_io
-from retrieval.backends import accelerate, check_backend, export_folder
+from retrieval.backends import accelerate, calibration_hash, check_backend, export_folder
 from retrieval.code_version import MODEL_LIBRARIES, library_versions, source_hash
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
@@ -81,7 +81,11 @@ def model_revision(path: str) -> str:
 
 @functools.lru_cache(maxsize=4)
 def load_sentence_transformer(
-    path: str, device: str = "cpu", backend: str = "torch", export_dir: str = EXPORT_DIR
+    path: str,
+    device: str = "cpu",
+    backend: str = "torch",
+    export_dir: str = EXPORT_DIR,
+    calibration: tuple[str, ...] = (),
 ):
     from sentence_transformers import SentenceTransformer
 
@@ -95,7 +99,9 @@ def load_sentence_transformer(
         ) from err
     if backend != "torch":
         folder = export_folder(export_dir, path, model_revision(path), "bi-encoder")
-        accelerate(model[0], backend=backend, folder=folder, task="feature-extraction")
+        accelerate(
+            model[0], backend=backend, folder=folder, task="feature-extraction", calibration=calibration
+        )
     return model
 
 
@@ -105,7 +111,7 @@ class SentenceEncoder:
 
     model: str = MINILM
     cache_dir: str | None = ".memeval_cache/embeddings"
-    batch_size: int = 64
+    batch_size: int = 16
     query_prompt: str = ""
     document_prompt: str = ""
     normalize: bool = True
@@ -115,6 +121,9 @@ class SentenceEncoder:
     # fingerprint and of the cache folder key: vectors from different backends never mix.
     backend: str = "torch"
     export_dir: str | None = EXPORT_DIR  # None (caching off): the default folder; exports are always kept
+    # openvino-int8 only: texts that set the int8 activation ranges (a sequence, or a callable that
+    # returns one, so they are made only when that backend runs). Their hash is part of the key.
+    calibration: Sequence[str] | Callable[[], Sequence[str]] | None = field(default=None, compare=False)
     # Per-process state (not config): loaded cache shards and hit counters.
     _memory: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -140,7 +149,21 @@ class SentenceEncoder:
 
     def _backend_key(self) -> str:
         # torch adds nothing, so the fp32 vectors cached before backends existed keep their keys.
+        if self.backend == "openvino-int8":
+            return f"|backend={self.backend}|calibration={calibration_hash(self._calibration_texts())}"
         return "" if self.backend == "torch" else f"|backend={self.backend}"
+
+    def _calibration_texts(self) -> tuple[str, ...]:
+        if self.backend != "openvino-int8":
+            return ()
+        if "calibration" not in self._memory:
+            texts = self.calibration() if callable(self.calibration) else self.calibration
+            if not texts:
+                raise ValueError(
+                    "encoder backend 'openvino-int8' needs calibration texts (encoder.calibration)"
+                )
+            self._memory["calibration"] = tuple(texts)
+        return self._memory["calibration"]
 
     @property
     def stats(self) -> dict[str, int]:
@@ -161,7 +184,7 @@ class SentenceEncoder:
         cache_io.COUNTS["embeddings.misses"] += n_missing
         if missing:
             model = load_sentence_transformer(
-                self.path, self.device, self.backend, self.export_dir or EXPORT_DIR
+                self.path, self.device, self.backend, self.export_dir or EXPORT_DIR, self._calibration_texts()
             )
             # Encode and persist in chunks, so an interrupted run keeps what it already paid for.
             for start in range(0, len(missing), SHARD_TEXTS):

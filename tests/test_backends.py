@@ -19,6 +19,7 @@ from tests.support import build_tiny_bert
 from tests.test_cross_encoder import build_tiny_cross_encoder
 
 TEXTS = ["the cat sat on the mat", "a dog barked at the mailman " * 8, "quarterly budget review", "ok"]
+CALIBRATION = tuple(f"calibration text {i}: the team met about the budget " * (1 + i % 5) for i in range(24))
 
 
 def build_tiny_bi_encoder(folder: Path) -> Path:
@@ -41,9 +42,15 @@ def exports(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("exports")
 
 
-def encoder(model: Path, backend: str, exports: Path, cache: Path | None = None) -> SentenceEncoder:
+def encoder(
+    model: Path, backend: str, exports: Path, cache: Path | None = None, calibration=CALIBRATION
+) -> SentenceEncoder:
     return SentenceEncoder(
-        model=str(model), backend=backend, export_dir=str(exports), cache_dir=str(cache) if cache else None
+        model=str(model),
+        backend=backend,
+        export_dir=str(exports),
+        cache_dir=str(cache) if cache else None,
+        calibration=calibration,
     )
 
 
@@ -57,6 +64,43 @@ def test_bi_encoder_backends_give_the_torch_vectors(tiny_bi, exports, backend, t
     assert cosine.min() > 1 - tolerance, cosine
     folder = next(exports.glob(f"{tiny_bi.name}-*-bi-encoder"))
     assert (folder / ("model-int8.onnx" if backend == "onnx-int8" else "model.onnx")).is_file()
+
+
+@pytest.mark.slow
+def test_openvino_int8_is_calibrated_on_the_texts_it_is_given(tiny_bi, exports, tmp_path):
+    reference = encoder(tiny_bi, "torch", exports).encode(TEXTS, "document")
+    int8 = encoder(tiny_bi, "openvino-int8", exports, tmp_path)
+    vectors = int8.encode(TEXTS, "document")
+    assert vectors.shape == reference.shape and vectors.dtype == np.float32
+    assert (vectors * reference).sum(axis=1).min() > 0.95
+    folder = next(exports.glob(f"{tiny_bi.name}-*-bi-encoder"))
+    models = sorted(p.suffix for p in folder.glob(f"ov-int8-{backends.calibration_hash(CALIBRATION)}-*"))
+    assert models == [".bin", ".xml"]
+    assert (folder / "model-eager.onnx").is_file()
+    # Other calibration texts: another model, another fingerprint, another cache folder.
+    other = encoder(tiny_bi, "openvino-int8", exports, tmp_path, calibration=lambda: CALIBRATION[:12])
+    assert other.fingerprint() != int8.fingerprint()
+    assert other._folder("document", "") != int8._folder("document", "")
+    other.encode(TEXTS[:1], "document")
+    assert len(list(folder.glob("ov-int8-*.xml"))) == 2
+
+
+def test_openvino_int8_without_calibration_texts_is_a_clear_error(tiny_bi, tiny_ce, exports):
+    with pytest.raises(ValueError, match="needs calibration texts"):
+        encoder(tiny_bi, "openvino-int8", exports, calibration=None).encode(["x"], "document")
+    with pytest.raises(ValueError, match="for bi-encoders"):
+        CrossEncoderScorer(
+            model=str(tiny_ce), backend="openvino-int8", cache_dir=None, export_dir=str(exports)
+        ).score("q", ["x"])
+
+
+def test_the_calibration_texts_are_generated_long_and_short_and_stable():
+    from experiments.suites.generators.beam_synth import sample_texts
+
+    texts = sample_texts()
+    assert texts == sample_texts()  # the same texts, hence the same int8 model, in every process
+    words = sorted(len(t.split()) for t in texts)
+    assert words[0] < 20 and words[-1] > 250  # questions and messages joined to BEAM's length
 
 
 @pytest.mark.slow
@@ -79,15 +123,19 @@ def test_the_backend_is_part_of_the_fingerprint_and_the_cache_folders(tiny_bi, t
     assert len({e._folder("document", "") for e in encoders}) == len(backends.BACKENDS)
     # torch keeps the key it had before backends existed, so the shared fp32 cache stays valid
     assert "backend" not in encoders[0].fingerprint() and "backend=onnx-int8" in encoders[2].fingerprint()
+    # openvino-int8 is for bi-encoders only (tested below)
+    ce_backends = [b for b in backends.BACKENDS if b != "openvino-int8"]
     scorers = [
-        CrossEncoderScorer(model=str(tiny_ce), backend=b, cache_dir=str(tmp_path)) for b in backends.BACKENDS
+        CrossEncoderScorer(model=str(tiny_ce), backend=b, cache_dir=str(tmp_path)) for b in ce_backends
     ]
-    assert len({s.fingerprint() for s in scorers}) == len(backends.BACKENDS)
-    assert len({s._folder() for s in scorers}) == len(backends.BACKENDS)
+    assert len({s.fingerprint() for s in scorers}) == len(ce_backends)
+    assert len({s._folder() for s in scorers}) == len(ce_backends)
 
 
 def test_an_unknown_backend_or_a_missing_package_is_a_clear_error(tiny_bi, monkeypatch):
-    with pytest.raises(ValueError, match="backend must be one of torch, onnx, onnx-int8, openvino"):
+    with pytest.raises(
+        ValueError, match="backend must be one of torch, onnx, onnx-int8, openvino, openvino-int8"
+    ):
         check_backend("tensorrt")
     monkeypatch.setitem(backends.PACKAGES, "onnx", [("memeval_no_such_runtime", "no-such-runtime")])
     with pytest.raises(BackendUnavailableError, match="pip install no-such-runtime"):

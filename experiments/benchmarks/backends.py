@@ -3,9 +3,11 @@
     python -m experiments.benchmarks.backends                            # all backends, defaults below
     python -m experiments.benchmarks.backends --backends torch,onnx-int8 --cold-sample 64 --no-quality
 
-For each backend in `retrieval/backends.py` (torch, onnx, onnx-int8, openvino), in one process, in turn:
+For each backend in `retrieval/backends.py` (torch, onnx, onnx-int8, openvino, openvino-int8), in one
+process, in turn:
 - bi-encoder cold throughput: a fixed sample of BEAM 100K messages (seeded), encoded with no cache at the
-  config's batch size; texts/s by wall clock and by the process's CPU time;
+  config's batch size and at each of `--cold-batches`; texts/s by wall clock and by the process's CPU
+  time;
 - query encode: each of `--queries` BEAM questions encoded alone (no cache), p50/p95 wall and CPU ms;
 - dense quality: the `dense` variant on all of BEAM 100K (every message encoded by that backend, once:
   cached under `.memeval_cache/backend_embeddings`; torch reads the shared fp32 cache), nDCG@10 and R@10
@@ -37,7 +39,7 @@ from experiments.benchmarks.pipeline import load_note, machine, percentiles
 from experiments.run import load_suite_from_config
 from retrieval.encoder import MINILM, resolve_model_path
 
-BACKENDS = ("torch", "onnx-int8", "onnx", "openvino")
+BACKENDS = ("torch", "onnx-int8", "onnx", "openvino", "openvino-int8")
 SUITE_OVERRIDES: list[str] = []  # --suite-path
 TARGETS = {"cold_speedup": 3.0, "ndcg_delta": 0.005, "query_p95_ms": 30.0, "rerank_p95_cpu_ms": 200.0}
 
@@ -69,17 +71,24 @@ def bi_encoder(backend: str, cache_dir: str | None):
     return replace(enc, cache_dir=cache_dir, show_progress=False)
 
 
-def measure_bi_encoder(backend: str, texts: list[str], queries: list[str]) -> dict[str, Any]:
+def measure_bi_encoder(
+    backend: str, texts: list[str], queries: list[str], batches: list[int]
+) -> dict[str, Any]:
     from retrieval.encoder import load_sentence_transformer
 
     enc = bi_encoder(backend, None)
+    calibration = enc._calibration_texts()  # openvino-int8: generated texts; made before the clock starts
     (model, load_s, load_cpu) = timed(
         lambda: load_sentence_transformer(
-            enc.path, enc.device, backend, enc.export_dir or ".memeval_cache/models"
+            enc.path, enc.device, backend, enc.export_dir or ".memeval_cache/models", calibration
         )
     )
     model.encode(texts[:4], batch_size=enc.batch_size)  # warm-up
-    _, wall, cpu = timed(lambda: model.encode(texts, batch_size=enc.batch_size, normalize_embeddings=True))
+    by_batch = {}
+    for size in dict.fromkeys([enc.batch_size, *batches]):  # the config's batch size first
+        _, w, c = timed(lambda size=size: model.encode(texts, batch_size=size, normalize_embeddings=True))
+        by_batch[str(size)] = {"wall_s": w, "cpu_s": c}
+    wall, cpu = by_batch[str(enc.batch_size)]["wall_s"], by_batch[str(enc.batch_size)]["cpu_s"]
     for q in queries[:3]:
         model.encode([q])
     walls, cpus = [], []
@@ -91,6 +100,8 @@ def measure_bi_encoder(backend: str, texts: list[str], queries: list[str]) -> di
         "load_s": load_s,
         "load_cpu_s": load_cpu,
         "cold_texts": len(texts),
+        "batch_size": enc.batch_size,
+        "cold_by_batch": by_batch,
         "cold_wall_s": wall,
         "cold_cpu_s": cpu,
         "cold_texts_per_s": len(texts) / wall,
@@ -287,6 +298,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backends", default=",".join(BACKENDS))
     parser.add_argument("--cold-sample", type=int, default=128, help="BEAM messages for cold throughput")
+    parser.add_argument(
+        "--cold-batches",
+        type=lambda v: [int(x) for x in v.split(",") if x],
+        default=[16, 64],
+        help="batch sizes timed for cold throughput, besides the config's",
+    )
     parser.add_argument("--queries", type=int, default=60, help="single-query encodes timed per backend")
     parser.add_argument("--rerank-queries", type=int, default=40, help="reranks of 16 timed per backend")
     parser.add_argument("--reranker", default="./models/cross-encoder-beam500k")
@@ -365,7 +382,7 @@ def main(argv: list[str] | None = None) -> int:
         row: dict[str, Any] = results["backends"].setdefault(backend, {})
         if "bi" in parts:
             print(f"[{backend}] bi-encoder", flush=True)
-            row["bi_encoder"] = measure_bi_encoder(backend, sample, questions)
+            row["bi_encoder"] = measure_bi_encoder(backend, sample, questions, args.cold_batches)
         if "ce" in parts:
             print(f"[{backend}] cross-encoder", flush=True)
             row["cross_encoder"] = measure_cross_encoder(backend, ce_model, heads, trained)
@@ -403,6 +420,47 @@ def _f(x: float, digits: int = 1) -> str:
     return f"{x:,.{digits}f}"
 
 
+def _batch(rows: dict[str, Any]) -> str:
+    sizes = sorted({str(r["bi_encoder"].get("batch_size", 64)) for r in rows.values() if "bi_encoder" in r})
+    return "/".join(sizes) or "–"
+
+
+def batch_table(rows: dict[str, Any]) -> list[str]:
+    """Cold texts/s by CPU time at each batch size timed, and the speed-up over torch at the same size
+    and over torch at its best size (small batches pad less and stay in cache)."""
+    timed_rows = {
+        b: r["bi_encoder"]["cold_by_batch"]
+        for b, r in rows.items()
+        if "cold_by_batch" in r.get("bi_encoder", {})
+    }
+    ref = timed_rows.get("torch")
+    if not timed_rows or ref is None:
+        return []
+    n = next(r["bi_encoder"]["cold_texts"] for r in rows.values() if "bi_encoder" in r)
+    sizes = sorted({int(k) for t in timed_rows.values() for k in t})
+    best_ref = max(n / ref[str(k)]["cpu_s"] for k in sizes if str(k) in ref)
+    lines = [
+        "",
+        "Cold throughput by batch size (texts/s by CPU time; in brackets, the speed-up over torch at the "
+        "same batch size). Last column: this backend's best against torch's best.",
+        "",
+        "| backend | " + " | ".join(f"batch {k}" for k in sizes) + " | best vs torch's best |",
+        "|---|" + "---|" * (len(sizes) + 1),
+    ]
+    for b, t in timed_rows.items():
+        cells = []
+        for k in sizes:
+            if str(k) not in t:
+                cells.append("–")
+                continue
+            tps = n / t[str(k)]["cpu_s"]
+            ratio = tps / (n / ref[str(k)]["cpu_s"]) if str(k) in ref else float("nan")
+            cells.append(f"{_f(tps)} ({_f(ratio, 2)}×)")
+        best = max(n / v["cpu_s"] for v in t.values())
+        lines.append(f"| {b} | " + " | ".join(cells) + f" | {_f(best / best_ref, 2)}× |")
+    return lines
+
+
 def render(results: dict[str, Any]) -> str:
     info, rows = results["machine"], results["backends"]
     ref = rows.get("torch")
@@ -437,8 +495,9 @@ def render(results: dict[str, Any]) -> str:
         "## Bi-encoder (all-MiniLM-L6-v2, max 256 tokens)",
         "",
         f"Cold throughput: {results['args']['cold_sample']} BEAM 100K messages (seeded sample), no cache, "
-        "batch 64. Query encode: single BEAM questions, no cache. Dense quality: the `dense` variant over "
-        "all 2,432 messages and the answerable questions, every vector computed by that backend.",
+        f"batch {_batch(rows)} (the encoder config's). Query encode: single BEAM questions, no cache. "
+        "Dense quality: the `dense` variant over all 2,432 messages and the answerable questions, every "
+        "vector computed by that backend.",
         "",
         "| backend | texts/s (wall) | texts/s (CPU) | speed-up vs torch (CPU) | query p50 ms | "
         "query p95 ms | query p95 CPU ms | dense nDCG@10 | Δ vs torch | R@10 | questions |",
@@ -466,6 +525,7 @@ def render(results: dict[str, Any]) -> str:
                 else "– | – | – | – |"
             )
         )
+    lines += batch_table(rows)
     trained = results["trained_reranker"]
     lines += [
         "",

@@ -60,6 +60,7 @@ import json
 import math
 import random
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -837,6 +838,23 @@ def generate(
         _write_conversation(folder, number, seed, messages_per_conversation, questions_per_ability)
         folders.append(folder)
     return folders
+
+
+def sample_texts(n_messages: int = 240, seed: int = 0) -> list[str]:
+    """BEAM-like texts of all lengths from one generated conversation, written nowhere else: e.g. the
+    calibration set of int8 quantization (retrieval/backends.py), which must not be the benchmark's data.
+
+    The first half of the messages as they are, the second half joined three at a time (as long as
+    BEAM's ~320-word messages, so the activations past 128 tokens are calibrated too), then every
+    question."""
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = generate(Path(tmp), 1, n_messages, seed)[0]
+        chat = json.loads((folder / "chat.json").read_text(encoding="utf-8"))
+        questions = json.loads((folder / "probing_questions" / "probing_questions.json").read_text("utf-8"))
+    messages = [m["content"] for batch in chat for turn in batch["turns"] for m in turn]
+    half = len(messages) // 2
+    joined = [" ".join(messages[i : i + 3]) for i in range(half, len(messages), 3)]
+    return messages[:half] + joined + [q["question"] for qs in questions.values() for q in qs]
 
 
 def main(argv: list[str] | None = None) -> int:
