@@ -62,7 +62,7 @@ test-fast: setup
 	$(PY) -m pytest -q -n $(WORKERS) -m "not slow and not integration" $(ARGS)
 
 lint: setup
-	$(VENV)/bin/ruff check retrieval experiments tests
+	$(VENV)/bin/ruff check retrieval experiments hydra_plugins tests
 
 clean-venv:
 	rm -rf $(VENV)

@@ -22,6 +22,40 @@ def compose_config(overrides: Sequence[str] = (), config_name: str = "config") -
         return compose(config_name=config_name, overrides=list(overrides))
 
 
+def split_overrides(overrides: Sequence[str]) -> tuple[list, list]:
+    """Parsed `overrides` as (those that shape the composition, plain value settings).
+
+    A value setting (`stage.x.weight=0.2`) is applied by Hydra after the defaults list is composed, in
+    order, so configs that differ only in values can share one composition and have their values set
+    as Hydra sets them (`apply_values`). Anything else (a config-group choice, `key@package=`, `~key`,
+    a sweep, `hydra.*`) changes the composition itself."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    groups, values = [], []
+    for override in OverridesParser.create().parse_overrides(list(overrides)):
+        name = override.key_or_group
+        shapes = (
+            override.package is not None
+            or override.is_delete()
+            or override.is_sweep_override()
+            or name.split(".")[0].split("/")[0] == "hydra"
+            or (CONF_DIR / name).is_dir()
+        )
+        (groups if shapes else values).append(override)
+    return groups, values
+
+
+def apply_values(cfg: DictConfig, values: list) -> DictConfig:
+    """A deep copy of `cfg` with the parsed value overrides applied exactly as Hydra applies them."""
+    import copy
+
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+
+    cfg = copy.deepcopy(cfg)
+    ConfigLoaderImpl._apply_overrides_to_config(values, cfg)
+    return cfg
+
+
 def config_groups() -> dict[str, list[str]]:
     """Each config group (a folder of CONF_DIR, Hydra's own `hydra/...` left out) and its options."""
     groups: dict[str, list[str]] = {}

@@ -50,12 +50,26 @@ def write_ranking(
         out.writerow([*FIXED, *columns])
         for r in ranked:
             judged = qrels.get(r.query_id, {})
-            for rank, memory_id in enumerate(r.memory_ids, 1):
-                grade = judged.get(memory_id)
-                if rank > k and not (grade and grade > 0):
-                    continue
-                values = [_cell(r.columns[c][rank - 1]) if c in r.columns else "" for c in columns]
-                out.writerow([r.query_id, rank, memory_id, "" if grade is None else grade, *values])
+            keep = [i for i, m in enumerate(r.memory_ids) if i < k or (judged.get(m) or 0) > 0]
+            # Each column's kept cells at once (tolist gives Python scalars): per-cell numpy indexing was
+            # most of a sweep job's write time.
+            cells = [_cells(r.columns[c], keep) if c in r.columns else [""] * len(keep) for c in columns]
+            for j, i in enumerate(keep):
+                grade = judged.get(r.memory_ids[i])
+                out.writerow(
+                    [
+                        r.query_id,
+                        i + 1,
+                        r.memory_ids[i],
+                        "" if grade is None else grade,
+                        *(c[j] for c in cells),
+                    ]
+                )
+
+
+def _cells(column, keep: list[int]) -> list[object]:
+    values = column[keep].tolist() if isinstance(column, np.ndarray) else [column[i] for i in keep]
+    return [_cell(v) for v in values]
 
 
 def read_ranking(path: str | Path) -> pd.DataFrame:

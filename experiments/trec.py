@@ -20,7 +20,11 @@ TIE_GAP = 2e-6  # relative; float32 resolves ~1.2e-7
 
 
 def strictly_decreasing(scores: np.ndarray) -> np.ndarray:
-    out = np.asarray(scores, dtype=np.float64).copy()
+    return np.array(_strictly_decreasing(np.asarray(scores, dtype=np.float64).tolist()), dtype=np.float64)
+
+
+def _strictly_decreasing(out: list[float]) -> list[float]:
+    # Python floats, not numpy scalars: the same arithmetic, several times faster per element.
     for i in range(1, len(out)):
         gap = max(abs(out[i - 1]), 1e-9) * TIE_GAP
         if out[i] > out[i - 1] - gap:
@@ -31,10 +35,11 @@ def strictly_decreasing(scores: np.ndarray) -> np.ndarray:
 def write_run(ranked: Iterable[RankedList], path: str | Path, tag: str = "memeval") -> None:
     with open(path, "w", encoding="utf-8") as fh:
         for r in ranked:
-            for rank, (doc, score) in enumerate(
-                zip(r.memory_ids, strictly_decreasing(r.scores), strict=True), 1
-            ):
-                fh.write(f"{r.query_id} Q0 {doc} {rank} {float(score)!r} {tag}\n")
+            scores = _strictly_decreasing(np.asarray(r.scores, dtype=np.float64).tolist())
+            fh.writelines(
+                f"{r.query_id} Q0 {doc} {rank} {score!r} {tag}\n"
+                for rank, (doc, score) in enumerate(zip(r.memory_ids, scores, strict=True), 1)
+            )
 
 
 def read_run(path: str | Path) -> dict[str, list[str]]:

@@ -196,3 +196,53 @@ def test_resume_false_runs_every_job_again(disk_sweep):
     assert all(
         (j / "metrics.json").is_file() and not (j / "skipped.json").exists() for j in job_dirs(tmp / "forced")
     )
+
+
+# --------------------------------------------------------------------------- memeval's sweep launcher
+
+
+SWEEP_JOBS = [  # jobs as Hydra's sweeper hands them to a launcher: value and group overrides mixed
+    ["suite=spark25", "variant=exp05", "stage.instruction_boost.weight=0.1", "tracking=none"],
+    ["suite=spark25", "variant=exp05", "stage.instruction_boost.weight=0.35", "tracking=none"],
+    ["depth=50", "suite=spark25", "variant=hybrid", "stage.fusion.k=20", "tracking=none"],
+    ["depth=50", "suite=spark25", "variant=hybrid", "stage.fusion.k=80", "tracking=none"],
+    ["suite=beam", "suite.path=../shared/beam/100K", "variant=bm25", "seed=3"],
+]
+
+
+def test_the_memeval_launcher_composes_each_job_as_hydra_does():
+    """Every job's config, Hydra node included, equals Hydra's own load_sweep_config, while jobs that
+    differ only in values share one composition."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra._internal.utils import create_config_search_path
+    from hydra.types import RunMode
+    from omegaconf import OmegaConf
+
+    from hydra_plugins.memeval_launcher.memeval_launcher import SweepComposer
+
+    loader = ConfigLoaderImpl(config_search_path=create_config_search_path(str(CONF_DIR)))
+    master = loader.load_configuration(
+        "config", overrides=["hydra.sweep.dir=/tmp/memeval-sweep"], run_mode=RunMode.MULTIRUN
+    )
+    composer = SweepComposer(loader, master)
+    for job in SWEEP_JOBS:
+        composer.validate(job)
+        ours = OmegaConf.to_container(composer.for_launch(job), resolve=False)
+        hydras = OmegaConf.to_container(loader.load_sweep_config(master, job), resolve=False)
+        assert ours == hydras, job
+        assert ours["hydra"]["overrides"]["task"] == job
+    assert len(composer._bases) == 3  # exp05 x2, hybrid x2 (depth=50 is a value), beam
+    assert composer._validated == {}  # each validated config went to its launch
+
+
+def test_a_job_with_an_unknown_key_fails_before_any_job_runs(tmp_path):
+    out = subprocess.run(
+        [
+            sys.executable, "-m", "experiments.run", "-m", "tracking=none", "progress=false",
+            "stage.fusion.k=10,20", "stage.fusion.no_such_key=1", f"hydra.sweep.dir={tmp_path}/sweep",
+        ],
+        cwd=REPO, capture_output=True, text=True,
+    )  # fmt: skip
+    assert out.returncode != 0
+    assert "no_such_key" in out.stderr
+    assert not list((tmp_path / "sweep").glob("*/metrics.json"))  # no job ran

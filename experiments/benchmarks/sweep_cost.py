@@ -4,7 +4,8 @@
     python -m experiments.benchmarks.sweep_cost --sweep stage.fusion.k=20,40,60 --variant hybrid
 
 Times, as subprocesses from the repository root, one run of the variant (`python -m experiments.run`)
-against the multirun over the sweep with the basic launcher (all jobs in one process, `resume=false`
+against the multirun over the sweep with memeval's launcher (Hydra's basic launcher composing each job
+once: hydra_plugins/memeval_launcher; all jobs in one process, `resume=false`
 so no job is skipped), two ways:
   - warm: with the shared `.memeval_cache/` after a warm-up run (embeddings and retrieval candidates
     cached for both; the single run is `--repeats` times, median kept);
@@ -119,7 +120,7 @@ def _measure(tmp: Path, common: list[str], sweep: str, repeats: int, cache_dir: 
 
 
 def _compose_cpu_s(overrides: list[str], repeats: int = 5) -> float:
-    """CPU seconds Hydra takes to compose this config once (a sweep job pays it twice)."""
+    """CPU seconds Hydra takes to compose this config once (Hydra's basic launcher: twice per job)."""
     from hydra import compose, initialize_config_dir
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
@@ -134,7 +135,8 @@ def _rows(name: str, m: dict, variant: str) -> str:
     return (
         f"| {name}: one run of `{variant}` (median of {m['n_single']}) | {m['single_wall']:.1f} | "
         f"{m['single_cpu']:.1f} | |\n"
-        f"| {name}: sweep, {m['jobs']} jobs, basic launcher | {m['sweep_wall']:.1f} | {m['sweep_cpu']:.1f} | "
+        f"| {name}: sweep, {m['jobs']} jobs, memeval launcher | {m['sweep_wall']:.1f} | "
+        f"{m['sweep_cpu']:.1f} | "
         f"**{m['ratio']:.2f}x** wall, {m['cpu_ratio']:.2f}x CPU — "
         f"{'meets' if m['ratio'] <= TARGET_RATIO else 'misses'} the target |\n"
     )
@@ -213,13 +215,14 @@ Target: a sweep costs at most {TARGET_RATIO}x the wall time of one run of the sa
 - Where a warm sweep job's time goes: {per_job:.2f} s wall per job on average, of which
   {statistics.mean(inside) if inside else float("nan"):.2f} s inside the run (pipeline from the first
   changed stage on, plus evaluation: `wall_s` in each job's metrics.json; first job
-  {inside[0] if inside else float("nan"):.2f} s) and the rest outside it (Hydra composes each job's
-  config twice, once to validate the batch and once to launch it, and saves it; the run files are written).
+  {inside[0] if inside else float("nan"):.2f} s) and the rest outside it (checking and hashing the config,
+  Hydra saving each job's config and log, the run files written).
 - Why (CPU, steadier than wall here): one warm run costs {warm["single_cpu"]:.1f} s, mostly process
   start, imports and loading the suite, since its retrieval prefix is cached on disk. Each further job
   of the sweep adds {per_job_cpu:.2f} s; to stay within {TARGET_RATIO}x, {extra_jobs} more jobs could
-  add {budget_cpu:.2f} s each. Hydra alone composes each job's config twice at {compose_s:.2f} s a time
-  (measured here), i.e. {2 * compose_s:.2f} s per job before any retrieval or evaluation.
+  add {budget_cpu:.2f} s each. A full Hydra composition costs {compose_s:.2f} s (measured here): Hydra's
+  basic launcher composes every job twice (to validate the batch, then to launch it), i.e.
+  {2 * compose_s:.2f} s a job; memeval's launcher composes once per sweep and sets each job's values.
 - What a sweep shares: all jobs run in one process (imports once), the suite is loaded once, and the
   ingested corpus, indexes and candidates after the retrieval prefix and after every rank stage are
   memoised by fingerprint, so each job re-runs only the stages from the first one whose config

@@ -196,31 +196,13 @@ class RowComposer:
         self._bases: dict[tuple[str, ...], DictConfig] = {}
 
     def __call__(self, overrides: Sequence[str]) -> DictConfig:
-        import copy
+        from experiments.configs import apply_values, split_overrides
 
-        from hydra._internal.config_loader_impl import ConfigLoaderImpl
-        from hydra.core.override_parser.overrides_parser import OverridesParser
-
-        from experiments.configs import CONF_DIR
-
-        parsed = OverridesParser.create().parse_overrides(list(overrides))
-        groups, values = [], []
-        for override in parsed:
-            name = override.key_or_group
-            is_group = (
-                override.package is not None
-                or override.is_delete()
-                or override.is_sweep_override()
-                or name.split(".")[0].split("/")[0] == "hydra"
-                or (CONF_DIR / name).is_dir()
-            )
-            (groups if is_group else values).append(override)
+        groups, values = split_overrides(overrides)
         key = tuple(o.input_line for o in groups)
         if key not in self._bases:
             self._bases[key] = _compose(list(key))
-        cfg = copy.deepcopy(self._bases[key])
-        ConfigLoaderImpl._apply_overrides_to_config(values, cfg)
-        return cfg
+        return apply_values(self._bases[key], values)
 
 
 def _slug(name: str) -> str:

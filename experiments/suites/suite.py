@@ -6,6 +6,7 @@ rules every suite obeys, so a bad suite fails before any work starts, naming fil
 
 from __future__ import annotations
 
+import copy
 import functools
 import hashlib
 import json
@@ -81,6 +82,11 @@ class Suite:
         return not any(g > 0 for g in self.qrels.get(query_id, {}).values())
 
     def summary(self) -> dict[str, Any]:
+        """Counts that describe the suite (a fresh copy each call: callers extend it)."""
+        return copy.deepcopy(self._summary)
+
+    @functools.cached_property
+    def _summary(self) -> dict[str, Any]:  # computed once: a sweep asks for it on every job
         labels: dict[str, dict[str, int]] = {}
         for q in self.queries:
             for name, value in q.labels.items():
