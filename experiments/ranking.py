@@ -68,6 +68,8 @@ def write_ranking(
 
 
 def _cells(column, keep: list[int]) -> list[object]:
+    if isinstance(column, np.ndarray) and column.dtype.kind == "f":  # what _cell does to each float
+        return ["" if v != v else repr(v) for v in column[keep].tolist()]
     values = column[keep].tolist() if isinstance(column, np.ndarray) else [column[i] for i in keep]
     return [_cell(v) for v in values]
 
