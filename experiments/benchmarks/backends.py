@@ -133,6 +133,7 @@ def evaluate(cfg, pipeline) -> dict[str, Any]:
     table = per_query(suite.qrels, run, ["nDCG@10", "R@10"])
     return {
         "queries": len(table),
+        "memories": len(suite.memories),
         "nDCG@10": float(table["nDCG@10"].mean()),
         "R@10": float(table["R@10"].mean()),
         "run_wall_s": wall,
@@ -311,7 +312,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", default=".memeval_cache")
     parser.add_argument("--out", default="reports/benchmarks")
     parser.add_argument("--note", default="")
-    parser.add_argument("--suite-path", default=None, help="BEAM 100K folder (default: the suite config's)")
+    parser.add_argument(
+        "--suite-path", default=None, help="a BEAM folder (default: the suite config's, BEAM 100K)"
+    )
     parser.add_argument(
         "--parts",
         default="threads,bi,dense,ce",
@@ -387,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[{backend}] cross-encoder", flush=True)
             row["cross_encoder"] = measure_cross_encoder(backend, ce_model, heads, trained)
         if "dense" in parts and not args.no_quality:
-            print(f"[{backend}] dense quality on BEAM 100K", flush=True)
+            print(f"[{backend}] dense quality on {args.suite_path or 'BEAM 100K'}", flush=True)
             row["dense_quality"] = dense_quality(backend, Path(args.work))
         if "ce" in parts and trained and not args.no_quality:
             print(f"[{backend}] cross_encoder variant quality on BEAM 100K", flush=True)
@@ -423,6 +426,11 @@ def _f(x: float, digits: int = 1) -> str:
 def _batch(rows: dict[str, Any]) -> str:
     sizes = sorted({str(r["bi_encoder"].get("batch_size", 64)) for r in rows.values() if "bi_encoder" in r})
     return "/".join(sizes) or "–"
+
+
+def _memories(rows: dict[str, Any]) -> str:
+    counts = {r["dense_quality"].get("memories", 2_432) for r in rows.values() if r.get("dense_quality")}
+    return "/".join(f"{n:,}" for n in sorted(counts)) or "–"
 
 
 def batch_table(rows: dict[str, Any]) -> list[str]:
@@ -494,10 +502,11 @@ def render(results: dict[str, Any]) -> str:
         "",
         "## Bi-encoder (all-MiniLM-L6-v2, max 256 tokens)",
         "",
-        f"Cold throughput: {results['args']['cold_sample']} BEAM 100K messages (seeded sample), no cache, "
+        f"Suite: {results['args'].get('suite_path') or 'BEAM 100K'}. Cold throughput: "
+        f"{results['args']['cold_sample']} of its messages (seeded sample), no cache, "
         f"batch {_batch(rows)} (the encoder config's). Query encode: single BEAM questions, no cache. "
-        "Dense quality: the `dense` variant over all 2,432 messages and the answerable questions, every "
-        "vector computed by that backend.",
+        f"Dense quality: the `dense` variant over all {_memories(rows)} messages and the answerable "
+        "questions, every vector computed by that backend.",
         "",
         "| backend | texts/s (wall) | texts/s (CPU) | speed-up vs torch (CPU) | query p50 ms | "
         "query p95 ms | query p95 CPU ms | dense nDCG@10 | Δ vs torch | R@10 | questions |",
