@@ -469,6 +469,56 @@ def batch_table(rows: dict[str, Any]) -> list[str]:
     return lines
 
 
+def cross_encoder_section(results: dict[str, Any]) -> list[str]:
+    """The rerank table, when this run (or one merged in) measured a cross-encoder."""
+    rows = results["backends"]
+    ref = rows.get("torch")
+    if not any("cross_encoder" in row for row in rows.values()):
+        return []
+    trained = results["trained_reranker"]
+    lines = [
+        "",
+        "## Cross-encoder (rerank of 16 pairs at the stage's max_length)",
+        "",
+        (
+            f"Model: the trained reranker `{results['args']['reranker']}` "
+            f"({results.get('reranker_training', '')}). Quality: nDCG@10 of the `cross_encoder` variant "
+            "(hybrid, then weighted rerank of 16 to 8) on all BEAM 100K questions, with that backend's "
+            "scores."
+            if trained
+            else "No trained reranker on this machine: the bundled MiniLM-L6 weights load as a CrossEncoder "
+            "with a fresh seeded head (same architecture and length, so the same cost). Its scores mean "
+            "nothing for relevance, so quality is stated as agreement with torch's scores on the same pairs, "
+            "not as nDCG."
+        ),
+        "",
+        "| backend | p50 ms | p95 ms | p50 CPU ms | p95 CPU ms | max abs diff vs torch | Spearman vs torch | "
+        "top-8 overlap | nDCG@10 (weighted) | Δ vs torch |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for b, row in rows.items():
+        if "cross_encoder" not in row:
+            continue
+        ce, ag, rq = (
+            row["cross_encoder"],
+            row["cross_encoder"].get("agreement_with_torch", {}),
+            row.get("rerank_quality"),
+        )
+        delta = (
+            rq["nDCG@10"] - ref["rerank_quality"]["nDCG@10"]
+            if rq and ref and ref.get("rerank_quality")
+            else None
+        )
+        lines.append(
+            f"| {b} | {_f(ce['rerank_wall_ms']['p50'])} | {_f(ce['rerank_wall_ms']['p95'])} | "
+            f"{_f(ce['rerank_cpu_ms']['p50'])} | {_f(ce['rerank_cpu_ms']['p95'])} | "
+            f"{ag.get('max_abs_diff', float('nan')):.4f} | {ag.get('spearman_mean', float('nan')):.4f} | "
+            f"{ag.get('top8_overlap', float('nan')):.3f} | "
+            + (f"{rq['nDCG@10']:.4f} | {delta:+.4f} |" if rq and delta is not None else "– | – |")
+        )
+    return lines
+
+
 def render(results: dict[str, Any]) -> str:
     info, rows = results["machine"], results["backends"]
     ref = rows.get("torch")
@@ -535,47 +585,7 @@ def render(results: dict[str, Any]) -> str:
             )
         )
     lines += batch_table(rows)
-    trained = results["trained_reranker"]
-    lines += [
-        "",
-        "## Cross-encoder (rerank of 16 pairs at the stage's max_length)",
-        "",
-        (
-            f"Model: the trained reranker `{results['args']['reranker']}` "
-            f"({results.get('reranker_training', '')}). Quality: nDCG@10 of the `cross_encoder` variant "
-            "(hybrid, then weighted rerank of 16 to 8) on all BEAM 100K questions, with that backend's "
-            "scores."
-            if trained
-            else "No trained reranker on this machine: the bundled MiniLM-L6 weights load as a CrossEncoder "
-            "with a fresh seeded head (same architecture and length, so the same cost). Its scores mean "
-            "nothing for relevance, so quality is stated as agreement with torch's scores on the same pairs, "
-            "not as nDCG."
-        ),
-        "",
-        "| backend | p50 ms | p95 ms | p50 CPU ms | p95 CPU ms | max abs diff vs torch | Spearman vs torch | "
-        "top-8 overlap | nDCG@10 (weighted) | Δ vs torch |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for b, row in rows.items():
-        if "cross_encoder" not in row:
-            continue
-        ce, ag, rq = (
-            row["cross_encoder"],
-            row["cross_encoder"].get("agreement_with_torch", {}),
-            row.get("rerank_quality"),
-        )
-        delta = (
-            rq["nDCG@10"] - ref["rerank_quality"]["nDCG@10"]
-            if rq and ref and ref.get("rerank_quality")
-            else None
-        )
-        lines.append(
-            f"| {b} | {_f(ce['rerank_wall_ms']['p50'])} | {_f(ce['rerank_wall_ms']['p95'])} | "
-            f"{_f(ce['rerank_cpu_ms']['p50'])} | {_f(ce['rerank_cpu_ms']['p95'])} | "
-            f"{ag.get('max_abs_diff', float('nan')):.4f} | {ag.get('spearman_mean', float('nan')):.4f} | "
-            f"{ag.get('top8_overlap', float('nan')):.3f} | "
-            + (f"{rq['nDCG@10']:.4f} | {delta:+.4f} |" if rq and delta is not None else "– | – |")
-        )
+    lines += cross_encoder_section(results)
     if results.get("dense_threads"):
         lines += [
             "",
