@@ -428,6 +428,13 @@ def _batch(rows: dict[str, Any]) -> str:
     return "/".join(sizes) or "–"
 
 
+def _delta(row: dict[str, Any], ref: dict[str, Any] | None, part: str) -> float | None:
+    """nDCG@10 of a quality part (dense_quality, rerank_quality) minus torch's, when both were measured."""
+    if not row.get(part) or not ref or not ref.get(part):
+        return None
+    return row[part]["nDCG@10"] - ref[part]["nDCG@10"]
+
+
 def _memories(rows: dict[str, Any]) -> str:
     counts = {r["dense_quality"].get("memories", 2_432) for r in rows.values() if r.get("dense_quality")}
     return "/".join(f"{n:,}" for n in sorted(counts)) or "–"
@@ -504,11 +511,7 @@ def cross_encoder_section(results: dict[str, Any]) -> list[str]:
             row["cross_encoder"].get("agreement_with_torch", {}),
             row.get("rerank_quality"),
         )
-        delta = (
-            rq["nDCG@10"] - ref["rerank_quality"]["nDCG@10"]
-            if rq and ref and ref.get("rerank_quality")
-            else None
-        )
+        delta = _delta(row, ref, "rerank_quality")
         lines.append(
             f"| {b} | {_f(ce['rerank_wall_ms']['p50'])} | {_f(ce['rerank_wall_ms']['p95'])} | "
             f"{_f(ce['rerank_cpu_ms']['p50'])} | {_f(ce['rerank_cpu_ms']['p95'])} | "
@@ -569,11 +572,7 @@ def render(results: dict[str, Any]) -> str:
         speed = (
             bi["cold_texts_per_cpu_s"] / ref["bi_encoder"]["cold_texts_per_cpu_s"] if ref else float("nan")
         )
-        delta = (
-            dq["nDCG@10"] - ref["dense_quality"]["nDCG@10"]
-            if dq and ref and ref.get("dense_quality")
-            else None
-        )
+        delta = _delta(row, ref, "dense_quality")
         lines.append(
             f"| {b} | {_f(bi['cold_texts_per_s'])} | {_f(bi['cold_texts_per_cpu_s'])} | {_f(speed, 2)}× | "
             f"{_f(bi['query_wall_ms']['p50'])} | {_f(bi['query_wall_ms']['p95'])} | "
