@@ -22,27 +22,33 @@ def compose_config(overrides: Sequence[str] = (), config_name: str = "config") -
         return compose(config_name=config_name, overrides=list(overrides))
 
 
-def split_overrides(overrides: Sequence[str]) -> tuple[list, list]:
-    """Parsed `overrides` as (those that shape the composition, plain value settings).
-
-    A value setting (`stage.x.weight=0.2`) is applied by Hydra after the defaults list is composed, in
-    order, so configs that differ only in values can share one composition and have their values set
-    as Hydra sets them (`apply_values`). Anything else (a config-group choice, `key@package=`, `~key`,
-    a sweep, `hydra.*`) changes the composition itself."""
+def parse_overrides(overrides: Sequence[str]) -> list:
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    groups, values = [], []
-    for override in OverridesParser.create().parse_overrides(list(overrides)):
-        name = override.key_or_group
-        shapes = (
-            override.package is not None
-            or override.is_delete()
-            or override.is_sweep_override()
-            or name.split(".")[0].split("/")[0] == "hydra"
-            or (CONF_DIR / name).is_dir()
-        )
-        (groups if shapes else values).append(override)
-    return groups, values
+    return OverridesParser.create().parse_overrides(list(overrides))
+
+
+def shapes_composition(override) -> bool:
+    """Whether a parsed override changes the composition itself (a config-group choice, `key@package=`,
+    `~key`, a sweep, `hydra.*`), rather than setting a value (`stage.x.weight=0.2`).
+
+    Hydra applies value settings after the defaults list is composed, in order, so configs that differ
+    only in values can share one composition and have their values set as Hydra sets them
+    (`apply_values`)."""
+    name = override.key_or_group
+    return (
+        override.package is not None
+        or override.is_delete()
+        or override.is_sweep_override()
+        or name.split(".")[0].split("/")[0] == "hydra"
+        or (CONF_DIR / name).is_dir()
+    )
+
+
+def split_overrides(overrides: Sequence[str]) -> tuple[list, list]:
+    """Parsed `overrides` as (those that shape the composition, plain value settings)."""
+    parsed = parse_overrides(overrides)
+    return [o for o in parsed if shapes_composition(o)], [o for o in parsed if not shapes_composition(o)]
 
 
 def apply_values(cfg: DictConfig, values: list) -> DictConfig:

@@ -116,23 +116,22 @@ def _counts_cached(n: int, n_resamples: int, seed: int) -> dict[int, np.ndarray]
     return counts
 
 
-def _counts(n: int, n_resamples: int, seed: int, start: int) -> np.ndarray:
-    return _counts_cached(n, n_resamples, seed)[start]
-
-
-def _resamples(n: int, n_resamples: int, seed: int):
-    """(start, stop, indices or None) per chunk. The draws of small problems (at most _CACHED_ELEMENTS
-    indices: BEAM's 179 queries x 10,000 resamples is 1.8M) are made once per process and reused by
-    every later call with the same (n, n_resamples, seed), as a study's many comparisons make; larger
-    ones are drawn chunk by chunk each call (indices given), bounding memory. Either way the draws are
-    the generator's, in the same order: the intervals do not depend on which path ran."""
+def _resamples(n: int, n_resamples: int, seed: int, want_counts: bool):
+    """(start, stop, indices, counts or None) per chunk. The draws of small problems (at most
+    _CACHED_ELEMENTS indices: BEAM's 179 queries x 10,000 resamples is 1.8M), and their counts when
+    `want_counts`, are made once per process and reused by every later call with the same
+    (n, n_resamples, seed), as a study's many comparisons make; larger ones are drawn chunk by chunk
+    each call, bounding memory. Either way the draws are the generator's, in the same order: the
+    intervals do not depend on which path ran."""
     if n * n_resamples <= _CACHED_ELEMENTS:
+        draws = _draws(n, n_resamples, seed)
+        counts = _counts_cached(n, n_resamples, seed) if want_counts else {}
         for start, stop in _chunks(n, n_resamples):
-            yield start, stop, None
+            yield start, stop, draws[start], counts.get(start)
         return
     rng = np.random.default_rng(seed)
     for start, stop in _chunks(n, n_resamples):
-        yield start, stop, rng.integers(0, n, size=(stop - start, n))
+        yield start, stop, rng.integers(0, n, size=(stop - start, n)), None
 
 
 def bootstrap_cis(
@@ -159,17 +158,16 @@ def bootstrap_cis(
     (n,) = sizes
     names = list(arrays)
     estimates = {name: np.empty(n_resamples) for name in names}
-    for start, stop, indices in _resamples(n, n_resamples, seed):
-        if statistic is np.mean:
+    mean = statistic is np.mean
+    for start, stop, indices, counts in _resamples(n, n_resamples, seed, want_counts=mean):
+        if mean:
             # The mean of a resample is (how often each query was drawn) . values / n. einsum runs
             # numpy's own loops (deterministic, no BLAS), one column at a time, so a column's interval
             # does not depend on which other columns came with it.
-            counts = _counts(n, n_resamples, seed, start) if indices is None else _bincount(indices, n)
+            counts = _bincount(indices, n) if counts is None else counts
             for name in names:
                 estimates[name][start:stop] = np.einsum("rq,q->r", counts, arrays[name]) / n
             continue
-        if indices is None:
-            indices = _draws(n, n_resamples, seed)[start]
         for name in names:
             estimates[name][start:stop] = statistic(arrays[name][indices], axis=-1)
     tail = (1.0 - confidence) / 2.0

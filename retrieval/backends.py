@@ -111,9 +111,8 @@ def ensure_onnx(net, tokenizer, folder: Path, task: str, int8: bool, eager: bool
 
     Each file is written under a temporary name and moved into place with an atomic rename, under a
     lock: a reader sees a finished file or none, and a file that exists is never replaced."""
-    if eager:
-        return _ensure_eager_onnx(net, tokenizer, folder, task)
-    name = "model-int8.onnx" if int8 else "model.onnx"
+    source = "model-eager.onnx" if eager else "model.onnx"
+    name = "model-int8.onnx" if int8 else source
     if (folder / name).is_file():
         return folder / name
     with _locked(folder.with_name(folder.name + ".lock")):
@@ -123,9 +122,11 @@ def ensure_onnx(net, tokenizer, folder: Path, task: str, int8: bool, eager: bool
         tmp = folder / f".{uuid.uuid4().hex}.tmp"
         tmp.mkdir()
         try:
-            if not (folder / "model.onnx").is_file():
-                _export(net, tokenizer, tmp / "model.onnx", task)
-                os.replace(tmp / "model.onnx", folder / "model.onnx")
+            if not (folder / source).is_file():
+                if eager:
+                    net.set_attn_implementation("eager")  # plain MatMuls: they quantize better
+                _export(net, tokenizer, tmp / source, task)
+                os.replace(tmp / source, folder / source)
             if int8:
                 from onnxruntime.quantization import QuantType, quantize_dynamic
 
@@ -142,23 +143,6 @@ def ensure_onnx(net, tokenizer, folder: Path, task: str, int8: bool, eager: bool
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return folder / name
-
-
-def _ensure_eager_onnx(net, tokenizer, folder: Path, task: str) -> Path:
-    path = folder / "model-eager.onnx"
-    if path.is_file():
-        return path
-    with _locked(folder.with_name(folder.name + ".lock")):
-        if not path.is_file():
-            folder.mkdir(parents=True, exist_ok=True)
-            tmp = folder / f".{uuid.uuid4().hex}.onnx"
-            try:
-                net.set_attn_implementation("eager")  # plain MatMuls: they quantize better
-                _export(net, tokenizer, tmp, task)
-                os.replace(tmp, path)
-            finally:
-                tmp.unlink(missing_ok=True)
-    return path
 
 
 def calibration_hash(texts: Sequence[str]) -> str:

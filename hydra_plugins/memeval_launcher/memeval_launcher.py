@@ -42,46 +42,38 @@ class SweepComposer:
         self._bases: dict[tuple[str, ...], DictConfig] = {}
         self._validated: dict[tuple[str, ...], DictConfig] = {}
 
-    def validate(self, overrides: Sequence[str]) -> None:
+    def validate(self, overrides: Sequence[str]) -> DictConfig:
         """Compose a job's config now (an error stops the sweep before any job runs); its launch takes it."""
         cfg = self(overrides)
         if len(self._validated) < 256:  # a huge batch is composed again at launch, not held in memory
             self._validated[tuple(overrides)] = cfg
+        return cfg
 
-    def for_launch(self, overrides: Sequence[str], keep: bool = False) -> DictConfig:
-        """The job's config: the one validated (taken, unless `keep`), else composed now."""
-        key = tuple(overrides)
-        cfg = self._validated.get(key) if keep else self._validated.pop(key, None)
+    def for_launch(self, overrides: Sequence[str]) -> DictConfig:
+        """The job's config: the one validated, else composed now."""
+        cfg = self._validated.pop(tuple(overrides), None)
         return cfg if cfg is not None else self(overrides)
 
     def __call__(self, overrides: Sequence[str]) -> DictConfig:
-        from hydra.core.override_parser.types import Override
+        from hydra._internal.config_loader_impl import get_overrides_dirname
 
-        from experiments.configs import apply_values, split_overrides
+        from experiments.configs import apply_values, parse_overrides, shapes_composition
 
-        groups, values = split_overrides(overrides)
-        key = tuple(o.input_line for o in groups)
+        parsed = parse_overrides(overrides)
+        key = tuple(o.input_line for o in parsed if shapes_composition(o))
         if key not in self._bases:
             self._bases[key] = self.config_loader.load_sweep_config(self.master, list(key))
-        cfg = apply_values(self._bases[key], values)
+        cfg = apply_values(self._bases[key], [o for o in parsed if not shapes_composition(o)])
         # What Hydra records of the job's own overrides: all of them, in the order given.
-        task: list[Override] = [o for o in (*groups, *values) if not o.is_hydra_override()]
-        order = {line: i for i, line in enumerate(overrides)}
-        task.sort(key=lambda o: order.get(o.input_line, len(order)))
+        task = [o for o in parsed if not o.is_hydra_override()]
         with open_dict(cfg.hydra):
             cfg.hydra.overrides.task = [o.input_line for o in task]
             conf = cfg.hydra.job.config.override_dirname
-            cfg.hydra.job.override_dirname = _dirname(task, conf)
+            cfg.hydra.job.override_dirname = get_overrides_dirname(
+                overrides=task, kv_sep=conf.kv_sep, item_sep=conf.item_sep, exclude_keys=conf.exclude_keys
+            )
         OmegaConf.copy_cache(from_config=self.master, to_config=cfg)
         return cfg
-
-
-def _dirname(task: list, conf: DictConfig) -> str:
-    from hydra._internal.config_loader_impl import get_overrides_dirname
-
-    return get_overrides_dirname(
-        overrides=task, kv_sep=conf.kv_sep, item_sep=conf.item_sep, exclude_keys=conf.exclude_keys
-    )
 
 
 class _ComposingLoader:
@@ -96,8 +88,7 @@ class _ComposingLoader:
     def load_sweep_config(self, master_config: DictConfig, sweep_overrides: list[str]) -> DictConfig:
         if master_config is not self._composer.master:
             return self._loader.load_sweep_config(master_config, sweep_overrides)
-        self._composer.validate(sweep_overrides)
-        return self._composer.for_launch(sweep_overrides, keep=True)
+        return self._composer.validate(sweep_overrides)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._loader, name)
