@@ -78,24 +78,58 @@ def per_query_table(suite: Suite, output: RunOutput, metrics: Sequence[str]) -> 
     return rows.join(scores)  # abstention queries get NaN metrics: they are not averaged in
 
 
-def _aggregate(frame: pd.DataFrame, metrics: Sequence[str]) -> dict[str, Any]:
-    answerable = frame[~frame["abstention"]]
-    out: dict[str, Any] = {"n_queries": int(len(frame)), "n_answerable": int(len(answerable))}
-    means = answerable[list(metrics)].mean() if len(answerable) else None
-    out.update({m: float(means[m]) if means is not None else None for m in metrics})
-    abstaining = frame[frame["abstention"]]
-    if len(abstaining):
-        out["abstention_n"] = int(len(abstaining))
-        out["abstention_top_score_mean"] = (
-            float(abstaining["top_score"].mean()) if abstaining["top_score"].notna().any() else None
+@dataclass(frozen=True)
+class _Columns:
+    """The per-query columns an aggregate reads, as arrays: one pandas filter and mean per label value
+    was most of a sweep job's evaluation."""
+
+    abstention: np.ndarray
+    top_score: np.ndarray
+    n_returned: np.ndarray
+    values: np.ndarray  # (metric, query)
+
+    @classmethod
+    def of(cls, frame: pd.DataFrame, metrics: Sequence[str]) -> _Columns:
+        return cls(
+            abstention=frame["abstention"].to_numpy(dtype=bool),
+            top_score=frame["top_score"].to_numpy(dtype=np.float64),
+            n_returned=frame["n_returned"].to_numpy(),
+            values=np.array([frame[m].to_numpy(dtype=np.float64) for m in metrics]).reshape(len(metrics), -1),
         )
-        out["abstention_returned_nothing"] = int((abstaining["n_returned"] == 0).sum())
+
+
+def _nanmean(block: np.ndarray) -> np.ndarray:
+    """pandas' mean of each row, NaN skipped, the same arithmetic to the last bit: NaN set to 0, each row
+    summed on its own (numpy sums a 1-d array pairwise, and a 2-d one along an axis another way)."""
+    block = np.atleast_2d(block)
+    missing = np.isnan(block)
+    counts = block.shape[1] - missing.sum(axis=1)
+    block = np.where(missing, 0.0, block)
+    sums = np.array([row.sum() for row in block])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+
+
+def _aggregate(columns: _Columns, metrics: Sequence[str], rows: np.ndarray) -> dict[str, Any]:
+    """Means over the answerable queries among `rows` (positions), and the abstention queries' figures."""
+    abstaining = columns.abstention[rows]
+    answerable = rows[~abstaining]
+    out: dict[str, Any] = {"n_queries": int(len(rows)), "n_answerable": int(len(answerable))}
+    means = _nanmean(columns.values[:, answerable]) if len(answerable) else None
+    out.update({m: float(means[i]) if means is not None else None for i, m in enumerate(metrics)})
+    abstained = rows[abstaining]
+    if len(abstained):
+        top = columns.top_score[abstained]
+        out["abstention_n"] = int(len(abstained))
+        out["abstention_top_score_mean"] = float(_nanmean(top)[0]) if (~np.isnan(top)).any() else None
+        out["abstention_returned_nothing"] = int((columns.n_returned[abstained] == 0).sum())
     return out
 
 
 def summarize(frame: pd.DataFrame, metrics: Sequence[str], *, seed: int = 0) -> dict[str, Any]:
     """The metrics.json content: overall (with bootstrap 95% CIs), per label value, latency, leaks."""
-    overall = _aggregate(frame, metrics)
+    columns = _Columns.of(frame, metrics)
+    overall = _aggregate(columns, metrics, np.arange(len(frame)))
     # Latency only from work measured in this run: a stage answered from a cache has a NaN timing
     # (retrieval/pipeline.py), so its queries have none; with none measured, the figures are null.
     latency = frame["latency_ms"].dropna()
@@ -106,14 +140,14 @@ def summarize(frame: pd.DataFrame, metrics: Sequence[str], *, seed: int = 0) -> 
     answerable = frame[~frame["abstention"]]
     ci = {}
     if len(answerable):  # one set of resample draws shared by every metric
-        columns = {m: answerable[m].to_numpy() for m in metrics if answerable[m].notna().all()}
-        ci = {m: list(interval) for m, interval in bootstrap_cis(columns, seed=seed).items()}
+        columns_ci = {m: answerable[m].to_numpy() for m in metrics if answerable[m].notna().all()}
+        ci = {m: list(interval) for m, interval in bootstrap_cis(columns_ci, seed=seed).items()}
     by_label: dict[str, dict[str, Any]] = {}
     for column in (c for c in frame.columns if c.startswith("label.")):
-        name = column.removeprefix("label.")
-        by_label[name] = {
-            str(value): _aggregate(group, metrics)
-            for value, group in frame.groupby(column, sort=True, dropna=True)
+        # The groups of `frame.groupby(column, sort=True, dropna=True)`: sorted values, no missing one.
+        codes, values = pd.factorize(frame[column], sort=True, use_na_sentinel=True)
+        by_label[column.removeprefix("label.")] = {
+            str(value): _aggregate(columns, metrics, np.flatnonzero(codes == i)) for i, value in enumerate(values)
         }
     return {
         "overall": overall,
