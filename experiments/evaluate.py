@@ -147,7 +147,8 @@ def summarize(frame: pd.DataFrame, metrics: Sequence[str], *, seed: int = 0) -> 
         # The groups of `frame.groupby(column, sort=True, dropna=True)`: sorted values, no missing one.
         codes, values = pd.factorize(frame[column], sort=True, use_na_sentinel=True)
         by_label[column.removeprefix("label.")] = {
-            str(value): _aggregate(columns, metrics, np.flatnonzero(codes == i)) for i, value in enumerate(values)
+            str(value): _aggregate(columns, metrics, np.flatnonzero(codes == code))
+            for code, value in enumerate(values)
         }
     return {
         "overall": overall,

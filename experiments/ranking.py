@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from experiments.float_text import float_reprs
 from retrieval.types import RankedList
 
 FILENAME = "ranking.csv"
@@ -45,33 +46,56 @@ def write_ranking(
     columns: list[str] = ["score"]
     for r in ranked:  # every column any query has, in pipeline order; score first
         columns += [c for c in r.columns if c not in columns]
+    # Written column by column over all queries (one `float_reprs` call a column): cell by cell, this file
+    # was most of a sweep job's write time.
+    fixed: list[list[object]] = [[], [], [], []]
+    cells: dict[str, list[object]] = {c: [] for c in columns}
+    for r in ranked:
+        judged = qrels.get(r.query_id, {})
+        relevant = {m for m, grade in judged.items() if (grade or 0) > 0}
+        keep = list(range(min(k, len(r.memory_ids))))
+        keep += [i for i, m in enumerate(r.memory_ids[k:], k) if m in relevant] if relevant else []
+        fixed[0] += [r.query_id] * len(keep)
+        fixed[1] += [i + 1 for i in keep]
+        fixed[2] += [r.memory_ids[i] for i in keep]
+        fixed[3] += ["" if (g := judged.get(r.memory_ids[i])) is None else g for i in keep]
+        for c in columns:
+            column = r.columns.get(c)
+            cells[c].append([""] * len(keep) if column is None else _kept(column, keep))
     with open(path, "w", encoding="utf-8", newline="") as fh:
         out = csv.writer(fh)
         out.writerow([*FIXED, *columns])
-        for r in ranked:
-            judged = qrels.get(r.query_id, {})
-            keep = [i for i, m in enumerate(r.memory_ids) if i < k or (judged.get(m) or 0) > 0]
-            # Each column's kept cells at once (tolist gives Python scalars): per-cell numpy indexing was
-            # most of a sweep job's write time.
-            cells = [_cells(r.columns[c], keep) if c in r.columns else [""] * len(keep) for c in columns]
-            for j, i in enumerate(keep):
-                grade = judged.get(r.memory_ids[i])
-                out.writerow(
-                    [
-                        r.query_id,
-                        i + 1,
-                        r.memory_ids[i],
-                        "" if grade is None else grade,
-                        *(c[j] for c in cells),
-                    ]
-                )
+        out.writerows(zip(*fixed, *(_texts(cells[c]) for c in columns), strict=True))
 
 
-def _cells(column, keep: list[int]) -> list[object]:
-    if isinstance(column, np.ndarray) and column.dtype.kind == "f":  # what _cell does to each float
-        return ["" if v != v else repr(v) for v in column[keep].tolist()]
+def _kept(column, keep: list[int]) -> object:
+    """A column's kept cells: a float array stays an array (printed with the others), the rest as cells."""
+    if isinstance(column, np.ndarray) and column.dtype.kind == "f":
+        return column[keep]
+    if isinstance(column, np.ndarray) and column.dtype.kind in "iub":  # tolist gives Python scalars
+        return column[keep].tolist()
     values = column[keep].tolist() if isinstance(column, np.ndarray) else [column[i] for i in keep]
     return [_cell(v) for v in values]
+
+
+def _texts(parts: list) -> list[object]:
+    """One column's cells over all queries; float arrays as `repr` text (all in one call), NaN empty."""
+    arrays = [p for p in parts if isinstance(p, np.ndarray)]
+    values = np.concatenate(arrays) if arrays else np.zeros(0)
+    texts = float_reprs(values)
+    if np.isnan(values).any():
+        texts = ["" if t == "nan" else t for t in texts]
+    if len(arrays) == len(parts):
+        return texts
+    out: list[object] = []
+    at = 0
+    for part in parts:
+        if isinstance(part, np.ndarray):
+            out += texts[at : at + len(part)]
+            at += len(part)
+        else:
+            out += part
+    return out
 
 
 def read_ranking(path: str | Path) -> pd.DataFrame:

@@ -1,0 +1,114 @@
+"""run.trec and ranking.csv text: fast formatting that is exactly what the plain Python loops write."""
+
+from __future__ import annotations
+
+import csv
+
+import numpy as np
+import pytest
+
+from experiments.float_text import float_reprs
+from experiments.ranking import read_ranking, write_ranking
+from experiments.trec import TIE_GAP, read_run, strictly_decreasing, write_run
+from retrieval.types import RankedList
+
+EDGES = [0.0, -0.0, 1.0, -1.0, 0.1, 1 / 3, 1e-4, -1e-4, 9.999999999999999e-05, 1e-5, 5e-324]
+EDGES += [2.2250738585072014e-308, 1e16, 9999999999999998.0, -1e16, 1.7976931348623157e308, 123456789.125]
+EDGES += [np.nan, np.inf, -np.inf]
+
+
+def one_by_one(scores) -> list[float]:
+    """The rule, as first written: top down, a score not clearly below the one above is lowered."""
+    out = [float(s) for s in scores]
+    for i in range(1, len(out)):
+        gap = max(abs(out[i - 1]), 1e-9) * TIE_GAP
+        if out[i] > out[i - 1] - gap:
+            out[i] = out[i - 1] - gap
+    return out
+
+
+def test_float_reprs_is_repr_on_every_edge_and_a_million_floats():
+    rng = np.random.default_rng(7)
+    values = np.concatenate(
+        [
+            EDGES,
+            rng.normal(size=300_000),
+            rng.random(200_000) * 100,
+            np.float32(rng.normal(size=200_000)).astype(np.float64),  # scores that went through float32
+            10 ** rng.uniform(-8, 20, 300_000) * rng.choice([-1, 1], 300_000),  # both sides of both layouts
+            rng.integers(-(10**6), 10**6, 50_000).astype(np.float64),
+        ]
+    )
+    assert float_reprs(values) == [repr(v) for v in values.tolist()]
+    assert float_reprs(np.zeros(0)) == []
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_lowering_ties_is_the_one_by_one_rule_with_chains_nan_and_infinities(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 60))
+    scores = np.sort(rng.choice([3.0, 1.0, 0.5, 0.0, -2.0, 1e-12], n))[::-1]  # long runs of ties
+    if seed % 3 == 0 and n:
+        scores[rng.integers(0, n)] = np.nan
+    if seed % 4 == 0 and n > 2:
+        scores[:2] = np.inf
+    if seed % 5 == 0 and n:
+        scores[-1] = -np.inf
+    expected = one_by_one(scores)
+    np.testing.assert_array_equal(strictly_decreasing(scores), expected)
+
+
+def test_run_file_keeps_the_harness_order_and_the_scores_read_back(tmp_path):
+    rng = np.random.default_rng(3)
+    ranked = []
+    for q in range(40):
+        n = int(rng.integers(0, 30))
+        scores = np.sort(rng.choice([0.9, 0.5, 0.5001, 0.1], n) if q % 2 else rng.normal(size=n))[::-1]
+        ranked.append(RankedList(f"q{q}", tuple(f"m{q}-{i}" for i in range(n)), scores, {}, {}))
+    write_run(ranked, tmp_path / "run.trec", tag="t")
+    lines = (tmp_path / "run.trec").read_text().splitlines()
+    assert len(lines) == sum(len(r.memory_ids) for r in ranked)
+    written: dict[str, list[float]] = {}
+    for line in lines:
+        qid, q0, doc, rank, score, tag = line.split(" ")
+        assert q0 == "Q0" and tag == "t" and int(rank) == len(written.get(qid, [])) + 1
+        written.setdefault(qid, []).append(float(score))  # reads back to exactly the lowered float
+    for r in ranked:
+        assert written.get(r.query_id, []) == one_by_one(r.scores)
+    assert read_run(tmp_path / "run.trec") == {r.query_id: list(r.memory_ids) for r in ranked if r.memory_ids}
+    bad = RankedList("q", ("a", "b"), np.array([1.0]), {}, {})
+    with pytest.raises(ValueError, match="2 memory ids but 1 scores"):
+        write_run([bad], tmp_path / "bad.trec")
+
+
+def test_ranking_file_cells_are_repr_text_nan_empty_and_hostile_ids_quoted(tmp_path):
+    ids = ("a,b", 'quote"d', "line\nbreak", "plain", " space ", "x")
+    columns = {
+        "bm25": np.array([2.5, np.nan, 1e-5, 0.1, 1 / 3, -0.0]),
+        "bm25_rank": np.arange(1, 7),
+        "label": ["p", "q", "r", "s", "t", "u"],
+    }
+    ranked = [
+        RankedList("q,1", ids, np.arange(6.0, 0, -1), {**columns, "score": np.arange(6.0, 0, -1)}, {}),
+        RankedList("q2", ids[:2], np.array([1.0, 0.5]), {"score": np.array([1.0, 0.5])}, {}),  # no bm25
+    ]
+    qrels = {"q,1": {"x": 2, "plain": 0}, "q2": {}}
+    write_ranking(ranked, qrels, tmp_path / "ranking.csv", k=3)
+    with open(tmp_path / "ranking.csv", newline="", encoding="utf-8") as fh:
+        rows = list(csv.reader(fh))
+    assert rows[0] == ["query_id", "rank", "memory_id", "relevance", "score", "bm25", "bm25_rank", "label"]
+    # the top 3, then the relevant memory ranked 6th (a judged-not-relevant one below k is not kept)
+    assert [r[:4] for r in rows[1:5]] == [
+        ["q,1", "1", "a,b", ""],
+        ["q,1", "2", 'quote"d', ""],
+        ["q,1", "3", "line\nbreak", ""],
+        ["q,1", "6", "x", "2"],
+    ]
+    assert [r[5] for r in rows[1:5]] == ["2.5", "", "1e-05", "-0.0"]
+    assert [r[6:] for r in rows[1:5]] == [["1", "p"], ["2", "q"], ["3", "r"], ["6", "u"]]
+    assert rows[5:] == [
+        ["q2", "1", "a,b", "", "1.0", "", "", ""],
+        ["q2", "2", 'quote"d', "", "0.5", "", "", ""],
+    ]
+    frame = read_ranking(tmp_path / "ranking.csv")
+    assert frame["memory_id"].tolist()[:3] == ["a,b", 'quote"d', "line\nbreak"]
