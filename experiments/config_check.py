@@ -25,7 +25,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from experiments.metrics import parse_metric
-from retrieval.pipeline import Pipeline, PipelineConfigError
+from retrieval.pipeline import Pipeline, PipelineConfigError, ProcessMemo
 from retrieval.stage import value_problems
 
 RESUME_CHOICES = ("auto", True, False)
@@ -215,14 +215,15 @@ def variant_problems(cfg: DictConfig) -> list[str]:
     return []
 
 
-def check_config(cfg: DictConfig) -> Pipeline:
-    """Every problem of a run config at once (ConfigError), or the pipeline it builds."""
+def check_config(cfg: DictConfig, memo: ProcessMemo | None = None) -> Pipeline:
+    """Every problem of a run config at once (ConfigError), or the pipeline it builds (its unchanged
+    stages from `memo`, in a sweep: retrieval.pipeline.Pipeline.from_config)."""
     problems = run_problems(cfg) + suite_problems(cfg) + variant_problems(cfg)
     pipeline = None
     if not any(p.startswith(("variant", "stage:")) for p in problems):
         depth = cfg.depth if _is_int(cfg.get("depth")) else 100
         try:
-            pipeline = Pipeline.from_config(list(cfg.variant.stages), cfg.stage, depth=depth)
+            pipeline = Pipeline.from_config(list(cfg.variant.stages), cfg.stage, depth=depth, memo=memo)
         except PipelineConfigError as err:
             problems += err.problems
     if problems:

@@ -156,7 +156,8 @@ def run_experiment(
     """Run, evaluate, write, log. In a multirun (`multirun`) the process memo is reused, finished jobs
     are skipped (see experiments.sweeps), and `parent` (the sweep's MLflow parent) makes it a child run.
     """
-    pipeline = check_config(cfg)  # every config problem at once (ConfigError), before any data is read
+    # every config problem at once (ConfigError), before any data is read
+    pipeline = check_config(cfg, memo=process_memo() if multirun else None)
     pipeline.check_models()  # a missing model is a clear error now, not after retrieval ran
     suite = load_suite_from_config(cfg, memoise=multirun)  # validates: bad input fails here, before work
     cfg_hash = config_hash(cfg)

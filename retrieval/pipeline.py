@@ -19,7 +19,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import json
 import math
+import os
 import re
 import time
 from collections import OrderedDict
@@ -150,12 +152,20 @@ class Pipeline:
         object.__setattr__(self, "rank", tuple(s for s in active if isinstance(s, RankStage)))
 
     @classmethod
-    def from_config(cls, order: Sequence[str], stages: Mapping[str, Any], depth: int = 100) -> Pipeline:
+    def from_config(
+        cls,
+        order: Sequence[str],
+        stages: Mapping[str, Any],
+        depth: int = 100,
+        memo: ProcessMemo | None = None,
+    ) -> Pipeline:
         """Build from a variant's stage order and the `stage` config mapping (Hydra `_target_` nodes).
 
         Every stage's values are checked before the pipeline exists: each field against its annotation
         (retrieval.stage.field_type_problems), then the stage's own ranges on construction. One
         PipelineConfigError lists every problem of every stage as `stage.<name>.<field>: <problem>`.
+        With a `memo` (a sweep's jobs), a stage whose resolved config and named files are unchanged is
+        the one built before: building them (Hydra's instantiate) was a tenth of a sweep job's time.
         """
         missing = [name for name in order if name not in stages]
         if missing:
@@ -163,7 +173,12 @@ class Pipeline:
         problems: list[str] = []
         built = []
         for name in order:
-            stage = _build_stage(name, stages[name], problems)
+            key = _stage_key(stages[name]) if memo is not None else None
+            stage = memo.get(f"stage.{name}", key) if key is not None else None
+            if stage is None:
+                stage = _build_stage(name, stages[name], problems)
+                if stage is not None and key is not None:
+                    memo.put(f"stage.{name}", key, stage)
             if stage is not None:
                 built.append(stage)
         if problems:
@@ -345,6 +360,35 @@ def _single_channel(corpus: Corpus, channel: str, hits: tuple[np.ndarray, np.nda
     index, scores = hits
     rank = np.arange(1, len(index) + 1)
     return Candidates(corpus, index, {channel: scores, f"{channel}_rank": rank, "score": scores})
+
+
+def _stage_key(node: Any) -> str | None:
+    """What a stage built from `node` depends on: its resolved config, the working directory (relative
+    paths) and the size and mtime of every file it names; None when the config does not resolve (the
+    build then reports why)."""
+    from omegaconf import OmegaConf
+
+    try:
+        content = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+        text = json.dumps(content, sort_keys=True, default=repr)
+    except Exception:
+        return None
+    files = []
+    for value in _strings(content):
+        if len(value) < 4096 and os.path.isfile(value):
+            stat = os.stat(value)
+            files.append(f"{value}:{stat.st_size}:{stat.st_mtime_ns}")
+    return "|".join([text, os.getcwd(), *sorted(files)])
+
+
+def _strings(node: Any) -> list[str]:
+    if isinstance(node, str):
+        return [node]
+    if isinstance(node, Mapping):
+        return [s for v in node.values() for s in _strings(v)]
+    if isinstance(node, list | tuple):
+        return [s for v in node for s in _strings(v)]
+    return []
 
 
 def _build_stage(name: str, node: Any, problems: list[str]) -> Stage | None:

@@ -122,3 +122,30 @@ def test_top_n_breaks_ties_by_index_deterministically():
     scores = np.array([1.0, 3.0, 3.0, 2.0, 3.0])
     assert top_n(scores, 2).tolist() == [1, 2]
     assert top_n(scores, 10).tolist() == [1, 2, 4, 3, 0]
+
+
+def test_a_sweep_reuses_a_stage_only_while_its_config_and_the_files_it_names_are_unchanged(tmp_path):
+    from omegaconf import OmegaConf
+
+    from retrieval.pipeline import ProcessMemo
+
+    run = tmp_path / "run.trec"
+    run.write_text("q1 Q0 m1 1 2.0 x\n")
+    stages = OmegaConf.create(
+        {
+            "trec": {"_target_": "retrieval.retrievers.trec_run.TrecRunRetriever", "path": str(run)},
+            "boost": {"_target_": "retrieval.stages.instruction_boost.InstructionBoost", "weight": "${w}"},
+        }
+    )
+    config = OmegaConf.create({"w": 0.1, "stage": stages})
+    memo = ProcessMemo()
+    build = lambda: Pipeline.from_config(["trec", "boost"], config.stage, memo=memo).stages  # noqa: E731
+    first = build()
+    assert [a is b for a, b in zip(first, build(), strict=True)] == [True, True]
+    config.w = 0.2  # an interpolated value changed: that stage is built again, the other reused
+    second = build()
+    assert second[0] is first[0] and second[1] is not first[1] and second[1].weight == 0.2
+    run.write_text("q1 Q0 m2 1 2.0 x\n")  # the file a stage names changed: built again, new hash
+    third = build()
+    assert third[0] is not first[0] and third[0].fingerprint() != first[0].fingerprint()
+    assert Pipeline.from_config(["trec"], config.stage).stages[0] is not third[0]  # no memo: always built
