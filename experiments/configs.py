@@ -6,9 +6,12 @@ way to compose them outside a Hydra app (gate, reports, benchmarks, tests).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+import yaml
 from omegaconf import DictConfig
 
 CONF_DIR = Path(__file__).resolve().parent / "conf"
@@ -94,3 +97,30 @@ def answer_help(config_name: str, argv: Sequence[str]) -> bool:
         return False
     print(help_text(config_name))
     return True
+
+
+def yaml_text(container: Any) -> str:
+    """`OmegaConf.to_yaml` of a config already turned into a container (to_container), through libyaml's
+    emitter when PyYAML has it: ~4x faster, a sweep job writes its config every run. The representers are
+    OmegaConf's (a string that would read back as a number or bool is quoted); a long string may be folded
+    at other places, and the YAML reads back the same (tests/test_configs.py)."""
+    dumper = _dumper()
+    return yaml.dump(container, default_flow_style=False, allow_unicode=True, sort_keys=False, Dumper=dumper)
+
+
+@functools.cache
+def _dumper() -> type:
+    from omegaconf._utils import get_omega_conf_dumper
+
+    omegaconf_dumper = get_omega_conf_dumper()
+    if not getattr(yaml, "__with_libyaml__", False):
+        return omegaconf_dumper
+
+    class Dumper(yaml.CDumper):
+        pass
+
+    for kind, represent in omegaconf_dumper.yaml_representers.items():
+        Dumper.add_representer(kind, represent)
+    for kind, represent in omegaconf_dumper.yaml_multi_representers.items():
+        Dumper.add_multi_representer(kind, represent)
+    return Dumper

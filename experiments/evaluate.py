@@ -36,19 +36,22 @@ def scope_leaks(suite: Suite, output: RunOutput) -> pd.Series:
     """Per query, how many returned memories belong to another scope (must be 0).
 
     Independent of the code it checks: compares the query's and each returned memory's scope as
-    plain dicts, never through `retrieval.types.scope_key` (the partitioning encoding). A returned
-    id that names no known memory counts as a leak too.
+    plain sets of (key, value) pairs, never through `retrieval.types.scope_key` (the partitioning
+    encoding). A returned id that names no known memory counts as a leak too.
     """
-    scope_of: dict[str, dict[str, str]] = {m.id: dict(m.scope) for m in suite.memories}
-    scope_of.update({m.id: dict(m.scope) for m in output.corpus.memories})
-    query_scope = {q.id: dict(q.scope) for q in suite.queries}
-    return pd.Series(
-        {
-            r.query_id: sum(scope_of.get(mid) != query_scope[r.query_id] for mid in r.memory_ids)
-            for r in output.ranked
-        },
-        dtype=int,
-    )
+    codes: dict[frozenset, int] = {}  # each distinct scope once; a memory or query holds its number
+
+    def code(scope) -> int:
+        return codes.setdefault(frozenset(dict(scope).items()), len(codes))
+
+    scope_of = {m.id: code(m.scope) for m in suite.memories}
+    scope_of.update({m.id: code(m.scope) for m in output.corpus.memories})
+    query_scope = {q.id: code(q.scope) for q in suite.queries}
+    leaks = {}
+    for r in output.ranked:
+        scopes = [scope_of.get(m) for m in r.memory_ids]
+        leaks[r.query_id] = len(scopes) - scopes.count(query_scope[r.query_id])
+    return pd.Series(leaks, dtype=int)
 
 
 def per_query_table(suite: Suite, output: RunOutput, metrics: Sequence[str]) -> pd.DataFrame:

@@ -26,7 +26,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.config_check import SUITE_REPORT_KEYS, ConfigError, check_config
-from experiments.configs import answer_help
+from experiments.configs import answer_help, yaml_text
 from experiments.suites.jsonl import write_qrels
 from experiments.suites.suite import Suite, SuiteError
 from experiments.sweep_tracking import JobFailed, job_failed, job_started, read_parent
@@ -160,7 +160,8 @@ def run_experiment(
     pipeline = check_config(cfg, memo=process_memo() if multirun else None)
     pipeline.check_models()  # a missing model is a clear error now, not after retrieval ran
     suite = load_suite_from_config(cfg, memoise=multirun)  # validates: bad input fails here, before work
-    cfg_hash = config_hash(cfg)
+    resolved = OmegaConf.to_container(cfg, resolve=True)  # one resolution: hash, config.yaml, params
+    cfg_hash = config_hash(resolved)
     tracker: MlflowTracker | None = (
         instantiate(cfg.tracking.tracker, **(parent or {})) if cfg.tracking.enabled else None
     )
@@ -197,7 +198,8 @@ def run_experiment(
     evaluation.metrics["config_hash"] = cfg_hash
     evaluation.metrics["code_version"] = code_version()
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    config_text = yaml_text(resolved)
+    (run_dir / "config.yaml").write_text(config_text)
     # The same provenance as the MLflow tags, on disk too: reports built from run directories read it.
     tags = {**_tags(cfg, suite, pipeline), CONFIG_HASH_TAG: cfg_hash, CODE_VERSION_TAG: code_version()}
     (run_dir / "tags.json").write_text(json.dumps(tags, indent=2))
@@ -220,12 +222,12 @@ def run_experiment(
     if tracker is not None:
         run_id = tracker.log(
             run_name=f"{suite.name}-{cfg.variant.name}",
-            params=flatten(OmegaConf.to_container(cfg, resolve=True)),
+            params=flatten(resolved),
             metrics=mlflow_metrics(evaluation.metrics),
             metric_names=mlflow_metric_names(evaluation.metrics),
             tags=tags,
             run_dir=run_dir,
-            config_text=OmegaConf.to_yaml(cfg, resolve=True),
+            config_text=config_text,
             started_ms=started_ms,
             dataset=SuiteDataset(
                 name=suite.name,

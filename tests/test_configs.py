@@ -63,3 +63,21 @@ def test_caching_off_means_no_cache_folder_anywhere():
     cfg = compose_with("variant=cross_encoder", "cache_dir=null")
     assert cfg.encoder.cache_dir is None and cfg.stage.cross_encoder.scorer.cache_dir is None
     assert compose_with().encoder.cache_dir == ".memeval_cache/embeddings"
+
+
+def test_config_yaml_reads_back_as_omegaconf_writes_it_for_every_variant_and_awkward_strings():
+    import yaml
+    from omegaconf import OmegaConf
+
+    from experiments.configs import yaml_text
+
+    awkward = ["1", "1.5", "1e3", "true", "on", "no", "null", "~", "", " lead", "a: b", "#x", "- x", "ünï ☃"]
+    awkward += ["line\nbreak", "x" * 300 + " y" * 200, "'quoted'", '"dq"', "%tag", "@at", "`tick`"]
+    configs = [OmegaConf.to_container(compose_with(f"variant={v}"), resolve=True) for v in VARIANTS]
+    nested = {s or "empty": s for s in awkward}
+    configs.append({"strings": awkward, "nested": nested, "n": [1, 1.0, None, True]})
+    for container in configs:
+        ours = yaml_text(container)
+        theirs = OmegaConf.to_yaml(OmegaConf.create(container))
+        assert yaml.safe_load(ours) == yaml.safe_load(theirs) == container
+        assert OmegaConf.to_container(OmegaConf.create(ours)) == container

@@ -246,3 +246,37 @@ def test_a_job_with_an_unknown_key_fails_before_any_job_runs(tmp_path):
     assert out.returncode != 0
     assert "no_such_key" in out.stderr
     assert not list((tmp_path / "sweep").glob("*/metrics.json"))  # no job ran
+
+
+def test_the_memeval_launcher_writes_each_job_what_hydras_basic_launcher_writes(tmp_path):
+    """Same jobs through both launchers: the same .hydra files (read back), job logs and results."""
+    import yaml
+
+    suite = write_tiny_suite(tmp_path)
+    points = ("stage.bm25.k1=1.2,1.8", "+hydra.job.env_set.MEMEVAL_TEST_ENV=x", "resume=false")
+    runs = {}
+    for launcher in ("basic", "memeval"):
+        out = sweep(tmp_path, suite, tmp_path / launcher, *points, f"hydra/launcher={launcher}")
+        assert out.returncode == 0, out.stderr
+        runs[launcher] = job_dirs(tmp_path / launcher)
+    assert [j.name for j in runs["basic"]] == [j.name for j in runs["memeval"]] == ["0", "1"]
+    for basic, ours in zip(runs["basic"], runs["memeval"], strict=True):
+        for name in ("config.yaml", "hydra.yaml", "overrides.yaml"):
+            theirs, mine = (yaml.safe_load((d / ".hydra" / name).read_text()) for d in (basic, ours))
+            if name == "hydra.yaml":  # where each launcher wrote, and which launcher: the only differences
+                for doc, where in ((theirs, basic), (mine, ours)):
+                    assert doc["hydra"]["runtime"]["output_dir"] == str(where.resolve())
+                    assert doc["hydra"]["sweep"]["dir"] == str(where.parent)
+                    doc["hydra"]["runtime"]["output_dir"] = doc["hydra"]["sweep"]["dir"] = None
+                    doc["hydra"]["launcher"] = doc["hydra"]["runtime"]["choices"]["hydra/launcher"] = None
+                    kept = ("hydra/launcher", "hydra.sweep")
+                    doc["hydra"]["overrides"]["hydra"] = [
+                        o for o in doc["hydra"]["overrides"]["hydra"] if not o.startswith(kept)
+                    ]
+            assert mine == theirs, name
+        assert (ours / "run.log").is_file() and (basic / "run.log").is_file()
+        # the same scores (the second sweep's latencies come from the first one's cache: not compared)
+        metrics = [json.loads((d / "metrics.json").read_text()) for d in (basic, ours)]
+        scores = [{k: v for k, v in m["overall"].items() if "@" in k or k in ("RR", "AP")} for m in metrics]
+        assert scores[0] == scores[1] and len(scores[0]) >= 5
+        assert metrics[0]["config_hash"] == metrics[1]["config_hash"]
