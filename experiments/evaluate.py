@@ -39,19 +39,35 @@ def scope_leaks(suite: Suite, output: RunOutput) -> pd.Series:
     plain sets of (key, value) pairs, never through `retrieval.types.scope_key` (the partitioning
     encoding). A returned id that names no known memory counts as a leak too.
     """
-    codes: dict[frozenset, int] = {}  # each distinct scope once; a memory or query holds its number
-
-    def code(scope) -> int:
-        return codes.setdefault(frozenset(dict(scope).items()), len(codes))
-
-    scope_of = {m.id: code(m.scope) for m in suite.memories}
-    scope_of.update({m.id: code(m.scope) for m in output.corpus.memories})
-    query_scope = {q.id: code(q.scope) for q in suite.queries}
+    codes, scope_of = _scope_numbers(suite.memories, output.corpus)
+    query_scope = {q.id: _code(codes, q.scope) for q in suite.queries}
     leaks = {}
     for r in output.ranked:
         scopes = [scope_of.get(m) for m in r.memory_ids]
         leaks[r.query_id] = len(scopes) - scopes.count(query_scope[r.query_id])
     return pd.Series(leaks, dtype=int)
+
+
+def _code(codes: dict[frozenset, int], scope) -> int:
+    """A scope's number: each distinct set of (key, value) pairs gets the next one."""
+    return codes.setdefault(frozenset(dict(scope).items()), len(codes))
+
+
+# The last (memories, corpus, numbers, each id's number): the jobs of a sweep share one suite and corpus.
+_LAST_SCOPES: list[tuple] = []
+
+
+def _scope_numbers(memories, corpus) -> tuple[dict[frozenset, int], dict[str, int]]:
+    """Every known memory id's scope number: the suite's memories, then the ingested corpus's. Reused
+    while both are the very objects it was made from (immutable: a suite's memories, a corpus)."""
+    for known, known_corpus, codes, scope_of in _LAST_SCOPES:
+        if known is memories and known_corpus is corpus:
+            return codes, scope_of
+    codes: dict[frozenset, int] = {}
+    scope_of = {m.id: _code(codes, m.scope) for m in memories}
+    scope_of.update({m.id: _code(codes, m.scope) for m in corpus.memories})
+    _LAST_SCOPES[:] = [(memories, corpus, codes, scope_of)]
+    return codes, scope_of
 
 
 def per_query_table(suite: Suite, output: RunOutput, metrics: Sequence[str]) -> pd.DataFrame:

@@ -10,6 +10,7 @@ objective metric, so Hydra sweepers (Optuna) can optimise it.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -280,12 +281,6 @@ def _skip(run_dir: Path, cfg_hash: str, finished: Any, tracker: MlflowTracker | 
 
 
 def _tags(cfg: DictConfig, suite: Suite, pipeline: Pipeline) -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        package_version = version("memeval")
-    except PackageNotFoundError:
-        package_version = "unknown"
     revisions = {s.name: s.encoder.fingerprint() for s in pipeline.stages if hasattr(s, "encoder")}
     return {
         "suite": suite.name,
@@ -294,8 +289,18 @@ def _tags(cfg: DictConfig, suite: Suite, pipeline: Pipeline) -> dict[str, str]:
         "pipeline": " -> ".join(s.name for s in pipeline.stages),
         "model_revisions": json.dumps(revisions) if revisions else "none",
         "git_commit": git_commit(),
-        "memeval_version": package_version,
+        "memeval_version": _package_version(),
     }
+
+
+@functools.cache
+def _package_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("memeval")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def _job_failed(cfg: DictConfig, run_dir: Path, parent: dict[str, str], err: BaseException) -> None:

@@ -8,6 +8,7 @@ the store and the directory that holds the results.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -273,7 +274,10 @@ def overall_from_mlflow(client: Any, run: Any, names: list[str]) -> dict[str, fl
     return {name: stored[key] for name, key in legacy.items() if key in stored}
 
 
+@functools.cache
 def git_commit() -> str:
+    """The checkout's commit when this process first asks: the code it imported (a sweep's jobs all run
+    the code loaded at its start, as `code_version` is per process too)."""
     try:
         return subprocess.run(
             ["git", "rev-parse", "HEAD"],
