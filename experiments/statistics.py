@@ -15,6 +15,7 @@ the same inputs and seed give bit-identical results in any process, on one core 
 from __future__ import annotations
 
 import functools
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Literal, NamedTuple
 
@@ -156,10 +157,14 @@ def bootstrap_cis(
     if n_resamples < 1:
         raise ValueError(f"n_resamples must be positive, got {n_resamples}")
     (n,) = sizes
-    names = list(arrays)
-    estimates = {name: np.empty(n_resamples) for name in names}
     mean = statistic is np.mean
-    for start, stop, indices, counts in _resamples(n, n_resamples, seed, want_counts=mean):
+    # A mean's interval depends only on the values, resamples, seed and confidence (never on the other
+    # columns): intervals already computed in this process are reused (a sweep's jobs repeat many columns).
+    keys = {name: (a.tobytes(), n_resamples, seed, confidence) for name, a in arrays.items()} if mean else {}
+    out = {name: _MEAN_CIS[key] for name, key in keys.items() if key in _MEAN_CIS}
+    names = [name for name in arrays if name not in out]
+    estimates = {name: np.empty(n_resamples) for name in names}
+    for start, stop, indices, counts in _resamples(n, n_resamples, seed, want_counts=mean) if names else ():
         if mean:
             # The mean of a resample is (how often each query was drawn) . values / n. einsum runs
             # numpy's own loops (deterministic, no BLAS), one column at a time, so a column's interval
@@ -171,11 +176,18 @@ def bootstrap_cis(
         for name in names:
             estimates[name][start:stop] = statistic(arrays[name][indices], axis=-1)
     tail = (1.0 - confidence) / 2.0
-    out = {}
     for name, est in estimates.items():
         low, high = np.quantile(est, [tail, 1.0 - tail])
         out[name] = ConfidenceInterval(float(low), float(high))
-    return out
+        if mean:
+            _MEAN_CIS[keys[name]] = out[name]
+    while len(_MEAN_CIS) > _MEAN_CIS_KEPT:
+        _MEAN_CIS.popitem(last=False)
+    return {name: out[name] for name in arrays}
+
+
+_MEAN_CIS: OrderedDict[tuple, ConfidenceInterval] = OrderedDict()
+_MEAN_CIS_KEPT = 512
 
 
 def paired_randomization_test(

@@ -275,3 +275,26 @@ def test_bootstrap_cis_shares_draws_and_equals_bootstrap_ci_per_column():
         assert together[name] == bootstrap_ci(values, seed=11)
     with pytest.raises(ValueError, match="one value per query"):
         bootstrap_cis({"a": rng.random(3), "b": rng.random(4)})
+
+
+def test_bootstrap_cis_reuses_an_interval_only_for_the_same_values_draws_and_confidence():
+    from experiments import statistics
+    from experiments.statistics import bootstrap_cis
+
+    rng = np.random.default_rng(5)
+    values = rng.random(41)
+    statistics._MEAN_CIS.clear()
+    fresh = bootstrap_cis({"a": values}, seed=2)["a"]
+    assert len(statistics._MEAN_CIS) == 1
+    assert bootstrap_cis({"b": values.copy(), "c": values**2}, seed=2)["b"] == fresh  # reused
+    assert len(statistics._MEAN_CIS) == 2  # only the new column was computed
+    changed = values.copy()
+    changed[0] += 1e-12
+    for other in (
+        bootstrap_cis({"a": changed}, seed=2)["a"],
+        bootstrap_cis({"a": values}, seed=3)["a"],
+        bootstrap_cis({"a": values}, seed=2, confidence=0.9)["a"],
+    ):
+        assert other != fresh
+    statistics._MEAN_CIS.clear()
+    assert bootstrap_cis({"a": values}, seed=2)["a"] == fresh  # computed again: the same interval
