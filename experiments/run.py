@@ -10,7 +10,6 @@ objective metric, so Hydra sweepers (Optuna) can optimise it.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import shutil
@@ -50,6 +49,7 @@ from experiments.tracking import (
     git_commit,
     mlflow_metric_names,
     mlflow_metrics,
+    package_version,
     resolve_uri,
 )
 from experiments.trec import write_run
@@ -289,18 +289,8 @@ def _tags(cfg: DictConfig, suite: Suite, pipeline: Pipeline) -> dict[str, str]:
         "pipeline": " -> ".join(s.name for s in pipeline.stages),
         "model_revisions": json.dumps(revisions) if revisions else "none",
         "git_commit": git_commit(),
-        "memeval_version": _package_version(),
+        "memeval_version": package_version(),
     }
-
-
-@functools.cache
-def _package_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("memeval")
-    except PackageNotFoundError:
-        return "unknown"
 
 
 def _job_failed(cfg: DictConfig, run_dir: Path, parent: dict[str, str], err: BaseException) -> None:

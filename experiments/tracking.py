@@ -275,6 +275,17 @@ def overall_from_mlflow(client: Any, run: Any, names: list[str]) -> dict[str, fl
 
 
 @functools.cache
+def package_version() -> str:
+    """The installed memeval's version, once per process (a metadata scan each call)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("memeval")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+@functools.cache
 def git_commit() -> str:
     """The checkout's commit when this process first asks: the code it imported (a sweep's jobs all run
     the code loaded at its start, as `code_version` is per process too)."""
