@@ -113,7 +113,9 @@ class _Columns:
             abstention=frame["abstention"].to_numpy(dtype=bool),
             top_score=frame["top_score"].to_numpy(dtype=np.float64),
             n_returned=frame["n_returned"].to_numpy(),
-            values=np.array([frame[m].to_numpy(dtype=np.float64) for m in metrics]).reshape(len(metrics), -1),
+            values=np.array([frame[m].to_numpy(dtype=np.float64) for m in metrics]).reshape(
+                len(metrics), len(frame)
+            ),
         )
 
 
@@ -156,11 +158,11 @@ def summarize(frame: pd.DataFrame, metrics: Sequence[str], *, seed: int = 0) -> 
     overall["latency_ms_p50"] = float(np.percentile(latency, 50)) if measured else None
     overall["latency_ms_p95"] = float(np.percentile(latency, 95)) if measured else None
     overall["latency_measured"] = measured
-    answerable = frame[~frame["abstention"]]
+    answerable = columns.values[:, ~columns.abstention]
     ci = {}
-    if len(answerable):  # one set of resample draws shared by every metric
-        columns_ci = {m: answerable[m].to_numpy() for m in metrics if answerable[m].notna().all()}
-        ci = {m: list(interval) for m, interval in bootstrap_cis(columns_ci, seed=seed).items()}
+    if answerable.shape[1]:  # one set of resample draws shared by every metric
+        complete = {m: row for m, row in zip(metrics, answerable, strict=True) if not np.isnan(row).any()}
+        ci = {m: list(interval) for m, interval in bootstrap_cis(complete, seed=seed).items()}
     by_label: dict[str, dict[str, Any]] = {}
     for column in (c for c in frame.columns if c.startswith("label.")):
         # The groups of `frame.groupby(column, sort=True, dropna=True)`: sorted values, no missing one.

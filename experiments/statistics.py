@@ -27,6 +27,10 @@ from numpy.typing import ArrayLike
 _CHUNK_ELEMENTS = 1 << 22
 # Resample draws up to this many indices are kept per process (lru of 4: ~14 MB each for BEAM 100K).
 _CACHED_ELEMENTS = 1 << 22
+# Bootstrap intervals of means already computed in this process (values, resamples, seed, confidence): the
+# last 512 are kept (bootstrap_cis).
+_MEAN_CIS: OrderedDict[tuple, ConfidenceInterval] = OrderedDict()
+_MEAN_CIS_KEPT = 512
 # Exact sign-flip enumeration costs 2**m floats for m non-zero differences: 2**20 is 8 MB and ~10 ms.
 EXACT_MAX_N = 20
 # Two test statistics closer than this (relative to the sum of |differences|) are the same value:
@@ -184,10 +188,6 @@ def bootstrap_cis(
     while len(_MEAN_CIS) > _MEAN_CIS_KEPT:
         _MEAN_CIS.popitem(last=False)
     return {name: out[name] for name in arrays}
-
-
-_MEAN_CIS: OrderedDict[tuple, ConfidenceInterval] = OrderedDict()
-_MEAN_CIS_KEPT = 512
 
 
 def paired_randomization_test(

@@ -23,6 +23,7 @@ import json
 import math
 import os
 import re
+import stat
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -375,9 +376,12 @@ def _stage_key(node: Any) -> str | None:
         return None
     files = []
     for value in _strings(content):
-        if len(value) < 4096 and os.path.isfile(value):
-            stat = os.stat(value)
-            files.append(f"{value}:{stat.st_size}:{stat.st_mtime_ns}")
+        try:
+            found = os.stat(value) if len(value) < 4096 else None
+        except (OSError, ValueError):  # not a path, or no such file
+            continue
+        if found is not None and stat.S_ISREG(found.st_mode):
+            files.append(f"{value}:{found.st_size}:{found.st_mtime_ns}")
     return "|".join([text, os.getcwd(), *sorted(files)])
 
 
