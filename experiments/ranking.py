@@ -10,7 +10,6 @@ The comparison report's per-query drill-down reads it back (`read_ranking`).
 
 from __future__ import annotations
 
-import csv
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -46,56 +45,86 @@ def write_ranking(
     columns: list[str] = ["score"]
     for r in ranked:  # every column any query has, in pipeline order; score first
         columns += [c for c in r.columns if c not in columns]
-    # Written column by column over all queries (one `float_reprs` call a column): cell by cell, this file
-    # was most of a sweep job's write time.
-    fixed: list[list[object]] = [[], [], [], []]
-    cells: dict[str, list[object]] = {c: [] for c in columns}
+    # Built column by column over all queries, then joined into lines: cell by cell (and csv.writer's
+    # per-cell work), this file was the largest part of a sweep job's write time. The text is exactly what
+    # csv.writer writes (tests/test_run_files.py compares the two on hostile ids and cells).
+    keeps: list[list[int]] = []
+    fixed: list[list[str]] = [[], [], [], []]
     for r in ranked:
         judged = qrels.get(r.query_id, {})
         relevant = {m for m, grade in judged.items() if (grade or 0) > 0}
         keep = list(range(min(k, len(r.memory_ids))))
         keep += [i for i, m in enumerate(r.memory_ids[k:], k) if m in relevant] if relevant else []
-        fixed[0] += [r.query_id] * len(keep)
-        fixed[1] += [i + 1 for i in keep]
-        fixed[2] += [r.memory_ids[i] for i in keep]
-        fixed[3] += ["" if (g := judged.get(r.memory_ids[i])) is None else g for i in keep]
-        for c in columns:
-            column = r.columns.get(c)
-            cells[c].append([""] * len(keep) if column is None else _kept(column, keep))
+        keeps.append(keep)
+        ids = [r.memory_ids[i] for i in keep]
+        fixed[0] += [_quoted(str(r.query_id))] * len(keep)
+        fixed[1] += [str(i + 1) for i in keep]
+        fixed[2] += [_quoted(m if isinstance(m, str) else _text(m)) for m in ids]
+        fixed[3] += ["" if (g := judged.get(m)) is None else _quoted(_text(g)) for m in ids]
+    rows = _Rows(keeps, [len(r.memory_ids) for r in ranked])
+    texts = [_column_texts([r.columns.get(c) for r in ranked], rows) for c in columns]
+    lines = [
+        ",".join(_quoted(c) for c in [*FIXED, *columns]),
+        *map(",".join, zip(*fixed, *texts, strict=True)),
+    ]
     with open(path, "w", encoding="utf-8", newline="") as fh:
-        out = csv.writer(fh)
-        out.writerow([*FIXED, *columns])
-        out.writerows(zip(*fixed, *(_texts(cells[c]) for c in columns), strict=True))
+        fh.write(_EOL.join(lines) + _EOL)
 
 
-def _kept(column, keep: list[int]) -> object:
-    """A column's kept cells: a float array stays an array (printed with the others), the rest as cells."""
-    if isinstance(column, np.ndarray) and column.dtype.kind == "f":
-        return column[keep]
-    if isinstance(column, np.ndarray) and column.dtype.kind in "iub":  # tolist gives Python scalars
-        return column[keep].tolist()
-    values = column[keep].tolist() if isinstance(column, np.ndarray) else [column[i] for i in keep]
-    return [_cell(v) for v in values]
+_EOL = "\r\n"  # csv.writer's line terminator
+_SPECIAL = re.compile('[,"\r\n]')
 
 
-def _texts(parts: list) -> list[object]:
-    """One column's cells over all queries; float arrays as `repr` text (all in one call), NaN empty."""
-    arrays = [p for p in parts if isinstance(p, np.ndarray)]
-    values = np.concatenate(arrays) if arrays else np.zeros(0)
-    texts = float_reprs(values)
-    if np.isnan(values).any():
-        texts = ["" if t == "nan" else t for t in texts]
-    if len(arrays) == len(parts):
-        return texts
-    out: list[object] = []
-    at = 0
-    for part in parts:
-        if isinstance(part, np.ndarray):
-            out += texts[at : at + len(part)]
-            at += len(part)
+def _quoted(text: str) -> str:
+    """A cell as csv.writer's minimal quoting writes it: quoted when it holds a comma, quote or line break."""
+    return '"' + text.replace('"', '""') + '"' if _SPECIAL.search(text) else text
+
+
+def _text(value: object) -> str:
+    """A cell's text as csv.writer makes it: None empty, a float its repr, anything else str."""
+    if value is None:
+        return ""
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+class _Rows:
+    """Which cells of each query's columns the file keeps, as positions in the columns laid end to end."""
+
+    def __init__(self, keeps: list[list[int]], sizes: list[int]) -> None:
+        self.keeps, self.sizes = keeps, sizes
+        self.picks = self.positions(sizes)
+
+    def positions(self, sizes: list[int]) -> np.ndarray:
+        if sizes == self.sizes and hasattr(self, "picks"):
+            return self.picks
+        starts = np.cumsum(sizes) - sizes
+        picks = [i + start for keep, start in zip(self.keeps, starts.tolist(), strict=True) for i in keep]
+        return np.array(picks, dtype=np.intp)
+
+
+def _column_texts(parts: list, rows: _Rows) -> list[str]:
+    """One column's cells over all queries (`parts`: each query's column or None), in row order: floats
+    as repr text (NaN empty), a query without the column empty."""
+    kinds = {p.dtype.kind if isinstance(p, np.ndarray) and p.ndim == 1 else None for p in parts}
+    if len(kinds) == 1 and (kind := kinds.pop()) in ("f", "i", "u", "b"):
+        # The common case: every query has it as an array of one kind. One gather, one formatting pass.
+        values = np.concatenate(parts)[rows.positions([len(p) for p in parts])]
+        return _floats(values) if kind == "f" else list(map(str, values.tolist()))
+    out: list[str] = []
+    for part, keep in zip(parts, rows.keeps, strict=True):
+        if part is None:
+            out += [""] * len(keep)
+        elif isinstance(part, np.ndarray) and part.dtype.kind == "f":
+            out += _floats(part[keep])
         else:
-            out += part
+            values = part[keep].tolist() if isinstance(part, np.ndarray) else [part[i] for i in keep]
+            out += [_quoted(_text(_cell(v))) for v in values]
     return out
+
+
+def _floats(values: np.ndarray) -> list[str]:
+    texts = float_reprs(values)
+    return ["" if t == "nan" else t for t in texts] if np.isnan(values).any() else texts
 
 
 def read_ranking(path: str | Path) -> pd.DataFrame:

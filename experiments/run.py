@@ -65,7 +65,7 @@ def _files_signature(path: Any) -> tuple:
     """(name, size, mtime) of every file under a suite path, so a memoised suite is never stale."""
     root = Path(str(path))
     files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
-    return tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files)
+    return tuple((str(p), found.st_size, found.st_mtime_ns) for p in files for found in (p.stat(),))
 
 
 def load_suite_from_config(cfg: DictConfig, *, memoise: bool = False) -> Suite:

@@ -7,9 +7,10 @@ variants for one metric in, a table with means, CIs, deltas, p-values (raw and H
 per-query win/tie/loss counts out.
 
 Determinism: every random draw comes from a `numpy.random.Generator` seeded by the caller, sums are
-numpy's own single-threaded reductions and einsum loops (no BLAS), and chunk sizes depend only on the
-input size, so
-the same inputs and seed give bit-identical results in any process, on one core or many.
+numpy's own single-threaded reductions, a resample mean is one BLAS dot product (its own row, whatever
+the thread count), and chunk sizes depend only on the input size, so the same inputs and seed give
+bit-identical results in any process, on one core or many (tests/test_statistics.py runs it with 1 and 2
+BLAS threads). Another CPU's BLAS kernels may round a bound's last bit differently.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from typing import Literal, NamedTuple
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
+
+from retrieval.blas_threads import one_blas_thread
 
 # Elements per resampling chunk: bounds memory to a few tens of MB whatever the query count.
 _CHUNK_ELEMENTS = 1 << 22
@@ -168,17 +171,19 @@ def bootstrap_cis(
     out = {name: _MEAN_CIS[key] for name, key in keys.items() if key in _MEAN_CIS}
     names = [name for name in arrays if name not in out]
     estimates = {name: np.empty(n_resamples) for name in names}
-    for start, stop, indices, counts in _resamples(n, n_resamples, seed, want_counts=mean) if names else ():
-        if mean:
-            # The mean of a resample is (how often each query was drawn) . values / n. einsum runs
-            # numpy's own loops (deterministic, no BLAS), one column at a time, so a column's interval
-            # does not depend on which other columns came with it.
-            counts = _bincount(indices, n) if counts is None else counts
+    # One BLAS thread: the others would spin through the rest of the run (retrieval/blas_threads.py).
+    with one_blas_thread():
+        for start, stop, indices, counts in _resamples(n, n_resamples, seed, mean) if names else ():
+            if mean:
+                # The mean of a resample is (how often each query was drawn) . values / n: a matrix-vector
+                # product, one column at a time, so a column's interval does not depend on which other
+                # columns came with it (one matrix product over all columns would round differently).
+                counts = _bincount(indices, n) if counts is None else counts
+                for name in names:
+                    estimates[name][start:stop] = (counts @ arrays[name]) / n
+                continue
             for name in names:
-                estimates[name][start:stop] = np.einsum("rq,q->r", counts, arrays[name]) / n
-            continue
-        for name in names:
-            estimates[name][start:stop] = statistic(arrays[name][indices], axis=-1)
+                estimates[name][start:stop] = statistic(arrays[name][indices], axis=-1)
     tail = (1.0 - confidence) / 2.0
     for name, est in estimates.items():
         low, high = np.quantile(est, [tail, 1.0 - tail])

@@ -48,7 +48,8 @@ def minmax(scores: np.ndarray) -> np.ndarray:
     """Scale to [0, 1] within one query; a constant list maps to 1 (all equally good)."""
     if len(scores) == 0:
         return scores
-    lo, hi = np.min(scores), np.max(scores)
+    scores = np.asarray(scores)
+    lo, hi = scores.min(), scores.max()  # the methods: np.min's dispatch was a tenth of a rank stage's time
     return np.ones_like(scores) if hi == lo else (scores - lo) / (hi - lo)
 
 

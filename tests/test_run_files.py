@@ -112,3 +112,65 @@ def test_ranking_file_cells_are_repr_text_nan_empty_and_hostile_ids_quoted(tmp_p
     ]
     frame = read_ranking(tmp_path / "ranking.csv")
     assert frame["memory_id"].tolist()[:3] == ["a,b", 'quote"d', "line\nbreak"]
+
+
+def plain_ranking_csv(ranked, qrels, path, k) -> None:
+    """ranking.csv as first written: cell by cell through csv.writer."""
+    columns = ["score"]
+    for r in ranked:
+        columns += [c for c in r.columns if c not in columns]
+
+    def cell(value):
+        if isinstance(value, float | np.floating):
+            return "" if np.isnan(value) else repr(float(value))
+        return value.item() if isinstance(value, np.generic) else value
+
+    with open(path, "w", encoding="utf-8", newline="") as fh:
+        out = csv.writer(fh)
+        out.writerow(["query_id", "rank", "memory_id", "relevance", *columns])
+        for r in ranked:
+            judged = qrels.get(r.query_id, {})
+            relevant = {m for m, grade in judged.items() if (grade or 0) > 0}
+            keep = [i for i, m in enumerate(r.memory_ids) if i < k or m in relevant]
+            for i in keep:
+                grade = judged.get(r.memory_ids[i])
+                row = [r.query_id, i + 1, r.memory_ids[i], "" if grade is None else grade]
+                row += ["" if r.columns.get(c) is None else cell(r.columns[c][i]) for c in columns]
+                out.writerow(row)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_ranking_file_is_byte_for_byte_what_csv_writer_writes(tmp_path, seed):
+    rng = np.random.default_rng(seed)
+    alphabet = list("ab ,\"\n\r;\t'é—\u00a0\u2028x0") + ["", "nan", "1e5"]
+
+    def text() -> str:
+        return "".join(rng.choice(alphabet, int(rng.integers(0, 6))))
+
+    ranked, qrels = [], {}
+    for q in range(int(rng.integers(0, 25))):
+        n = int(rng.integers(0, 40))
+        ids = tuple(dict.fromkeys(f"{text()}{q}-{i}" for i in range(n)))  # distinct, hostile
+        n = len(ids)
+        scores = np.sort(rng.normal(size=n))[::-1]
+        columns = {"score": scores}
+        if rng.random() < 0.8:  # some queries lack a column: empty cells
+            columns["dense"] = np.where(
+                rng.random(n) < 0.1, np.nan, rng.random(n) * 10.0 ** rng.integers(-7, 18)
+            )
+        if rng.random() < 0.7:
+            columns["dense_rank"] = np.arange(1, n + 1)
+        if rng.random() < 0.5:
+            columns["tagged"] = rng.random(n) < 0.5
+        if rng.random() < 0.5:  # an object column: strings, None, floats, NaN, numpy scalars
+            pool = [text(), None, 0.25, float("nan"), np.float32(0.5), np.int64(3), "x,y"]
+            columns["role"] = np.array([pool[int(j)] for j in rng.integers(0, len(pool), n)], dtype=object)
+        if rng.random() < 0.3:
+            columns["plain_list"] = [text() for _ in range(n)]
+        qid = f"{text()}q{q}"
+        ranked.append(RankedList(qid, ids, scores, columns, {}))
+        qrels[qid] = {ids[int(j)]: int(rng.integers(0, 3)) for j in rng.integers(0, n, 5)} if n else {}
+    k = int(rng.integers(1, 12))
+    write_ranking(ranked, qrels, tmp_path / "fast.csv", k=k)
+    plain_ranking_csv(ranked, qrels, tmp_path / "plain.csv", k=k)
+    assert (tmp_path / "fast.csv").read_bytes() == (tmp_path / "plain.csv").read_bytes()

@@ -178,14 +178,19 @@ from experiments.statistics import bootstrap_ci, paired_randomization_test
 rng = np.random.default_rng(42)
 base = rng.beta(2, 3, size=60)
 variant = np.clip(base + rng.normal(0.03, 0.1, size=60), 0, 1)
+big = rng.random(2000)  # large enough for BLAS to split its matrix-vector products across threads
 print(repr((bootstrap_ci(variant, seed=0), paired_randomization_test(variant, base, exact_max_n=0))))
+print(repr(bootstrap_ci(big, seed=0)))
 """
 
 
 @pytest.mark.parametrize("threads", ["1", "2"])
 def test_results_are_identical_in_a_fresh_process_with_any_thread_count(scores, threads):
     base, variant = scores
+    big = np.random.default_rng(42)
+    big.beta(2, 3, size=60), big.normal(0.03, 0.1, size=60)  # the script's draws, in its order
     here = repr((bootstrap_ci(variant, seed=0), paired_randomization_test(variant, base, exact_max_n=0)))
+    here += "\n" + repr(bootstrap_ci(big.random(2000), seed=0))
     env = dict(os.environ, OMP_NUM_THREADS=threads, OPENBLAS_NUM_THREADS=threads, MKL_NUM_THREADS=threads)
     there = subprocess.run(
         [sys.executable, "-c", _SUBPROCESS_SCRIPT],

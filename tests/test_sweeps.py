@@ -235,6 +235,55 @@ def test_the_memeval_launcher_composes_each_job_as_hydra_does():
     assert composer._validated == {}  # each validated config went to its launch
 
 
+def test_the_launchers_config_copies_are_hydras():
+    """The task's config is what Hydra's deepcopy-then-delete makes (values, flags, node types), and the
+    HydraConfig view resolves `${hydra:...}` and interpolations as Hydra's copy of the node does."""
+    import copy
+
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra._internal.utils import create_config_search_path
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+    from omegaconf import OmegaConf, open_dict, read_write
+
+    from hydra_plugins.memeval_launcher.memeval_launcher import _copy_without_hydra, _hydra_view
+
+    loader = ConfigLoaderImpl(config_search_path=create_config_search_path(str(CONF_DIR)))
+    master = loader.load_configuration("config", overrides=[], run_mode=RunMode.MULTIRUN)
+    config = loader.load_sweep_config(master, ["variant=exp05", "stage.instruction_boost.weight=0.3"])
+    with open_dict(config):  # as the launcher numbers a job
+        config.hydra.job.id = config.hydra.job.num = 4
+        config.hydra.runtime.output_dir = "/tmp/memeval-sweep/4"
+    hydras = copy.deepcopy(config)
+    with read_write(hydras), open_dict(hydras):
+        del hydras["hydra"]
+    ours = _copy_without_hydra(config)
+    assert "hydra" in config and "hydra" not in ours  # the job's own config keeps its node
+    assert OmegaConf.to_container(ours) == OmegaConf.to_container(hydras)
+    assert list(ours) == list(hydras)
+    for path in ("", "stage", "stage.instruction_boost", "variant"):
+        a, b = (OmegaConf.select(c, path) if path else c for c in (ours, hydras))
+        flags = [(OmegaConf.is_struct(c), OmegaConf.is_readonly(c)) for c in (a, b)]
+        assert flags[0] == flags[1]
+        assert a._metadata == b._metadata and type(a) is type(b)
+    ours.stage.instruction_boost.weight = 0.9  # a copy: the job's config is untouched
+    assert config.stage.instruction_boost.weight == 0.3
+
+    from hydra.core.utils import setup_globals
+
+    setup_globals()  # the `hydra:` and `now:` resolvers, as in a running app
+    before = HydraConfig.instance().cfg
+    try:
+        HydraConfig.instance().set_config(copy.deepcopy(config))
+        theirs = OmegaConf.to_container(HydraConfig.get(), resolve=True)
+        view = HydraConfig.instance().cfg = _hydra_view(config)
+        assert OmegaConf.to_container(HydraConfig.get(), resolve=True) == theirs
+        assert OmegaConf.is_readonly(view.hydra) and view.hydra._get_parent() is config
+        assert OmegaConf.select(config, "hydra.job.name") == HydraConfig.get().job.name
+    finally:
+        HydraConfig.instance().cfg = before
+
+
 def test_a_job_with_an_unknown_key_fails_before_any_job_runs(tmp_path):
     out = subprocess.run(
         [

@@ -155,10 +155,13 @@ def run_job(
     job_subdir_key: str | None,
 ) -> JobReturn:
     """`hydra.core.utils.run_job` of Hydra 1.3.8 (pinned in pyproject.toml), the same steps in the same
-    order, three of them cheaper (they were a fifth of a warm sweep job):
-    - the Hydra node is copied for `HydraConfig` once, not twice: the job's output directory is then set in
-      that copy as in the config, where Hydra copies the node again after setting it;
-    - `JobReturn.hydra_cfg` is that copy, not a third one (nothing changes it after the job);
+    order, four of them cheaper (they were a fifth of a warm sweep job):
+    - `HydraConfig` holds the job config's own (read-only) Hydra node, not a copy of it (`_hydra_view`): the
+      job's output directory is set in it once, where Hydra copies the node, sets the directory in both and
+      copies the node again;
+    - `JobReturn.hydra_cfg` is that view, not a third copy (nothing changes it after the job);
+    - the task's config is copied without the Hydra node (`_copy_without_hydra`), not copied whole and the
+      node deleted from the copy;
     - `.hydra/config.yaml`, `hydra.yaml`, `overrides.yaml` are written by libyaml's emitter with OmegaConf's
       representers (experiments.configs.yaml_text): the same YAML, read back, as Hydra's files.
     Hydra's `chdir` (a deprecated default) is left to Hydra: a job that asks for it runs through Hydra's own.
@@ -180,19 +183,15 @@ def run_job(
         )
     callbacks = hydra_context.callbacks
     orig_hydra_cfg = HydraConfig.instance().cfg
-    HydraConfig.instance().set_config(config)  # for `${hydra:...}` in the output directory's keys
+    hydra_cfg = HydraConfig.instance().cfg = _hydra_view(config)  # for `${hydra:...}` in the directory keys
     output_dir = str(OmegaConf.select(config, job_dir_key))
     if job_subdir_key is not None:
         output_dir = os.path.join(output_dir, str(OmegaConf.select(config, job_subdir_key)))
-    hydra_cfg = HydraConfig.instance().cfg
-    for node in (config, hydra_cfg):
-        with read_write(node.hydra.runtime), open_dict(node.hydra.runtime):
-            node.hydra.runtime.output_dir = os.path.abspath(output_dir)
+    with read_write(config.hydra.runtime), open_dict(config.hydra.runtime):  # the view's node too
+        config.hydra.runtime.output_dir = os.path.abspath(output_dir)
     try:
         ret = JobReturn()
-        task_cfg = copy.deepcopy(config)
-        with read_write(task_cfg), open_dict(task_cfg):
-            del task_cfg["hydra"]
+        task_cfg = _copy_without_hydra(config)
         ret.cfg = task_cfg
         ret.hydra_cfg = hydra_cfg
         ret.overrides = OmegaConf.to_container(config.hydra.overrides.task)
@@ -223,6 +222,33 @@ def run_job(
         return ret
     finally:
         HydraConfig.instance().cfg = orig_hydra_cfg
+
+
+def _hydra_view(config: DictConfig) -> DictConfig:
+    """What `HydraConfig.set_config(config)` stores: the Hydra node made read-only, under a root of its own
+    and still a child of `config` (so `${hydra:...}` and interpolations from it into the task's config
+    resolve), but the node itself rather than a copy: a job's config is its own (composed for it), and
+    ends with the job."""
+    from hydra.conf import HydraConf
+
+    OmegaConf.set_readonly(config.hydra, True)
+    node_type = OmegaConf.get_type(config, "hydra")
+    assert node_type is not None and issubclass(node_type, HydraConf)
+    view = DictConfig({})
+    view.__dict__["_content"] = {"hydra": config._get_node("hydra")}
+    return view
+
+
+def _copy_without_hydra(config: DictConfig) -> DictConfig:
+    """`copy.deepcopy(config)` with its `hydra` key deleted, as Hydra makes the task's config, without
+    copying the Hydra node (two thirds of the config) only to delete it. tests/test_sweeps.py compares the
+    two."""
+    content = config.__dict__["_content"]
+    config.__dict__["_content"] = {key: node for key, node in content.items() if key != "hydra"}
+    try:
+        return copy.deepcopy(config)
+    finally:
+        config.__dict__["_content"] = content
 
 
 @dataclass
