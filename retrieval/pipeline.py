@@ -37,6 +37,7 @@ from tqdm.auto import tqdm
 from retrieval import cache_io
 from retrieval.code_version import source_hash
 from retrieval.stage import (
+    BatchRankStage,
     FieldError,
     Fusion,
     IngestStage,
@@ -269,7 +270,12 @@ class Pipeline:
         todo = len(queries) * (len(self.rank) - start)
         with tqdm(total=todo, desc="rank", disable=not progress or not todo, leave=False) as bar:
             for level in range(start, len(self.rank)):
-                state = {q.id: _apply(self.rank[level], q, corpus, state[q.id], memo, bar) for q in queries}
+                stage = self.rank[level]
+                # Latency unmeasured anyway (reused work): a batch stage ranks all queries at once.
+                done = _apply_all(stage, queries, corpus, state, bar) if reused else None
+                if done is None:
+                    done = {q.id: _apply(stage, q, corpus, state[q.id], memo, bar) for q in queries}
+                state = done
                 if memo is not None:
                     memo.put("rank", chain[level + 1], state)
         ranked = []
@@ -351,6 +357,25 @@ def _apply(stage: RankStage, query: Query, corpus: Corpus, entry: tuple, memo: A
         dict(candidates.columns),
         {**timings, stage.name: timings.get(stage.name, 0.0) + elapsed},
     )
+
+
+def _apply_all(
+    stage: RankStage, queries: Sequence[Query], corpus: Corpus, state: dict, bar: Any
+) -> dict | None:
+    """A `BatchRankStage` over every query's candidates at once -> the new state, its time per query
+    unmeasured (NaN); None for any other stage, or candidates whose columns differ between queries."""
+    if not isinstance(stage, BatchRankStage):
+        return None
+    entries = [state[q.id] for q in queries]
+    ranked = stage.rank_each(corpus, [(index, columns) for index, columns, _ in entries])
+    if ranked is None:
+        return None
+    bar.update(len(queries))
+    # Arrays ranked are new ones; those left as they were are the memo's, which nothing changes.
+    return {
+        q.id: (index, columns, {**timings, stage.name: math.nan})
+        for q, (index, columns), (_, _, timings) in zip(queries, ranked, entries, strict=True)
+    }
 
 
 def _unmeasured(timings: Mapping[str, float]) -> dict[str, float]:

@@ -29,7 +29,7 @@ from typing import Any, ClassVar, Literal, Protocol, Union
 
 import numpy as np
 
-from retrieval.types import Candidates, Corpus, Memory, Query
+from retrieval.types import CandidateBatch, Candidates, Corpus, Memory, Query
 
 
 def _canonical(value: Any) -> Any:
@@ -179,6 +179,38 @@ class RankStage(Stage):
     @abc.abstractmethod
     def __call__(self, query: Query, candidates: Candidates) -> Candidates:
         """Abstract: each rank stage defines its rule."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class BatchRankStage(RankStage):
+    """A rank stage whose rule reads the candidates only, never the query, written once for many queries
+    laid end to end (`rank_all`): the pipeline runs it over every query in a few array operations where
+    its timings per query are not measured anyway (a sweep job, a run from cached candidates). One query
+    is a batch of one; a query without candidates keeps them as they were, as a per-query rule does."""
+
+    @abc.abstractmethod
+    def rank_all(self, candidates: CandidateBatch) -> CandidateBatch:
+        """Abstract: the rule, over every query's candidates at once (within each query)."""
+
+    def rank_each(self, corpus: Corpus, parts: Sequence[tuple[np.ndarray, Mapping[str, np.ndarray]]]):
+        """Each query's (index, columns) ranked, in order; None when their columns differ (laid end to end
+        they would not keep their dtypes), for the caller to go query by query."""
+        batch = CandidateBatch.of(corpus, parts)
+        if batch is None:
+            return None
+        ranked = self.rank_all(batch)
+        if ranked is batch:  # left as it was (an off switch): the very inputs
+            return list(parts)
+        return [part if not len(part[0]) else new for part, new in zip(parts, ranked.split(), strict=True)]
+
+    def __call__(self, query: Query, candidates: Candidates) -> Candidates:
+        ranked = self.rank_each(candidates.corpus, [(candidates.index, candidates.columns)])
+        if ranked is None:
+            raise ValueError(f"{self.name}: candidate columns must be 1-D arrays")
+        ((index, columns),) = ranked
+        if index is candidates.index:
+            return candidates
+        return Candidates(candidates.corpus, index, columns)
 
 
 def top_n(scores: np.ndarray, n: int) -> np.ndarray:

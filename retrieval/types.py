@@ -8,7 +8,7 @@ new `Candidates`; the pipeline cuts them into a `RankedList` per query.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
@@ -255,6 +255,98 @@ class Candidates:
 
     def top(self, k: int) -> Candidates:
         return self.select(np.arange(min(k, len(self))))
+
+
+@dataclass(frozen=True, eq=False)
+class CandidateBatch:
+    """Many queries' candidates laid end to end, query i's at rows `bounds[i]:bounds[i + 1]`, each query's
+    in rank order: what a `BatchRankStage` ranks for every query in a few array operations, where one
+    query at a time costs ~50 µs of numpy calls a query and stage.
+
+    Its operations keep each query's rule: `minmax` and `running_count` work within each query, and
+    `with_score` re-sorts within each query (stable), as `Candidates` does for one query, to the bit.
+    """
+
+    corpus: Corpus
+    index: np.ndarray
+    columns: Mapping[str, np.ndarray]
+    bounds: np.ndarray
+
+    @classmethod
+    def of(cls, corpus: Corpus, parts: Sequence[tuple[np.ndarray, Mapping[str, np.ndarray]]]):
+        """The batch of (index, columns) per query; None unless every query has the same columns, in the
+        same order and dtypes (1-D), which laying them end to end keeps as they are."""
+        if not parts:
+            return None
+        first = parts[0][1]
+        dtypes = {name: getattr(column, "dtype", None) for name, column in first.items()}
+        for _, columns in parts:
+            if list(columns) != list(first):
+                return None
+            for name, column in columns.items():
+                if not isinstance(column, np.ndarray) or column.ndim != 1 or column.dtype != dtypes[name]:
+                    return None
+        sizes = [len(index) for index, _ in parts]
+        bounds = np.zeros(len(parts) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=bounds[1:])
+        index = np.concatenate([index for index, _ in parts])
+        columns = {name: np.concatenate([c[name] for _, c in parts]) for name in first}
+        return cls(corpus, index, columns, bounds)
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    @property
+    def score(self) -> np.ndarray:
+        return self.columns["score"]
+
+    def attribute(self, name: str) -> np.ndarray:
+        """A memory attribute aligned with the rows (e.g. fact_role)."""
+        return self.corpus.column(name)[self.index]
+
+    def query_of_row(self) -> np.ndarray:
+        """Each row's query number (the smallest integer type that holds them: a faster stable sort)."""
+        dtype = np.min_scalar_type(max(len(self.bounds) - 2, 0))
+        return np.repeat(np.arange(len(self.bounds) - 1, dtype=dtype), np.diff(self.bounds))
+
+    def minmax(self, values: np.ndarray) -> np.ndarray:
+        """`retrieval.fusion.minmax` of each query's values: the same arithmetic, every query at once."""
+        values = np.asarray(values)
+        sizes = np.diff(self.bounds)
+        starts = self.bounds[:-1][sizes > 0]
+        if not len(starts):
+            return values.copy()
+        lo = np.repeat(np.minimum.reduceat(values, starts), sizes[sizes > 0])
+        hi = np.repeat(np.maximum.reduceat(values, starts), sizes[sizes > 0])
+        with np.errstate(invalid="ignore", divide="ignore"):  # constant queries: ones, as minmax
+            return np.where(hi == lo, np.ones_like(values), (values - lo) / (hi - lo))
+
+    def running_count(self, flags: np.ndarray) -> np.ndarray:
+        """Within each query, how many rows so far (this one included) are flagged: a per-query cumsum."""
+        total = np.cumsum(flags)
+        before = np.concatenate([[0], total])[self.bounds[:-1]]
+        return total - np.repeat(before, np.diff(self.bounds))
+
+    def with_score(
+        self, column: str, score: np.ndarray, *, extra: Mapping[str, np.ndarray] = _EMPTY
+    ) -> CandidateBatch:
+        """`Candidates.with_score` for every query: the new score column, each query re-sorted (stable)."""
+        score = np.asarray(score, dtype=np.float64)
+        cols = {**self.columns, **extra, column: score, "score": score}
+        # Stable sorts: by score over all rows, then by query, which keeps each query's rows in that order
+        # (ties as they were). np.lexsort gives the same order, ~1.5x slower.
+        by_score = np.argsort(-score, kind="stable")
+        order = by_score[np.argsort(self.query_of_row()[by_score], kind="stable")]
+        columns = {k: v[order] for k, v in cols.items()}
+        return CandidateBatch(self.corpus, self.index[order], columns, self.bounds)
+
+    def split(self) -> list[tuple[np.ndarray, dict[str, np.ndarray]]]:
+        """(index, columns) of each query, in order (views of the batch's arrays)."""
+        edges = self.bounds.tolist()
+        return [
+            (self.index[a:b], {k: v[a:b] for k, v in self.columns.items()})
+            for a, b in zip(edges[:-1], edges[1:], strict=True)
+        ]
 
 
 @dataclass(frozen=True, eq=False)

@@ -14,9 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from retrieval.fusion import minmax
-from retrieval.stage import Range, RankStage
-from retrieval.types import Candidates, Query
+from retrieval.stage import BatchRankStage, Range
+from retrieval.types import CandidateBatch
 
 
 def word_counts(texts: np.ndarray) -> np.ndarray:
@@ -25,18 +24,18 @@ def word_counts(texts: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ConcisenessPenalty(RankStage):
+class ConcisenessPenalty(BatchRankStage):
     name = "conciseness_penalty"
     ranges = {"weight": Range(), "max_words": Range(ge=1)}
     weight: float = 0.05
     max_words: int = 150
 
-    def __call__(self, query: Query, candidates: Candidates) -> Candidates:
+    def rank_all(self, candidates: CandidateBatch) -> CandidateBatch:
         if self.weight == 0 or len(candidates) == 0:
             return candidates
         # counted once per corpus (every query of every sweep job reads the same counts)
         corpus = candidates.corpus
         words = corpus.derived("word_counts", lambda: word_counts(corpus.column("text")))[candidates.index]
         excess = np.clip((words - self.max_words) / self.max_words, 0.0, 1.0)
-        base = minmax(candidates.score)
+        base = candidates.minmax(candidates.score)
         return candidates.with_score(self.name, base - self.weight * excess, extra={"words": words})

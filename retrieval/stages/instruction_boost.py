@@ -23,27 +23,26 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from retrieval.fusion import minmax
-from retrieval.stage import Range, RankStage
-from retrieval.types import Candidates, Query
+from retrieval.stage import BatchRankStage, Range
+from retrieval.types import CandidateBatch
 
 
 @dataclass(frozen=True, kw_only=True)
-class InstructionBoost(RankStage):
+class InstructionBoost(BatchRankStage):
     name = "instruction_boost"
     ranges = {"weight": Range(), "max_boosted": Range(ge=0)}
     weight: float = 0.15
     fact_role: str = "instruction"
     max_boosted: int | None = None
 
-    def __call__(self, query: Query, candidates: Candidates) -> Candidates:
+    def rank_all(self, candidates: CandidateBatch) -> CandidateBatch:
         if self.weight == 0 or len(candidates) == 0:
             return candidates
         tagged = candidates.attribute("fact_role") == self.fact_role
         if self.max_boosted is not None:
             # Candidates arrive best first: keep the boost for the best-ranked tagged ones only.
-            tagged &= np.cumsum(tagged) <= self.max_boosted
-        base = minmax(candidates.score)
+            tagged &= candidates.running_count(tagged) <= self.max_boosted
+        base = candidates.minmax(candidates.score)
         return candidates.with_score(
             self.name, base + self.weight * tagged.astype(np.float64), extra={f"{self.name}_base": base}
         )

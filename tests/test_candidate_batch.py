@@ -1,0 +1,111 @@
+"""A batch rank stage over many queries at once gives each query exactly what the per-query rule gives."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from retrieval.fusion import minmax
+from retrieval.stages.conciseness_penalty import ConcisenessPenalty
+from retrieval.stages.instruction_boost import InstructionBoost
+from retrieval.types import CandidateBatch, Candidates, Corpus
+from tests.support import memory, query
+
+Q = query("q", "anything")
+
+
+def per_query_boost(stage: InstructionBoost, c: Candidates) -> Candidates:
+    """InstructionBoost as first written, one query at a time."""
+    if stage.weight == 0 or len(c) == 0:
+        return c
+    tagged = c.attribute("fact_role") == stage.fact_role
+    if stage.max_boosted is not None:
+        tagged &= np.cumsum(tagged) <= stage.max_boosted
+    base = minmax(c.score)
+    return c.with_score(
+        stage.name, base + stage.weight * tagged.astype(np.float64), extra={f"{stage.name}_base": base}
+    )
+
+
+def per_query_penalty(stage: ConcisenessPenalty, c: Candidates) -> Candidates:
+    """ConcisenessPenalty as first written, one query at a time."""
+    if stage.weight == 0 or len(c) == 0:
+        return c
+    words = np.array([len(str(t).split()) for t in c.attribute("text")], dtype=np.float64)
+    base = minmax(c.score)
+    excess = np.clip((words - stage.max_words) / stage.max_words, 0.0, 1.0)
+    return c.with_score(stage.name, base - stage.weight * excess, extra={"words": words})
+
+
+def random_queries(seed: int) -> tuple[Corpus, list[Candidates]]:
+    rng = np.random.default_rng(seed)
+    mems = [
+        memory(f"m{i}", " ".join(["w"] * int(rng.integers(1, 40)))).annotate(
+            fact_role="instruction" if rng.random() < 0.3 else "fact"
+        )
+        for i in range(300)
+    ]
+    corpus = Corpus(tuple(mems))
+    out = []
+    for q in range(int(rng.integers(1, 30))):
+        n = [0, 1, 2, 50][q % 4] if q < 8 else int(rng.integers(0, 60))  # empty and one-candidate queries
+        index = rng.choice(len(mems), n, replace=False)
+        score = rng.choice([1.0, 0.5, 0.25, 0.0, -1.0], n) if q % 3 == 0 else rng.normal(size=n)  # ties
+        if q % 5 == 1:
+            score = np.full(n, 0.7)  # a constant list: minmax's ones
+        if q % 7 == 2 and n:
+            score[int(rng.integers(0, n))] = np.nan
+        score = np.sort(score)[::-1].copy()
+        out.append(Candidates(corpus, index, {"bm25": rng.random(n), "score": score, "rank": np.arange(n)}))
+    return corpus, out
+
+
+STAGES = [
+    (InstructionBoost(weight=0.3), per_query_boost),
+    (InstructionBoost(weight=0.05, max_boosted=2), per_query_boost),
+    (InstructionBoost(weight=0.0), per_query_boost),
+    (ConcisenessPenalty(weight=0.2, max_words=10), per_query_penalty),
+]
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("which", range(len(STAGES)))
+def test_a_batch_stage_ranks_every_query_as_the_per_query_rule_does_to_the_bit(seed, which):
+    stage, reference = STAGES[which]
+    corpus, queries = random_queries(seed)
+    ranked = stage.rank_each(corpus, [(c.index, c.columns) for c in queries])
+    assert len(ranked) == len(queries)
+    for c, (index, columns) in zip(queries, ranked, strict=True):
+        expected = reference(stage, c)
+        np.testing.assert_array_equal(index, expected.index)
+        assert list(columns) == list(expected.columns)  # the column order ranking.csv prints
+        for name, column in expected.columns.items():
+            np.testing.assert_array_equal(columns[name], column)  # NaN where NaN, every bit else
+            assert columns[name].dtype == column.dtype
+        one = stage(Q, c)  # the per-query call: a batch of one
+        np.testing.assert_array_equal(one.index, expected.index)
+
+
+def test_batch_minmax_and_running_count_work_within_each_query():
+    corpus, queries = random_queries(3)
+    batch = CandidateBatch.of(corpus, [(c.index, c.columns) for c in queries])
+    got = batch.minmax(batch.score)
+    flags = batch.attribute("fact_role") == "instruction"
+    counts = batch.running_count(flags)
+    for i, c in enumerate(queries):
+        a, b = batch.bounds[i], batch.bounds[i + 1]
+        np.testing.assert_array_equal(got[a:b], minmax(c.score))
+        np.testing.assert_array_equal(counts[a:b], np.cumsum(flags[a:b]))
+
+
+def test_queries_whose_columns_differ_are_not_batched():
+    """(The pipeline then runs the stage query by query.)"""
+    corpus, queries = random_queries(1)
+    parts = [(c.index, c.columns) for c in queries]
+    assert CandidateBatch.of(corpus, parts) is not None
+    first = dict(parts[0][1])
+    assert CandidateBatch.of(corpus, [(parts[0][0], {**first, "extra": first["score"]}), *parts[1:]]) is None
+    assert (
+        CandidateBatch.of(corpus, [(parts[0][0], {**first, "rank": first["rank"] * 1.0}), *parts[1:]]) is None
+    )
+    assert CandidateBatch.of(corpus, []) is None
