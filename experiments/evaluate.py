@@ -33,7 +33,7 @@ class Evaluation:
 
 
 def scope_leaks(suite: Suite, output: RunOutput) -> pd.Series:
-    """Per query, how many returned memories belong to another scope (must be 0).
+    """Per query with a ranked list, how many returned memories belong to another scope (must be 0).
 
     Independent of the code it checks: compares the query's and each returned memory's scope as
     plain sets of (key, value) pairs, never through `retrieval.types.scope_key` (the partitioning
@@ -71,30 +71,38 @@ def _scope_numbers(memories, corpus) -> tuple[dict[frozenset, int], dict[str, in
 
 
 def per_query_table(suite: Suite, output: RunOutput, metrics: Sequence[str]) -> pd.DataFrame:
-    run = {r.query_id: list(r.memory_ids) for r in output.ranked}
-    rows = pd.DataFrame(
-        {
-            "query_id": [q.id for q in suite.queries],
-            **{
-                f"label.{name}": [q.labels.get(name) for q in suite.queries]
-                for name in dict.fromkeys(n for q in suite.queries for n in q.labels)
-            },
-            "abstention": [suite.is_abstention(q.id) for q in suite.queries],
-        }
-    ).set_index("query_id")
+    """One row per suite query (index `query_id`): its labels, abstention flag, what came back and how
+    fast, scope leaks, and each metric (NaN for abstention queries: they are not averaged in).
+
+    Built as one frame from columns aligned with the suite's queries: joined piece by piece, the frame
+    was most of a sweep job's evaluation (tests/test_evaluate_table.py compares it with those joins)."""
+    queries = suite.queries
+    ids = [q.id for q in queries]
     by_id = {r.query_id: r for r in output.ranked}
+    ranked = [by_id.get(q) for q in ids]
     stages = dict.fromkeys(s for r in output.ranked for s in r.timings_ms)
-    ranked = [by_id.get(q) for q in rows.index]
-    columns = {  # built as one frame: column-by-column inserts dominate a sweep job's evaluation
+    leaks = scope_leaks(suite, output).to_dict()
+    scores = relevance_per_query(
+        suite.qrels, {r.query_id: list(r.memory_ids) for r in output.ranked}, metrics
+    )
+    row_of = {q: i for i, q in enumerate(scores.index)}
+    at = np.array([row_of.get(q, -1) for q in ids], dtype=np.int64)
+    columns: dict[str, Any] = {
+        **{
+            f"label.{name}": [q.labels.get(name) for q in queries]
+            for name in dict.fromkeys(n for q in queries for n in q.labels)
+        },
+        "abstention": [suite.is_abstention(q) for q in ids],
         "n_returned": [len(r.memory_ids) if r else 0 for r in ranked],
         "top_score": [float(r.scores[0]) if r and len(r.scores) else np.nan for r in ranked],
         "latency_ms": [r.latency_ms if r else np.nan for r in ranked],
         **{f"ms.{st}": [r.timings_ms.get(st, 0.0) if r else np.nan for r in ranked] for st in stages},
+        "scope_leaks": np.array([leaks.get(q, 0) for q in ids], dtype=int),
     }
-    rows = pd.concat([rows, pd.DataFrame(columns, index=rows.index)], axis=1)
-    rows["scope_leaks"] = scope_leaks(suite, output).reindex(rows.index).fillna(0).astype(int)
-    scores = relevance_per_query(suite.qrels, run, metrics)
-    return rows.join(scores)  # abstention queries get NaN metrics: they are not averaged in
+    for name in scores.columns:
+        values = scores[name].to_numpy(dtype=np.float64)
+        columns[name] = np.where(at >= 0, values[np.maximum(at, 0)] if len(values) else np.nan, np.nan)
+    return pd.DataFrame(columns, index=pd.Index(ids, name="query_id"))
 
 
 @dataclass(frozen=True)
@@ -187,10 +195,12 @@ def evaluate(
     frame = per_query_table(suite, output, metrics)
     # noise@k (experiments/noise.py) at the suite's own cutoff (suite.yaml `k`), only for suites whose
     # queries carry noise patterns.
-    run = {r.query_id: r.memory_ids for r in output.ranked}
-    noise = noise_table(suite.queries, run, {m.id: m.text for m in suite.memories}, k=suite.k)
-    frame = frame.join(noise)
-    summary = summarize(frame, [*metrics, *noise.columns], seed=seed)
+    noise: list[str] = []
+    if any(q.noise_patterns for q in suite.queries):
+        run = {r.query_id: r.memory_ids for r in output.ranked}
+        table = noise_table(suite.queries, run, {m.id: m.text for m in suite.memories}, k=suite.k)
+        frame, noise = frame.join(table), list(table.columns)
+    summary = summarize(frame, [*metrics, *noise], seed=seed)
     summary["build_ms"] = dict(output.build_ms)
     summary["prefix_cache_hit"] = output.prefix_cache_hit
     summary["cache"] = dict(output.cache)  # what came from a cache, and whether latency was measured

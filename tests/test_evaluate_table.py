@@ -1,0 +1,83 @@
+"""The per-query table, built as one frame, equals the piece-by-piece joins it replaced: values, dtypes,
+column order and index, on suites with abstention queries, missing labels and queries without a ranking."""
+
+from __future__ import annotations
+
+import dataclasses
+from types import MappingProxyType
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from experiments.evaluate import DEFAULT_METRICS, evaluate, per_query_table, scope_leaks
+from experiments.metrics import per_query as relevance_per_query
+from experiments.suites.suite import Suite
+from retrieval.pipeline import Pipeline
+from retrieval.retrievers.bm25 import BM25Retriever
+from retrieval.stages.instruction_boost import InstructionBoost
+from retrieval.types import RankedList
+from tests.support import query, tiny_suite
+
+
+def joined_table(suite, output, metrics) -> pd.DataFrame:
+    """The table as first written: a frame of the queries, then columns concatenated and joined."""
+    run = {r.query_id: list(r.memory_ids) for r in output.ranked}
+    rows = pd.DataFrame(
+        {
+            "query_id": [q.id for q in suite.queries],
+            **{
+                f"label.{name}": [q.labels.get(name) for q in suite.queries]
+                for name in dict.fromkeys(n for q in suite.queries for n in q.labels)
+            },
+            "abstention": [suite.is_abstention(q.id) for q in suite.queries],
+        }
+    ).set_index("query_id")
+    by_id = {r.query_id: r for r in output.ranked}
+    stages = dict.fromkeys(s for r in output.ranked for s in r.timings_ms)
+    ranked = [by_id.get(q) for q in rows.index]
+    columns = {
+        "n_returned": [len(r.memory_ids) if r else 0 for r in ranked],
+        "top_score": [float(r.scores[0]) if r and len(r.scores) else np.nan for r in ranked],
+        "latency_ms": [r.latency_ms if r else np.nan for r in ranked],
+        **{f"ms.{st}": [r.timings_ms.get(st, 0.0) if r else np.nan for r in ranked] for st in stages},
+    }
+    rows = pd.concat([rows, pd.DataFrame(columns, index=rows.index)], axis=1)
+    rows["scope_leaks"] = scope_leaks(suite, output).reindex(rows.index).fillna(0).astype(int)
+    return rows.join(relevance_per_query(suite.qrels, run, metrics))
+
+
+def suites() -> list[Suite]:
+    base = tiny_suite()
+    queries = list(base.queries)
+    # labels on some queries only, an unanswerable (abstention) query, a query in a scope with no memories
+    queries[0] = query(
+        queries[0].id, queries[0].text, labels=MappingProxyType({"ability": "recall", "x": "1"})
+    )
+    queries.append(
+        query("nothing-known", "no memory mentions this", labels=MappingProxyType({"ability": "abs"}))
+    )
+    queries.append(query("elsewhere", "wrong scope", scope="empty-scope"))
+    qrels = {**base.qrels, "nothing-known": {}, "elsewhere": {}}
+    extra = Suite(name="mixed", memories=base.memories, queries=tuple(queries), qrels=qrels)
+    return [base, extra]
+
+
+@pytest.mark.parametrize("which", [0, 1])
+@pytest.mark.parametrize("drop", [False, True])
+def test_the_one_frame_table_equals_the_joined_one(which, drop):
+    suite = suites()[which]
+    pipeline = Pipeline((BM25Retriever(top_n=5), InstructionBoost(weight=0.2)), depth=5)
+    output = pipeline.run(suite.memories, suite.queries, progress=False)
+    if drop:  # a query the run has no ranked list for, and one whose list is empty
+        kept = [r for r in output.ranked if r.query_id != suite.queries[1].id]
+        first = kept[0]
+        kept[0] = RankedList(first.query_id, (), np.zeros(0), {}, dict(first.timings_ms))
+        output = type(output)(
+            kept, *[getattr(output, f) for f in output.__dataclass_fields__ if f != "ranked"]
+        )
+    metrics = list(DEFAULT_METRICS)
+    ours, theirs = per_query_table(suite, output, metrics), joined_table(suite, output, metrics)
+    pd.testing.assert_frame_equal(ours, theirs, check_exact=True)
+    assert list(ours.dtypes) == list(theirs.dtypes) and ours.index.equals(theirs.index)
+    assert evaluate(suite, output, metrics).per_query.equals(theirs)
