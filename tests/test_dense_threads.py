@@ -1,12 +1,12 @@
-"""Dense search runs its matrix-vector product on one BLAS thread (measured faster on the shared CPU) and
-leaves numpy's thread settings as they were."""
+"""Dense search and the bootstrap run their matrix-vector products on one BLAS thread (measured faster on
+the shared CPU) and leave numpy's thread settings as they were."""
 
 from __future__ import annotations
 
 import numpy as np
 from threadpoolctl import threadpool_info
 
-from retrieval.retrievers.dense import _one_blas_thread
+from retrieval.blas_threads import one_blas_thread
 
 
 def _blas_threads() -> list[int]:
@@ -16,7 +16,7 @@ def _blas_threads() -> list[int]:
 def test_one_blas_thread_inside_and_the_settings_restored_after():
     before = _blas_threads()
     matrix = np.random.default_rng(0).standard_normal((500, 384), dtype=np.float32)
-    with _one_blas_thread():
+    with one_blas_thread():
         assert set(_blas_threads()) <= {1}
         inside = matrix @ matrix[0]
     assert _blas_threads() == before

@@ -17,10 +17,10 @@ from typing import Literal
 
 import numpy as np
 
+from retrieval.blas_threads import one_blas_thread
 from retrieval.encoder import SentenceEncoder
 from retrieval.passages import aggregate_passages, split_passages
 from retrieval.retrievers.bm25 import Backend, bm25_scorer
-from retrieval.retrievers.dense import _one_blas_thread
 from retrieval.stage import Range, Retriever, top_n
 from retrieval.tokenize import tokenize
 from retrieval.types import Corpus, Query
@@ -60,7 +60,7 @@ class _PassageIndex:
         part, owner, score = self._scopes[query.scope_key]
         if self._r.scorer == "dense":
             q = self._r.encoder.encode([query.text], role="query")[0]
-            with _one_blas_thread():
+            with one_blas_thread():
                 passage_scores = (score @ q).astype(np.float64)
         else:
             passage_scores = score(tokenize(query.text))
