@@ -56,13 +56,24 @@ def split_overrides(overrides: Sequence[str]) -> tuple[list, list]:
 
 def apply_values(cfg: DictConfig, values: list) -> DictConfig:
     """A deep copy of `cfg` with the parsed value overrides applied exactly as Hydra applies them."""
-    import copy
-
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
 
-    cfg = copy.deepcopy(cfg)
+    cfg = config_copy(cfg)
     ConfigLoaderImpl._apply_overrides_to_config(values, cfg)
     return cfg
+
+
+def config_copy(cfg: DictConfig) -> DictConfig:
+    """`copy.deepcopy(cfg)`, made by a pickle round trip: ~2.5x faster on this config tree (OmegaConf's
+    deepcopy is Python code node by node) and the same tree, every node's value, type, flags and metadata
+    (tests/test_configs.py walks both). A config holding something pickle cannot take is deep-copied."""
+    import copy
+    import pickle
+
+    try:
+        return pickle.loads(pickle.dumps(cfg, protocol=pickle.HIGHEST_PROTOCOL))
+    except (pickle.PicklingError, TypeError, AttributeError):
+        return copy.deepcopy(cfg)
 
 
 def config_groups() -> dict[str, list[str]]:

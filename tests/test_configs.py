@@ -81,3 +81,59 @@ def test_config_yaml_reads_back_as_omegaconf_writes_it_for_every_variant_and_awk
         theirs = OmegaConf.to_yaml(OmegaConf.create(container))
         assert yaml.safe_load(ours) == yaml.safe_load(theirs) == container
         assert OmegaConf.to_container(OmegaConf.create(ours)) == container
+
+
+def _same_tree(a, b, path: str = "") -> list[str]:
+    """Where two configs differ in any node's type, value, flags or metadata (parents within each tree)."""
+    from omegaconf import DictConfig, ListConfig
+
+    if type(a) is not type(b):
+        return [f"{path}: type"]
+    problems = [f"{path}: metadata"] if a._metadata != b._metadata else []
+    problems += [
+        f"{path}: {f}" for f in ("struct", "readonly", "allow_objects") if a._get_flag(f) != b._get_flag(f)
+    ]
+    if isinstance(a, DictConfig | ListConfig):
+        mine, theirs = a.__dict__["_content"], b.__dict__["_content"]
+        if isinstance(mine, dict) and isinstance(theirs, dict):
+            problems += [f"{path}: keys"] if list(mine) != list(theirs) else []
+            for key in mine:
+                problems += _same_tree(mine[key], theirs[key], f"{path}.{key}")
+                problems += [f"{path}.{key}: parent"] if mine[key]._get_parent() is not a else []
+        elif isinstance(mine, list) and isinstance(theirs, list):
+            for i, (x, y) in enumerate(zip(mine, theirs, strict=True)):
+                problems += _same_tree(x, y, f"{path}[{i}]")
+        elif mine != theirs:
+            problems.append(f"{path}: content")
+    elif a._val != b._val or type(a._val) is not type(b._val):
+        problems.append(f"{path}: value")
+    return problems
+
+
+@pytest.mark.parametrize("overrides", [["variant=exp05"], ["suite=beam", "variant=spark_phase3"]])
+def test_config_copy_is_deepcopy_node_for_node(overrides):
+    import copy
+
+    from omegaconf import OmegaConf
+
+    from experiments.configs import config_copy
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides, return_hydra_config=True)
+    OmegaConf.set_readonly(cfg.hydra, True)  # flags below the root travel too
+    ours, theirs = config_copy(cfg), copy.deepcopy(cfg)
+    assert _same_tree(ours, theirs) == []
+    assert ours is not cfg and ours.stage is not cfg.stage
+    ours.variant.name = "changed"  # a copy: the original is untouched
+    assert cfg.variant.name != "changed"
+
+
+def test_config_copy_of_what_pickle_cannot_take_is_a_deepcopy():
+    from omegaconf import OmegaConf
+
+    from experiments.configs import config_copy
+
+    cfg = OmegaConf.create({"a": 1}, flags={"allow_objects": True})
+    cfg.fn = lambda: 3  # noqa: E731
+    copied = config_copy(cfg)
+    assert copied.a == 1 and copied.fn() == 3 and copied is not cfg
