@@ -30,6 +30,10 @@ from retrieval.blas_threads import one_blas_thread
 _CHUNK_ELEMENTS = 1 << 22
 # Resample draws up to this many indices are kept per process (lru of 4: ~14 MB each for BEAM 100K).
 _CACHED_ELEMENTS = 1 << 22
+# Resamples per block of the mean products: 256 x 179 queries is 0.4 MB, read from cache by every column
+# after the first (~1.7x faster than each column streaming the whole 14 MB count matrix; a mean is its own
+# row's dot product, so the block size does not change it: tests/test_statistics.py).
+_BLOCK_ROWS = 256
 # Bootstrap intervals of means already computed in this process (values, resamples, seed, confidence): the
 # last 512 are kept (bootstrap_cis).
 _MEAN_CIS: OrderedDict[tuple, ConfidenceInterval] = OrderedDict()
@@ -179,8 +183,10 @@ def bootstrap_cis(
                 # product, one column at a time, so a column's interval does not depend on which other
                 # columns came with it (one matrix product over all columns would round differently).
                 counts = _bincount(indices, n) if counts is None else counts
-                for name in names:
-                    estimates[name][start:stop] = (counts @ arrays[name]) / n
+                for lo in range(0, len(counts), _BLOCK_ROWS):  # a block stays in cache for every column
+                    block = counts[lo : lo + _BLOCK_ROWS]
+                    for name in names:
+                        estimates[name][start + lo : start + lo + len(block)] = (block @ arrays[name]) / n
                 continue
             for name in names:
                 estimates[name][start:stop] = statistic(arrays[name][indices], axis=-1)

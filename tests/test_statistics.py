@@ -303,3 +303,17 @@ def test_bootstrap_cis_reuses_an_interval_only_for_the_same_values_draws_and_con
         assert other != fresh
     statistics._MEAN_CIS.clear()
     assert bootstrap_cis({"a": values}, seed=2)["a"] == fresh  # computed again: the same interval
+
+
+def test_bootstrap_means_do_not_depend_on_the_block_of_resamples_they_are_computed_in():
+    from experiments.statistics import _BLOCK_ROWS, _counts_cached, bootstrap_cis
+
+    rng = np.random.default_rng(5)
+    n = 179
+    columns = {f"m{i}": rng.random(n) for i in range(3)}
+    counts = np.concatenate(list(_counts_cached(n, 10_000, 0).values()))
+    assert len(counts) > 3 * _BLOCK_ROWS  # several blocks, and a short last one
+    got = bootstrap_cis(columns, seed=0)
+    for name, values in columns.items():
+        whole = (counts @ values) / n  # every resample mean from one product over the whole matrix
+        assert got[name] == tuple(np.quantile(whole, [0.025, 0.975]))
