@@ -48,7 +48,7 @@ from retrieval.stage import (
     range_problems,
     stage_ranges,
 )
-from retrieval.types import Candidates, Corpus, Knowledge, Memory, Query, RankedList
+from retrieval.types import CandidateBatch, Candidates, Corpus, Knowledge, Memory, Query, RankedList
 
 
 class PipelineConfigError(ValueError):
@@ -279,13 +279,21 @@ class Pipeline:
                 if memo is not None:
                     memo.put("rank", chain[level + 1], state)
         ranked = []
-        for query in queries:
-            index, columns, timings = state[query.id]
-            top = Candidates(corpus, index, columns).top(self.depth)  # fresh arrays: the memo stays intact
+        entries = [state[q.id] for q in queries]
+        # Each query's top `depth`, in new arrays (the memo stays intact): all queries at once when their
+        # columns line up, else one by one.
+        batch = CandidateBatch.of(corpus, [(index, columns) for index, columns, _ in entries])
+        if batch is not None:
+            tops = batch.top(self.depth).split()
+        else:
+            tops = [
+                (top.index, top.columns)
+                for index, columns, _ in entries
+                for top in [Candidates(corpus, index, columns).top(self.depth)]
+            ]
+        for query, (index, columns), (_, _, timings) in zip(queries, tops, entries, strict=True):
             ranked.append(
-                RankedList(
-                    query.id, tuple(corpus.ids[top.index]), top.score, dict(top.columns), dict(timings)
-                )
+                RankedList(query.id, tuple(corpus.ids[index]), columns["score"], dict(columns), dict(timings))
             )
         counts = {k: v - counts_before.get(k, 0) for k, v in cache_io.COUNTS.items()}
         source = source if cached is not None else None

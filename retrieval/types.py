@@ -340,6 +340,16 @@ class CandidateBatch:
         columns = {k: v[order] for k, v in cols.items()}
         return CandidateBatch(self.corpus, self.index[order], columns, self.bounds)
 
+    def top(self, k: int) -> CandidateBatch:
+        """Each query's best k rows (`Candidates.top` for every query), in new arrays."""
+        sizes = np.diff(self.bounds)
+        keep = np.arange(len(self.index)) - np.repeat(self.bounds[:-1], sizes) < k
+        bounds = np.zeros_like(self.bounds)
+        np.cumsum(np.minimum(sizes, k), out=bounds[1:])
+        return CandidateBatch(
+            self.corpus, self.index[keep], {c: v[keep] for c, v in self.columns.items()}, bounds
+        )
+
     def split(self) -> list[tuple[np.ndarray, dict[str, np.ndarray]]]:
         """(index, columns) of each query, in order (views of the batch's arrays)."""
         edges = self.bounds.tolist()

@@ -109,3 +109,16 @@ def test_queries_whose_columns_differ_are_not_batched():
         CandidateBatch.of(corpus, [(parts[0][0], {**first, "rank": first["rank"] * 1.0}), *parts[1:]]) is None
     )
     assert CandidateBatch.of(corpus, []) is None
+
+
+@pytest.mark.parametrize("k", [0, 1, 3, 100])
+def test_batch_top_is_each_querys_top(k):
+    corpus, queries = random_queries(6)
+    batch = CandidateBatch.of(corpus, [(c.index, c.columns) for c in queries])
+    for c, (index, columns) in zip(queries, batch.top(k).split(), strict=True):
+        expected = c.top(k)
+        np.testing.assert_array_equal(index, expected.index)
+        assert list(columns) == list(expected.columns)
+        for name in columns:
+            np.testing.assert_array_equal(columns[name], expected.columns[name])
+            assert not np.shares_memory(columns[name], c.columns[name])  # new arrays
