@@ -213,13 +213,8 @@ class Corpus:
         return [m.annotations.get("embed_text", m.text) for m in self.memories]
 
 
-@dataclass(frozen=True, eq=False)
-class Candidates:
-    """One query's candidates, columnar: corpus indices plus every score column, in rank order.
-
-    `columns["score"]` is the ranking score; stages add a column for their own contribution and
-    set a new score, so a report can explain any ranking from the kept columns.
-    """
+class _CandidateRows:
+    """What Candidates and CandidateBatch share: rows of corpus `index` with score `columns`."""
 
     corpus: Corpus
     index: np.ndarray
@@ -233,8 +228,21 @@ class Candidates:
         return self.columns["score"]
 
     def attribute(self, name: str) -> np.ndarray:
-        """A memory attribute aligned with the candidates (e.g. fact_role, tags, created_at)."""
+        """A memory attribute aligned with the rows (e.g. fact_role, tags, created_at)."""
         return self.corpus.column(name)[self.index]
+
+
+@dataclass(frozen=True, eq=False)
+class Candidates(_CandidateRows):
+    """One query's candidates, columnar: corpus indices plus every score column, in rank order.
+
+    `columns["score"]` is the ranking score; stages add a column for their own contribution and
+    set a new score, so a report can explain any ranking from the kept columns.
+    """
+
+    corpus: Corpus
+    index: np.ndarray
+    columns: Mapping[str, np.ndarray]
 
     def with_score(
         self, column: str, score: np.ndarray, *, extra: Mapping[str, np.ndarray] = _EMPTY
@@ -258,7 +266,7 @@ class Candidates:
 
 
 @dataclass(frozen=True, eq=False)
-class CandidateBatch:
+class CandidateBatch(_CandidateRows):
     """Many queries' candidates laid end to end, query i's at rows `bounds[i]:bounds[i + 1]`, each query's
     in rank order: what a `BatchRankStage` ranks for every query in a few array operations, where one
     query at a time costs ~50 µs of numpy calls a query and stage.
@@ -292,17 +300,6 @@ class CandidateBatch:
         index = np.concatenate([index for index, _ in parts])
         columns = {name: np.concatenate([c[name] for _, c in parts]) for name in first}
         return cls(corpus, index, columns, bounds)
-
-    def __len__(self) -> int:
-        return len(self.index)
-
-    @property
-    def score(self) -> np.ndarray:
-        return self.columns["score"]
-
-    def attribute(self, name: str) -> np.ndarray:
-        """A memory attribute aligned with the rows (e.g. fact_role)."""
-        return self.corpus.column(name)[self.index]
 
     def query_of_row(self) -> np.ndarray:
         """Each row's query number (the smallest integer type that holds them: a faster stable sort)."""
