@@ -269,20 +269,25 @@ class Pipeline:
             state = {q: (index, columns, _unmeasured(times)) for q, (index, columns, times) in state.items()}
         todo = len(queries) * (len(self.rank) - start)
         with tqdm(total=todo, desc="rank", disable=not progress or not todo, leave=False) as bar:
+            laid_out = None  # the batch `state` is the split of, when a batch stage made it
             for level in range(start, len(self.rank)):
                 stage = self.rank[level]
                 # Latency unmeasured anyway (reused work): a batch stage ranks all queries at once.
-                done = _apply_all(stage, queries, corpus, state, bar) if reused else None
+                done = _apply_all(stage, queries, corpus, state, bar, laid_out) if reused else None
                 if done is None:
-                    done = {q.id: _apply(stage, q, corpus, state[q.id], memo, bar) for q in queries}
-                state = done
+                    state, laid_out = (
+                        {q.id: _apply(stage, q, corpus, state[q.id], memo, bar) for q in queries},
+                        None,
+                    )
+                else:
+                    state, laid_out = done
                 if memo is not None:
                     memo.put("rank", chain[level + 1], state)
         ranked = []
         entries = [state[q.id] for q in queries]
         # Each query's top `depth`, in new arrays (the memo stays intact): all queries at once when their
         # columns line up, else one by one.
-        batch = CandidateBatch.of(corpus, [(index, columns) for index, columns, _ in entries])
+        batch = laid_out or CandidateBatch.of(corpus, [(index, columns) for index, columns, _ in entries])
         if batch is not None:
             tops = batch.top(self.depth).split()
         else:
@@ -368,22 +373,31 @@ def _apply(stage: RankStage, query: Query, corpus: Corpus, entry: tuple, memo: A
 
 
 def _apply_all(
-    stage: RankStage, queries: Sequence[Query], corpus: Corpus, state: dict, bar: Any
-) -> dict | None:
-    """A `BatchRankStage` over every query's candidates at once -> the new state, its time per query
-    unmeasured (NaN); None for any other stage, or candidates whose columns differ between queries."""
+    stage: RankStage,
+    queries: Sequence[Query],
+    corpus: Corpus,
+    state: dict,
+    bar: Any,
+    laid_out: CandidateBatch | None = None,
+) -> tuple[dict, CandidateBatch | None] | None:
+    """A `BatchRankStage` over every query's candidates at once (`laid_out`: those candidates already laid
+    end to end) -> the new state, its time per query unmeasured (NaN), and the batch it is the split of;
+    None for any other stage, or candidates whose columns differ between queries."""
     if not isinstance(stage, BatchRankStage):
         return None
     entries = [state[q.id] for q in queries]
-    ranked = stage.rank_each(corpus, [(index, columns) for index, columns, _ in entries])
-    if ranked is None:
+    parts = [(index, columns) for index, columns, _ in entries]
+    batch = laid_out or CandidateBatch.of(corpus, parts)
+    if batch is None:
         return None
+    ranked, laid_out = stage.rank_laid_out(batch, parts)
     bar.update(len(queries))
     # Arrays ranked are new ones; those left as they were are the memo's, which nothing changes.
-    return {
+    new = {
         q.id: (index, columns, {**timings, stage.name: math.nan})
         for q, (index, columns), (_, _, timings) in zip(queries, ranked, entries, strict=True)
     }
+    return new, laid_out
 
 
 def _unmeasured(timings: Mapping[str, float]) -> dict[str, float]:

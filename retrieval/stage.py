@@ -196,12 +196,20 @@ class BatchRankStage(RankStage):
         """Each query's (index, columns) ranked, in order; None when their columns differ (laid end to end
         they would not keep their dtypes), for the caller to go query by query."""
         batch = CandidateBatch.of(corpus, parts)
-        if batch is None:
-            return None
+        return None if batch is None else self.rank_laid_out(batch, parts)[0]
+
+    def rank_laid_out(self, batch: CandidateBatch, parts: Sequence) -> tuple[list, CandidateBatch | None]:
+        """`rank_each` of `parts` already laid end to end in `batch`: (each query's (index, columns), the
+        batch they are laid out in, for a next batch stage to take as it is; None where a query without
+        candidates kept its own columns, so that they no longer line up)."""
         ranked = self.rank_all(batch)
         if ranked is batch:  # left as it was (an off switch): the very inputs
-            return list(parts)
-        return [part if not len(part[0]) else new for part, new in zip(parts, ranked.split(), strict=True)]
+            return list(parts), batch
+        if (np.diff(batch.bounds) > 0).all():
+            return ranked.split(), ranked
+        return [
+            part if not len(part[0]) else new for part, new in zip(parts, ranked.split(), strict=True)
+        ], None
 
     def __call__(self, query: Query, candidates: Candidates) -> Candidates:
         ranked = self.rank_each(candidates.corpus, [(candidates.index, candidates.columns)])

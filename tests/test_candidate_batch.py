@@ -122,3 +122,35 @@ def test_batch_top_is_each_querys_top(k):
         for name in columns:
             np.testing.assert_array_equal(columns[name], expected.columns[name])
             assert not np.shares_memory(columns[name], c.columns[name])  # new arrays
+
+
+def test_a_pipeline_from_reused_candidates_ranks_as_one_that_measures_each_query():
+    """Reused prefix candidates (the batch path, two batch stages in a row, a query with no candidates)
+    give the same ranked lists, columns and order as a cold run (the per-query path)."""
+    from retrieval.pipeline import Pipeline, ProcessMemo
+    from retrieval.retrievers.bm25 import BM25Retriever
+    from tests.support import tiny_suite
+
+    suite = tiny_suite()
+    queries = (*suite.queries, query("nowhere", "anything at all", scope="no-such-scope"))
+    stages = (
+        BM25Retriever(top_n=6),
+        InstructionBoost(weight=0.4),
+        ConcisenessPenalty(weight=0.3, max_words=3),
+    )
+    cold = Pipeline(stages).run(suite.memories, queries, progress=False)
+    memo = ProcessMemo()
+    other = (stages[0], InstructionBoost(weight=0.1), stages[2])  # both rank stages re-run after it
+    Pipeline(other).run(suite.memories, queries, suite_hash="h", memo=memo, progress=False)
+    warm = Pipeline(stages).run(suite.memories, queries, suite_hash="h", memo=memo, progress=False)
+    assert warm.prefix_cache_hit and not cold.prefix_cache_hit
+    assert warm.cache["rank_levels_reused"] == 0  # the batch path ran both stages
+    # the first stage ran batched; the query without candidates kept its own columns, so the second
+    # could not line them up and ran query by query (timed)
+    assert all(np.isnan(r.timings_ms["instruction_boost"]) for r in warm.ranked)
+    for a, b in zip(cold.ranked, warm.ranked, strict=True):
+        assert a.query_id == b.query_id and a.memory_ids == b.memory_ids
+        assert list(a.columns) == list(b.columns)
+        for name in a.columns:
+            np.testing.assert_array_equal(a.columns[name], b.columns[name])
+    assert any(not r.memory_ids for r in warm.ranked)
