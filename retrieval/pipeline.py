@@ -287,7 +287,9 @@ class Pipeline:
         entries = [state[q.id] for q in queries]
         # Each query's top `depth`, in new arrays (the memo stays intact): all queries at once when their
         # columns line up, else one by one.
-        batch = laid_out or CandidateBatch.of(corpus, [(index, columns) for index, columns, _ in entries])
+        batch = (
+            laid_out if laid_out is not None else CandidateBatch.of(corpus, [(i, c) for i, c, _ in entries])
+        )
         if batch is not None:
             tops = batch.top(self.depth).split()
         else:
@@ -387,7 +389,7 @@ def _apply_all(
         return None
     entries = [state[q.id] for q in queries]
     parts = [(index, columns) for index, columns, _ in entries]
-    batch = laid_out or CandidateBatch.of(corpus, parts)
+    batch = laid_out if laid_out is not None else CandidateBatch.of(corpus, parts)
     if batch is None:
         return None
     ranked, laid_out = stage.rank_laid_out(batch, parts)
