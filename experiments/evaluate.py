@@ -39,13 +39,17 @@ def scope_leaks(suite: Suite, output: RunOutput) -> pd.Series:
     plain sets of (key, value) pairs, never through `retrieval.types.scope_key` (the partitioning
     encoding). A returned id that names no known memory counts as a leak too.
     """
+    return pd.Series(_leaks(suite, output), dtype=int)
+
+
+def _leaks(suite: Suite, output: RunOutput) -> dict[str, int]:
     codes, scope_of = _scope_numbers(suite.memories, output.corpus)
     query_scope = {q.id: _code(codes, q.scope) for q in suite.queries}
     leaks = {}
     for r in output.ranked:
         scopes = [scope_of.get(m) for m in r.memory_ids]
         leaks[r.query_id] = len(scopes) - scopes.count(query_scope[r.query_id])
-    return pd.Series(leaks, dtype=int)
+    return leaks
 
 
 def _code(codes: dict[frozenset, int], scope) -> int:
@@ -81,12 +85,10 @@ def per_query_table(suite: Suite, output: RunOutput, metrics: Sequence[str]) -> 
     by_id = {r.query_id: r for r in output.ranked}
     ranked = [by_id.get(q) for q in ids]
     stages = dict.fromkeys(s for r in output.ranked for s in r.timings_ms)
-    leaks = scope_leaks(suite, output).to_dict()
+    leaks = _leaks(suite, output)
     scores = relevance_per_query(
         suite.qrels, {r.query_id: list(r.memory_ids) for r in output.ranked}, metrics
     )
-    row_of = {q: i for i, q in enumerate(scores.index)}
-    at = np.array([row_of.get(q, -1) for q in ids], dtype=np.int64)
     columns: dict[str, Any] = {
         **{
             f"label.{name}": [q.labels.get(name) for q in queries]
@@ -99,9 +101,8 @@ def per_query_table(suite: Suite, output: RunOutput, metrics: Sequence[str]) -> 
         **{f"ms.{st}": [r.timings_ms.get(st, 0.0) if r else np.nan for r in ranked] for st in stages},
         "scope_leaks": np.array([leaks.get(q, 0) for q in ids], dtype=int),
     }
-    for name in scores.columns:
-        values = scores[name].to_numpy(dtype=np.float64)
-        columns[name] = np.where(at >= 0, values[np.maximum(at, 0)] if len(values) else np.nan, np.nan)
+    aligned = scores.reindex(ids)  # abstention queries: NaN
+    columns.update({name: aligned[name].to_numpy(dtype=np.float64) for name in scores.columns})
     return pd.DataFrame(columns, index=pd.Index(ids, name="query_id"))
 
 

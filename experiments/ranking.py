@@ -103,14 +103,18 @@ class _Rows:
 
     def __init__(self, keeps: list[list[int]], sizes: list[int]) -> None:
         self.keeps, self.sizes = keeps, sizes
-        self.picks = self.positions(sizes)
+        self.picks = _positions(keeps, sizes)
 
     def positions(self, sizes: list[int]) -> np.ndarray:
-        if sizes == self.sizes and hasattr(self, "picks"):
-            return self.picks
-        starts = np.cumsum(sizes) - sizes
-        picks = [i + start for keep, start in zip(self.keeps, starts.tolist(), strict=True) for i in keep]
-        return np.array(picks, dtype=np.intp)
+        """The kept positions for columns of these lengths (the ranked ids' lengths, nearly always)."""
+        return self.picks if sizes == self.sizes else _positions(self.keeps, sizes)
+
+
+def _positions(keeps: list[list[int]], sizes: list[int]) -> np.ndarray:
+    starts = (np.cumsum(sizes, dtype=np.int64) - np.asarray(sizes, dtype=np.int64)).tolist()
+    return np.array(
+        [i + start for keep, start in zip(keeps, starts, strict=True) for i in keep], dtype=np.intp
+    )
 
 
 def _column_texts(parts: list, rows: _Rows) -> list[str]:

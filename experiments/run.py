@@ -107,9 +107,9 @@ def results_table(evaluation: Evaluation, metrics: list[str], label: str | None)
     columns = ["n_queries", *[m for m in metrics if m in present]]
 
     def cell(value: Any) -> str:
-        if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
-            return "NaN" if value is None or value != value else str(value)
-        return str(value) if isinstance(value, int) else f"{value:.3f}"
+        if value is None or (isinstance(value, float) and value != value):
+            return "NaN"
+        return f"{value:.3f}" if isinstance(value, float) else str(value)
 
     body = [[str(name), *(cell(row.get(c)) for c in columns)] for name, row in rows.items()]
     widths = [max(len(text) for text in column) for column in zip(["", *columns], *body, strict=True)]
