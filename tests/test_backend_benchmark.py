@@ -80,6 +80,8 @@ def test_a_small_real_run_writes_the_report_and_the_numbers(tmp_path, beam_100k)
             str(tmp_path / "cache"),
             "--out",
             str(tmp_path / "out"),
+            "--wait-quiet",
+            "0",
         ]
     )
     assert code == 0

@@ -81,6 +81,33 @@ def test_run_file_keeps_the_harness_order_and_the_scores_read_back(tmp_path):
         write_run([bad], tmp_path / "bad.trec")
 
 
+def plain_run_file(ranked, path, tag) -> None:
+    """run.trec as first written: one formatted line at a time."""
+    with open(path, "w", encoding="utf-8") as fh:
+        for r in ranked:
+            for rank, (doc, score) in enumerate(
+                zip(r.memory_ids, strictly_decreasing(r.scores), strict=True)
+            ):
+                fh.write(f"{r.query_id} Q0 {doc} {rank + 1} {float(score)!r} {tag}\n")
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_run_file_text_is_exactly_the_line_by_line_text(tmp_path, seed):
+    rng = np.random.default_rng(seed)
+    ids = ["m", "é-ø", "ｍ1", "a.b:c", "x" * 40, 7, "Ω"]  # unicode, look-alikes, an int id
+    ranked = []
+    for q in range(int(rng.integers(0, 25))):
+        n = int(rng.integers(0, 120))  # empty queries too, and ranks past 100
+        scores = np.sort(rng.choice([*EDGES[:-3], 0.5, 0.5], n) if q % 3 == 0 else rng.normal(size=n))[::-1]
+        if q % 5 == 1 and n:
+            scores[int(rng.integers(0, n))] = rng.choice([np.nan, np.inf, -np.inf])
+        docs = tuple(f"{ids[i % len(ids)]}-{i}" if i % 4 else ids[i % len(ids)] for i in range(n))
+        ranked.append(RankedList(f"q {q}" if q % 2 else q, docs, scores, {}, {}))
+    write_run(ranked, tmp_path / "run.trec", tag=f"tag{seed}")
+    plain_run_file(ranked, tmp_path / "plain.trec", tag=f"tag{seed}")
+    assert (tmp_path / "run.trec").read_bytes() == (tmp_path / "plain.trec").read_bytes()
+
+
 def test_ranking_file_cells_are_repr_text_nan_empty_and_hostile_ids_quoted(tmp_path):
     ids = ("a,b", 'quote"d', "line\nbreak", "plain", " space ", "x")
     columns = {

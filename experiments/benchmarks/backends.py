@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from experiments.benchmarks.pipeline import load_note, machine, percentiles
+from experiments.benchmarks.pipeline import load_note, machine, percentiles, wait_for_quiet, wait_note
 from experiments.run import load_suite_from_config
 from retrieval.encoder import MINILM, resolve_model_path
 
@@ -328,13 +328,22 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         help="another run's backends.json to fold in (repeatable)",
     )
+    parser.add_argument(
+        "--wait-quiet",
+        type=float,
+        default=300,
+        metavar="SECONDS",
+        help="first wait at most this long for the 1-minute load to fall to half the cores (0: no wait)",
+    )
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     parts = set(args.parts.split(","))
     SUITE_OVERRIDES[:] = [f"suite.path={args.suite_path}"] if args.suite_path else []
+    wait = wait_for_quiet(args.wait_quiet)
     info = machine()
+    info["wait"] = wait
     from importlib.metadata import version
 
     info["versions"].update({p: version(p) for p in ("onnxruntime", "openvino", "onnx", "transformers")})
@@ -543,6 +552,8 @@ def render(results: dict[str, Any]) -> str:
             f"{', '.join(_f(x, 2) for x in run['loadavg_start'])}, at end "
             f"{', '.join(_f(x, 2) for x in run.get('loadavg_end', [float('nan')] * 3))}"
         )
+        if wait_note(run.get("wait")):
+            lines.append("  " + wait_note(run.get("wait")))
     peak = {
         "nproc": info["nproc"],
         "loadavg_start": [max(r["loadavg_start"][0] for r in runs)],

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from experiments.benchmarks.backends import bi_encoder, compose
-from experiments.benchmarks.pipeline import load_note, machine
+from experiments.benchmarks.pipeline import load_note, machine, wait_for_quiet, wait_note
 from experiments.run import load_suite_from_config
 
 BACKENDS = ("torch", "openvino", "openvino-int8")
@@ -152,6 +152,7 @@ def render(results: dict[str, Any]) -> str:
         f"- CPU: {info['cpu']}; {info['nproc']} cores available, **one thread used** (a per-core "
         f"comparison); load average (1/5/15 min) at start {loads[0]}, at end {loads[1]}",
         load_note(info),
+        *filter(None, [wait_note(info.get("wait"))]),
         f"- Input: {args['batch']} BEAM 100K messages that each fill all-MiniLM-L6-v2's 256 tokens (seed "
         f"{args['seed']}), one batch, {args['repeats']} timed runs after 2 warm-ups. Op times: "
         "torch.profiler's self CPU time per op (torch); OpenVINO's per-node PERF_COUNT real time "
@@ -212,8 +213,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="reports/benchmarks")
+    parser.add_argument(
+        "--wait-quiet",
+        type=float,
+        default=300,
+        metavar="SECONDS",
+        help="first wait at most this long for the 1-minute load to fall to half the cores (0: no wait)",
+    )
     args = parser.parse_args(argv)
+    wait = wait_for_quiet(args.wait_quiet)
     info = machine()
+    info["wait"] = wait
     info["command"] = "python -m experiments.benchmarks.encoder_ops " + shlex.join(
         argv if argv is not None else sys.argv[1:]
     )

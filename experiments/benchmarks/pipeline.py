@@ -40,7 +40,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +66,49 @@ def percentiles(values: Sequence[float]) -> dict[str, float]:
 
 def maxrss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+
+
+def wait_for_quiet(
+    max_wait_s: float,
+    *,
+    below: float | None = None,
+    poll_s: float = 5.0,
+    load: Callable[[], tuple[float, float, float]] = os.getloadavg,
+) -> dict[str, Any]:
+    """Wait, at most `max_wait_s`, for the 1-minute load to fall to `below` (default: half the cores),
+    printing the load as it waits; then measure either way (the report says which). Returns what
+    happened, for the report: seconds waited, the load then, the threshold, whether it was reached."""
+    threshold = len(os.sched_getaffinity(0)) / 2 if below is None else below
+    started = time.monotonic()
+    while True:
+        now = load()[0]
+        waited = time.monotonic() - started
+        if now <= threshold or waited >= max_wait_s:
+            quiet = now <= threshold
+            return {
+                "max_wait_s": max_wait_s,
+                "waited_s": round(waited, 1),
+                "load_1min": now,
+                "threshold": threshold,
+                "quiet": quiet,
+            }
+        print(
+            f"waiting for a quiet machine: 1-minute load {now:.2f} > {threshold:.2f} "
+            f"({waited:.0f} of at most {max_wait_s:.0f} s)",
+            flush=True,
+        )
+        time.sleep(min(poll_s, max(max_wait_s - waited, 0.0)))
+
+
+def wait_note(wait: dict[str, Any] | None) -> str:
+    """The report's line on the wait for a quiet machine (empty when the run did not wait)."""
+    if not wait or not wait["max_wait_s"] or (wait["waited_s"] == 0 and wait["quiet"]):
+        return ""
+    reached = "reached" if wait["quiet"] else "not reached: measured anyway"
+    return (
+        f"- Waited {wait['waited_s']:.0f} s for the 1-minute load to fall to {wait['threshold']:.2f} "
+        f"({reached}; load {wait['load_1min']:.2f} when measuring began)."
+    )
 
 
 def load_note(info: dict[str, Any]) -> str:
