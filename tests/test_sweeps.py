@@ -235,6 +235,46 @@ def test_the_memeval_launcher_composes_each_job_as_hydra_does():
     assert composer._validated == {}  # each validated config went to its launch
 
 
+def test_a_sweep_over_values_starts_from_the_master_config_and_still_equals_hydras():
+    """A job whose shaping overrides are the command line's own starts from the master config (composed
+    once by Hydra already): its config, Hydra node included, is still Hydra's load_sweep_config. A job
+    that adds a key (`+`) or lacks one of the command line's values is composed as before."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra._internal.utils import create_config_search_path
+    from hydra.types import RunMode
+    from omegaconf import OmegaConf
+
+    from hydra_plugins.memeval_launcher.memeval_launcher import SweepComposer
+
+    cli = [
+        "suite=spark25",
+        "variant=exp05",
+        "stage.instruction_boost.weight=0.1,0.35",
+        "depth=50",
+        "resume=false",
+    ]
+    loader = ConfigLoaderImpl(config_search_path=create_config_search_path(str(CONF_DIR)))
+    master = loader.load_configuration("config", overrides=cli, run_mode=RunMode.MULTIRUN)
+    composer = SweepComposer(loader, master)
+    jobs = [
+        ["suite=spark25", "variant=exp05", f"stage.instruction_boost.weight={w}", "depth=50", "resume=false"]
+        for w in (0.1, 0.35)
+    ]
+    for job in jobs:
+        ours = OmegaConf.to_container(composer.for_launch(job), resolve=False)
+        assert ours == OmegaConf.to_container(loader.load_sweep_config(master, job), resolve=False), job
+    assert composer._bases == {}  # both from the master: no composition
+    others = [
+        [*jobs[0], "+stage.instruction_boost.note=x"],  # an addition: never applied twice
+        ["suite=spark25", "variant=exp05", "stage.instruction_boost.weight=0.2", "resume=false"],  # no depth
+    ]
+    for job in others:
+        ours = OmegaConf.to_container(composer.for_launch(job), resolve=False)
+        assert ours == OmegaConf.to_container(loader.load_sweep_config(master, job), resolve=False), job
+    assert len(composer._bases) == 1  # composed (once: both have the same shaping overrides)
+    assert composer.for_launch(jobs[0]) is not composer.for_launch(jobs[0])  # each job its own copy
+
+
 def test_the_launchers_config_copies_are_hydras():
     """The task's config is what Hydra's deepcopy-then-delete makes (values, flags, node types), and the
     HydraConfig view resolves `${hydra:...}` and interpolations as Hydra's copy of the node does."""
