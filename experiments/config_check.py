@@ -17,7 +17,7 @@ from __future__ import annotations
 import inspect
 import re
 import typing
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -215,15 +215,21 @@ def variant_problems(cfg: DictConfig) -> list[str]:
     return []
 
 
-def check_config(cfg: DictConfig, memo: ProcessMemo | None = None) -> Pipeline:
+def check_config(
+    cfg: DictConfig, memo: ProcessMemo | None = None, resolved: Mapping[str, Any] | None = None
+) -> Pipeline:
     """Every problem of a run config at once (ConfigError), or the pipeline it builds (its unchanged
-    stages from `memo`, in a sweep: retrieval.pipeline.Pipeline.from_config)."""
+    stages from `memo`, in a sweep: retrieval.pipeline.Pipeline.from_config; `resolved`, the config
+    already resolved to a container, spares resolving each stage again for the memo's keys)."""
     problems = run_problems(cfg) + suite_problems(cfg) + variant_problems(cfg)
     pipeline = None
     if not any(p.startswith(("variant", "stage:")) for p in problems):
         depth = cfg.depth if _is_int(cfg.get("depth")) else 100
         try:
-            pipeline = Pipeline.from_config(list(cfg.variant.stages), cfg.stage, depth=depth, memo=memo)
+            stages = resolved.get("stage") if resolved is not None else None
+            pipeline = Pipeline.from_config(
+                list(cfg.variant.stages), cfg.stage, depth=depth, memo=memo, resolved=stages
+            )
         except PipelineConfigError as err:
             problems += err.problems
     if problems:

@@ -171,11 +171,15 @@ def run_experiment(
     """Run, evaluate, write, log. In a multirun (`multirun`) the process memo is reused, finished jobs
     are skipped (see experiments.sweeps), and `parent` (the sweep's MLflow parent) makes it a child run.
     """
+    # One resolution (hash, config.yaml, params, the sweep memo's stage keys); a config that does not
+    # resolve gets check_config's list of every problem first.
+    resolved = _resolved(cfg)
     # every config problem at once (ConfigError), before any data is read
-    pipeline = check_config(cfg, memo=process_memo() if multirun else None)
+    pipeline = check_config(cfg, memo=process_memo() if multirun else None, resolved=resolved)
     pipeline.check_models()  # a missing model is a clear error now, not after retrieval ran
     suite = load_suite_from_config(cfg, memoise=multirun)  # validates: bad input fails here, before work
-    resolved = OmegaConf.to_container(cfg, resolve=True)  # one resolution: hash, config.yaml, params
+    if resolved is None:
+        resolved = OmegaConf.to_container(cfg, resolve=True)
     cfg_hash = config_hash(resolved)
     tracker: MlflowTracker | None = (
         instantiate(cfg.tracking.tracker, **(parent or {})) if cfg.tracking.enabled else None
@@ -254,6 +258,13 @@ def run_experiment(
         print(f"MLflow run {run_id} in {tracker.experiment}")
         record_finished(cfg.cache_dir, cfg_hash, suite.content_hash, run_dir, run_id)
     return evaluation.metrics
+
+
+def _resolved(cfg: DictConfig) -> dict[str, Any] | None:
+    try:
+        return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+    except Exception:  # an interpolation that fails: check_config names it
+        return None
 
 
 def _discard_if_unused(run_dir: Path) -> None:

@@ -105,6 +105,23 @@ def test_a_memoised_pipeline_gives_the_same_rankings_and_reuses_corpus_and_candi
     np.testing.assert_array_equal(third.ranked[0].columns["bm25"], first.ranked[0].columns["bm25"])
 
 
+@pytest.mark.parametrize("variant", ["exp05", "spark_phase3", "tiering", "graph_expand", "passages"])
+def test_stage_memo_keys_from_the_run_resolved_config_are_each_stages_own(variant):
+    """A run resolves its config once and the sweep memo's stage keys come from that container: the same
+    keys as resolving each stage node on its own (interpolations into other parts of the config too)."""
+    from omegaconf import OmegaConf
+
+    from retrieval.pipeline import _stage_key
+
+    boost = ["stage.instruction_boost.weight=${seed}"] if variant == "exp05" else []  # one into elsewhere
+    cfg = compose_with(f"variant={variant}", "seed=3", *boost)
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    for name in cfg.variant.stages:
+        assert _stage_key(resolved["stage"][name]) == _stage_key(cfg.stage[name]) is not None, name
+    if boost:
+        assert '"weight": 3' in _stage_key(resolved["stage"]["instruction_boost"])
+
+
 @dataclass(frozen=True, kw_only=True)
 class CountedHalving(RankStage):
     """Stands for an expensive stage the sweep does not touch (current_state in exp05)."""
