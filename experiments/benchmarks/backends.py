@@ -35,7 +35,14 @@ from typing import Any
 
 import numpy as np
 
-from experiments.benchmarks.pipeline import load_note, machine, percentiles, wait_for_quiet, wait_note
+from experiments.benchmarks.pipeline import (
+    add_wait_quiet,
+    load_note,
+    machine,
+    percentiles,
+    wait_for_quiet,
+    wait_note,
+)
 from experiments.run import load_suite_from_config
 from retrieval.encoder import MINILM, resolve_model_path
 
@@ -328,13 +335,7 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         help="another run's backends.json to fold in (repeatable)",
     )
-    parser.add_argument(
-        "--wait-quiet",
-        type=float,
-        default=300,
-        metavar="SECONDS",
-        help="first wait at most this long for the 1-minute load to fall to half the cores (0: no wait)",
-    )
+    add_wait_quiet(parser)
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from experiments.benchmarks.backends import bi_encoder, compose
-from experiments.benchmarks.pipeline import load_note, machine, wait_for_quiet, wait_note
+from experiments.benchmarks.pipeline import add_wait_quiet, load_note, machine, wait_for_quiet, wait_note
 from experiments.run import load_suite_from_config
 
 BACKENDS = ("torch", "openvino", "openvino-int8")
@@ -213,13 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="reports/benchmarks")
-    parser.add_argument(
-        "--wait-quiet",
-        type=float,
-        default=300,
-        metavar="SECONDS",
-        help="first wait at most this long for the 1-minute load to fall to half the cores (0: no wait)",
-    )
+    add_wait_quiet(parser)
     args = parser.parse_args(argv)
     wait = wait_for_quiet(args.wait_quiet)
     info = machine()

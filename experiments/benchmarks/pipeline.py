@@ -68,6 +68,17 @@ def maxrss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
 
 
+def add_wait_quiet(parser: argparse.ArgumentParser) -> None:
+    """A benchmark's `--wait-quiet SECONDS` (see `wait_for_quiet`)."""
+    parser.add_argument(
+        "--wait-quiet",
+        type=float,
+        default=300,
+        metavar="SECONDS",
+        help="first wait at most this long for the 1-minute load to fall to half the cores (0: no wait)",
+    )
+
+
 def wait_for_quiet(
     max_wait_s: float,
     *,

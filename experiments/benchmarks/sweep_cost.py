@@ -35,7 +35,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from experiments import PROJECT_ROOT
-from experiments.benchmarks.pipeline import wait_for_quiet, wait_note
+from experiments.benchmarks.pipeline import add_wait_quiet, wait_for_quiet, wait_note
 from experiments.configs import CONF_DIR
 from experiments.tracking import git_commit
 
@@ -171,13 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cold", action=argparse.BooleanOptionalAction, default=False)
     parser.add_argument("--study", default="boost_sweep21_beam100k", help="study plan timed warm ('' skips)")
     parser.add_argument("--out", default="reports/benchmarks/sweep_cost.md")
-    parser.add_argument(
-        "--wait-quiet",
-        type=float,
-        default=300,
-        metavar="SECONDS",
-        help="first wait at most this long for the 1-minute load to fall to half the cores (0: no wait)",
-    )
+    add_wait_quiet(parser)
     args = parser.parse_args(argv)
 
     common = [
