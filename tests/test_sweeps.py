@@ -329,6 +329,9 @@ def test_the_launchers_config_copies_are_hydras():
     from hydra.core.utils import setup_globals
 
     setup_globals()  # the `hydra:` and `now:` resolvers, as in a running app
+    # `${now:...}` in the run and sweep dirs resolves once per config root, at whichever second each copy
+    # is first read: pinned here, or the two sides differ whenever a second turns between them.
+    OmegaConf.register_new_resolver("now", lambda pattern: "2026-01-02_03-04", use_cache=True, replace=True)
     before = HydraConfig.instance().cfg
     try:
         HydraConfig.instance().set_config(copy.deepcopy(config))
@@ -339,6 +342,7 @@ def test_the_launchers_config_copies_are_hydras():
         assert OmegaConf.select(config, "hydra.job.name") == HydraConfig.get().job.name
     finally:
         HydraConfig.instance().cfg = before
+        setup_globals()  # the real `now:` again
 
 
 def test_a_job_with_an_unknown_key_fails_before_any_job_runs(tmp_path):
