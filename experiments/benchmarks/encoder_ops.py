@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
 import time
@@ -229,8 +230,6 @@ def main(argv: list[str] | None = None) -> int:
             results["backends"][backend] = profile_torch(texts, args.repeats)
         else:
             results["backends"][backend] = profile_openvino(backend, texts, args.repeats)
-    import os
-
     info["loadavg_end"] = list(os.getloadavg())
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
