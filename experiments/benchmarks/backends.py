@@ -553,8 +553,8 @@ def render(results: dict[str, Any]) -> str:
             f"{', '.join(_f(x, 2) for x in run['loadavg_start'])}, at end "
             f"{', '.join(_f(x, 2) for x in run.get('loadavg_end', [float('nan')] * 3))}"
         )
-        if wait_note(run.get("wait")):
-            lines.append("  " + wait_note(run.get("wait")))
+        if note := wait_note(run.get("wait")):
+            lines.append("  " + note)
     peak = {
         "nproc": info["nproc"],
         "loadavg_start": [max(r["loadavg_start"][0] for r in runs)],

@@ -60,10 +60,9 @@ def openvino_category(node_type: str, fused_layers: str, rank: int) -> str:
 def long_messages(batch: int, seed: int) -> list[str]:
     """`batch` BEAM 100K messages (seeded) that fill the bi-encoder's 256 tokens."""
     suite = load_suite_from_config(compose([]), memoise=True)
-    enc = bi_encoder("torch", None)
-    from retrieval.encoder import load_sentence_transformer
+    from transformers import AutoTokenizer
 
-    tokenizer = load_sentence_transformer(enc.path, enc.device).tokenizer
+    tokenizer = AutoTokenizer.from_pretrained(bi_encoder("torch", None).path)  # the model's own
     texts = [m.text for m in suite.memories]
     lengths = [len(ids) for ids in tokenizer(texts, truncation=True, max_length=256)["input_ids"]]
     full = [t for t, n in zip(texts, lengths, strict=True) if n == 256]

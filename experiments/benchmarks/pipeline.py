@@ -94,8 +94,8 @@ def wait_for_quiet(
     while True:
         now = load()[0]
         waited = time.monotonic() - started
-        if now <= threshold or waited >= max_wait_s:
-            quiet = now <= threshold
+        quiet = now <= threshold
+        if quiet or waited >= max_wait_s:
             return {
                 "max_wait_s": max_wait_s,
                 "waited_s": round(waited, 1),

@@ -56,7 +56,12 @@ class SweepComposer:
         self.master = master
         self._bases: dict[tuple[str, ...], DictConfig] = {}
         self._validated: dict[tuple[str, ...], DictConfig] = {}
-        self._master_parts: tuple[tuple[str, ...], set[str]] | None = None
+        # The master's own command line, its sweeps left out: (shaping overrides, value overrides).
+        from experiments.configs import parse_overrides, shapes_composition
+
+        fixed = [o for o in parse_overrides(list(master.hydra.overrides.task)) if not o.is_sweep_override()]
+        self._master_key = tuple(o.input_line for o in fixed if shapes_composition(o))
+        self._master_values = {o.input_line for o in fixed if not shapes_composition(o)}
 
     def _is_master(self, key: tuple[str, ...], values: list) -> bool:
         """Whether the master config is this job's composition already: Hydra composed it from the command
@@ -64,18 +69,10 @@ class SweepComposer:
         values only) and whose values include the command line's, each set again as it was, gets the same
         config as from a new composition (~0.2 s of CPU, about two jobs' worth). A `+key=` addition is never
         applied twice: such a job is composed."""
-        from experiments.configs import parse_overrides, shapes_composition
-
-        if self._master_parts is None:
-            task = parse_overrides(list(self.master.hydra.overrides.task))
-            fixed = [o for o in task if not o.is_sweep_override()]
-            self._master_parts = (
-                tuple(o.input_line for o in fixed if shapes_composition(o)),
-                {o.input_line for o in fixed if not shapes_composition(o)},
-            )
-        master_key, master_values = self._master_parts
         given = {o.input_line for o in values}
-        return key == master_key and master_values <= given and not any(o.is_add() for o in values)
+        return (
+            key == self._master_key and self._master_values <= given and not any(o.is_add() for o in values)
+        )
 
     def validate(self, overrides: Sequence[str]) -> DictConfig:
         """Compose a job's config now (an error stops the sweep before any job runs); its launch takes it."""
