@@ -330,10 +330,18 @@ class CandidateBatch(_CandidateRows):
         """`Candidates.with_score` for every query: the new score column, each query re-sorted (stable)."""
         score = np.asarray(score, dtype=np.float64)
         cols = {**self.columns, **extra, column: score, "score": score}
-        # Stable sorts: by score over all rows, then by query, which keeps each query's rows in that order
-        # (ties as they were). np.lexsort gives the same order, ~1.5x slower.
-        by_score = np.argsort(-score, kind="stable")
-        order = by_score[np.argsort(self.query_of_row()[by_score], kind="stable")]
+        sizes = np.diff(self.bounds)
+        starts = self.bounds[:-1][sizes > 0]
+        if len(starts) and len(score) == len(starts) * sizes.max():
+            # Every query with rows has as many (the usual batch): one stable sort along each row of a
+            # (query, rank) matrix, ~3x faster than the two sorts below, the same order.
+            order = np.argsort(-score.reshape(len(starts), -1), axis=1, kind="stable")
+            order = (order + starts[:, None]).reshape(-1)
+        else:
+            # Stable sorts: by score over all rows, then by query, which keeps each query's rows in that
+            # order (ties as they were). np.lexsort gives the same order, ~1.5x slower.
+            by_score = np.argsort(-score, kind="stable")
+            order = by_score[np.argsort(self.query_of_row()[by_score], kind="stable")]
         columns = {k: v[order] for k, v in cols.items()}
         return CandidateBatch(self.corpus, self.index[order], columns, self.bounds)
 

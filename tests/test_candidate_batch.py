@@ -37,7 +37,9 @@ def per_query_penalty(stage: ConcisenessPenalty, c: Candidates) -> Candidates:
     return c.with_score(stage.name, base - stage.weight * excess, extra={"words": words})
 
 
-def random_queries(seed: int) -> tuple[Corpus, list[Candidates]]:
+def random_queries(seed: int, size: int | None = None) -> tuple[Corpus, list[Candidates]]:
+    """Queries of random sizes (empty and one-candidate ones among them), or all of `size` candidates (the
+    usual batch, which `with_score` sorts as one matrix)."""
     rng = np.random.default_rng(seed)
     mems = [
         memory(f"m{i}", " ".join(["w"] * int(rng.integers(1, 40)))).annotate(
@@ -48,7 +50,8 @@ def random_queries(seed: int) -> tuple[Corpus, list[Candidates]]:
     corpus = Corpus(tuple(mems))
     out = []
     for q in range(int(rng.integers(1, 30))):
-        n = [0, 1, 2, 50][q % 4] if q < 8 else int(rng.integers(0, 60))  # empty and one-candidate queries
+        n = [0, 1, 2, 50][q % 4] if q < 8 else int(rng.integers(0, 60))
+        n = n if size is None else size if q % 6 else 0  # and empty ones
         index = rng.choice(len(mems), n, replace=False)
         score = rng.choice([1.0, 0.5, 0.25, 0.0, -1.0], n) if q % 3 == 0 else rng.normal(size=n)  # ties
         if q % 5 == 1:
@@ -68,11 +71,12 @@ STAGES = [
 ]
 
 
+@pytest.mark.parametrize("size", [None, 1, 40])
 @pytest.mark.parametrize("seed", range(8))
 @pytest.mark.parametrize("which", range(len(STAGES)))
-def test_a_batch_stage_ranks_every_query_as_the_per_query_rule_does_to_the_bit(seed, which):
+def test_a_batch_stage_ranks_every_query_as_the_per_query_rule_does_to_the_bit(seed, which, size):
     stage, reference = STAGES[which]
-    corpus, queries = random_queries(seed)
+    corpus, queries = random_queries(seed, size)
     ranked = stage.rank_each(corpus, [(c.index, c.columns) for c in queries])
     assert len(ranked) == len(queries)
     for c, (index, columns) in zip(queries, ranked, strict=True):
