@@ -45,11 +45,18 @@ def sqlite_path(uri: str) -> Path | None:
 _CORE_TABLES = ("experiments", "runs", "metrics", "params", "tags")
 
 
+@functools.cache
+def _schema_head() -> str:
+    """The schema revision this MLflow's migrations end at: read from its migration scripts (~20 ms, and
+    each job of a sweep checks the store twice), and fixed for the life of the process."""
+    from mlflow.store.db.utils import _get_latest_schema_revision
+
+    return _get_latest_schema_revision()
+
+
 def _store_problem(path: Path) -> str | None:
     """Why the SQLite file at `path` is not a complete MLflow store, or None when it is one."""
     import sqlite3
-
-    from mlflow.store.db.utils import _get_latest_schema_revision
 
     try:
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
@@ -66,7 +73,7 @@ def _store_problem(path: Path) -> str | None:
     except sqlite3.Error as err:
         return f"it cannot be read as a SQLite database ({err})"
     missing = [t for t in _CORE_TABLES if t not in tables]
-    head = _get_latest_schema_revision()
+    head = _schema_head()
     if not missing and versions == [head]:
         return None
     if not versions or missing:
@@ -372,11 +379,14 @@ class MlflowTracker:
                 if dataset is not None:
                     log_dataset(client, run_id, dataset.as_input())
 
-                client.log_batch(run_id, params=[Param(k, v) for k, v in params.items()])
+                # One call: the client splits it into batches within the store's limits (100 params,
+                # 1000 entities), and each batch is one store transaction (~25 ms on SQLite).
                 ts = _now_ms()
-                metric_items = [Metric(k, v, ts, 0) for k, v in metrics.items()]
-                for start in range(0, len(metric_items), 900):  # the REST API caps a batch at 1000
-                    client.log_batch(run_id, metrics=metric_items[start : start + 900])
+                client.log_batch(
+                    run_id,
+                    params=[Param(k, v) for k, v in params.items()],
+                    metrics=[Metric(k, v, ts, 0) for k, v in metrics.items()],
+                )
                 client.log_text(run_id, config_text, "config.yaml")
                 if metric_names is not None:
                     client.log_dict(run_id, dict(metric_names), METRIC_NAMES_FILE)

@@ -94,6 +94,36 @@ def test_a_run_with_nasty_labels_is_logged_and_read_back_under_its_original_name
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("on_disk", ["same", "other", "none"])
+def test_every_param_and_metric_is_logged_past_the_batch_limits_and_config_yaml_is_the_configs(
+    store, monkeypatch, on_disk
+):
+    """150 params and 2,500 metrics (past MLflow's 100 params and 1,000 entities a batch) all land, in one
+    call that MLflow's client splits; the config.yaml artifact is the config text, unless the run folder
+    holds a config.yaml of its own (logged with the run's files, after the text)."""
+    folder, uri = store
+    monkeypatch.chdir(folder)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    run_dir = folder / f"run-{on_disk}"
+    run_dir.mkdir()
+    config_text = "seed: 0\nname: ünï\n"
+    if on_disk != "none":
+        (run_dir / "config.yaml").write_text(config_text if on_disk == "same" else "seed: 1\n", "utf-8")
+    params = {f"p{i}": str(i) for i in range(150)}
+    metrics = {f"m{i}": i / 7 for i in range(2500)}
+    run_id = MlflowTracker(experiment="limits", uri=uri).log(
+        run_name="limits", params=params, metrics=metrics, tags={}, run_dir=run_dir, config_text=config_text
+    )
+    client = mlflow.MlflowClient(uri)
+    run = client.get_run(run_id)
+    assert run.data.params == params
+    assert run.data.metrics == metrics
+    config = client.download_artifacts(run_id, "config.yaml", str(folder / f"down-{on_disk}"))
+    expected = config_text if on_disk != "other" else "seed: 1\n"  # the run folder's own file, as logged
+    assert open(config, encoding="utf-8").read() == expected
+
+
+@pytest.mark.slow
 def test_an_existing_complete_store_is_accepted_quickly(store):
     ensure_store(store[1])  # no error, nothing recreated
     assert not list(store[0].glob(".mlflow.db.*.creating"))
