@@ -11,7 +11,9 @@ so no job is skipped), two ways:
     cached for both; the single run is `--repeats` times, median kept);
   - cold (`--cold`, off by default: it embeds the corpus twice, ~20 min on a busy 2-core machine):
     each with its own empty cache directory, as the first sweep of a new variant or suite is.
-Warm, it also times the same points as a study (`--study`, default `boost_sweep21_beam100k`:
+Warm, it times both without tracking (`tracking=none`) and with the default tracking (`--mlflow`, on by
+default): MLflow's SQLite store `./mlflow.db` and `./mlruns`, in a scratch working directory, created by the
+warm-up run. Warm, it also times the same points as a study (`--study`, default `boost_sweep21_beam100k`:
 `python -m experiments.study`, one process, rows sharing the retrieval prefix through the process memo),
 with a cache folder that shares the warm embeddings and candidates but not the finished-run index, so
 every row runs. The figure is sweep wall time / single-run wall time (target: at most 2). CPU seconds
@@ -44,11 +46,11 @@ DEFAULT_SWEEP = "stage.instruction_boost.weight=range(0,0.525,0.025)"
 TARGET_RATIO = 2.0
 
 
-def _timed(args: list[str]) -> tuple[float, float]:
-    """(wall s, child CPU s) of one subprocess run from the repository root; fails loudly."""
+def _timed(args: list[str], cwd: Path = REPO) -> tuple[float, float]:
+    """(wall s, child CPU s) of one subprocess run (from the repository root by default); fails loudly."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    proc = subprocess.run(args, cwd=REPO, capture_output=True, text=True)
+    proc = subprocess.run(args, cwd=cwd, capture_output=True, text=True)
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
@@ -84,9 +86,12 @@ def _measure_study(tmp: Path, plan: str) -> dict:
     return {"plan": plan, "wall": wall, "cpu": cpu, "rows": rows}
 
 
-def _measure(tmp: Path, common: list[str], sweep: str, repeats: int, cache_dir: str | None) -> dict:
+def _measure(
+    tmp: Path, common: list[str], sweep: str, repeats: int, cache_dir: str | None, cwd: Path = REPO
+) -> dict:
     """Single runs and one sweep; with `cache_dir`, every command gets its own empty cache under it."""
     run = [sys.executable, "-m", "experiments.run"]
+    cwd.mkdir(parents=True, exist_ok=True)
 
     def cache(name: str) -> list[str]:
         return [f"cache_dir={cache_dir}/{name}"] if cache_dir else []
@@ -94,15 +99,16 @@ def _measure(tmp: Path, common: list[str], sweep: str, repeats: int, cache_dir: 
     singles, sweeps = [], []
     if cache_dir is None:
         print("warm-up run (fills the embedding and candidate caches)...", flush=True)
-        _timed([*run, *common, f"hydra.run.dir={tmp}/warmup"])
+        _timed([*run, *common, f"hydra.run.dir={tmp}/warmup"], cwd)
     # Warm, a single run and the sweep alternate, `repeats` pairs: the shared machine's speed drifts by
     # tens of percent over minutes, and each pair meets the same drift. Cold: one pair.
     for i in range(repeats if cache_dir is None else 1):
-        singles.append(_timed([*run, *common, *cache(f"single{i}"), f"hydra.run.dir={tmp}/single{i}"]))
+        singles.append(_timed([*run, *common, *cache(f"single{i}"), f"hydra.run.dir={tmp}/single{i}"], cwd))
         name = "sweep" if i == 0 else f"sweep{i}"
         sweeps.append(
             _timed(
-                [*run, "-m", *common, sweep, "resume=false", *cache(name), f"hydra.sweep.dir={tmp}/{name}"]
+                [*run, "-m", *common, sweep, "resume=false", *cache(name), f"hydra.sweep.dir={tmp}/{name}"],
+                cwd,
             )
         )
         print(
@@ -169,6 +175,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sweep", default=DEFAULT_SWEEP, help="one Hydra sweep override")
     parser.add_argument("--repeats", type=int, default=2, help="timed warm single runs (median kept)")
     parser.add_argument("--cold", action=argparse.BooleanOptionalAction, default=False)
+    parser.add_argument(
+        "--mlflow",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also time both warm with the default MLflow tracking (a SQLite store in a scratch folder)",
+    )
     parser.add_argument("--study", default="boost_sweep21_beam100k", help="study plan timed warm ('' skips)")
     parser.add_argument("--out", default="reports/benchmarks/sweep_cost.md")
     add_wait_quiet(parser)
@@ -183,8 +195,22 @@ def main(argv: list[str] | None = None) -> int:
     ]
     wait = wait_for_quiet(args.wait_quiet)
     load_before = os.getloadavg()
+    # With tracking: the config's default store (./mlflow.db, ./mlruns) in a scratch working directory, so
+    # paths the commands share with the repository are given absolute.
+    tracked = [
+        f"suite={args.suite}",
+        f"suite.path={(REPO / args.suite_path).resolve()}",
+        f"variant={args.variant}",
+        "progress=false",
+        f"cache_dir={REPO / '.memeval_cache'}",
+    ]
     with tempfile.TemporaryDirectory(prefix="sweep_benchmark.") as tmp:
         warm = _measure(Path(tmp, "warm"), common, args.sweep, args.repeats, None)
+        mlflow = (
+            _measure(Path(tmp, "mlflow"), tracked, args.sweep, args.repeats, None, Path(tmp, "home"))
+            if args.mlflow
+            else None
+        )
         study = _measure_study(Path(tmp, "study"), args.study) if args.study else None
         cold = _measure(Path(tmp, "cold"), common, args.sweep, 1, f"{tmp}/caches") if args.cold else None
     load_after = os.getloadavg()
@@ -204,7 +230,19 @@ def main(argv: list[str] | None = None) -> int:
         if cold
         else " Not measured here: cold (`--cold`, each side embedding the corpus from an empty cache)."
     )
-    table = _rows("warm", warm, args.variant) + (_rows("cold", cold, args.variant) if cold else "")
+    table = _rows("warm", warm, args.variant)
+    table += _rows("warm, MLflow tracking", mlflow, args.variant) if mlflow else ""
+    table += _rows("cold", cold, args.variant) if cold else ""
+    mlflow_note = (
+        "\n- warm, MLflow tracking: the same commands without `tracking=none`, so each run and each sweep"
+        " job logs to MLflow as by default: a SQLite store `./mlflow.db` with `./mlruns`, made by the warm-up"
+        " run in a scratch working directory (the suite path and `cache_dir` given absolute). Each sweep job"
+        f" adds {(mlflow['sweep_cpu'] - mlflow['single_cpu']) / extra_jobs:.2f} s of CPU there, against"
+        f" {per_job_cpu:.2f} s untracked: MLflow's own work per run (its SQLAlchemy store creating the run,"
+        " one batch of params and metrics, the files as artifacts, the dataset input, the end status)."
+        if mlflow
+        else " Not measured here: with MLflow tracking (`--mlflow`)."
+    )
     if study:
         ratio, cpu_ratio = study["wall"] / warm["single_wall"], study["cpu"] / warm["single_cpu"]
         table += (
@@ -233,7 +271,7 @@ the times in the table are medians of each side.
 - One run: `python -m experiments.run {" ".join(common)}`
 - Sweep: `python -m experiments.run -m {" ".join(common)} {args.sweep} resume=false`{study_note}
 - warm: both use the shared `.memeval_cache/` after a warm-up run (embeddings and retrieval candidates
-  cached).{cold_note} `tracking=none` (MLflow logging adds a fixed cost per job).
+  cached), `tracking=none`.{cold_note}{mlflow_note}
 - Where a warm sweep job's time goes: {per_job:.2f} s wall per job on average, of which
   {statistics.mean(inside) if inside else float("nan"):.2f} s inside the run (pipeline from the first
   changed stage on, plus evaluation: `wall_s` in each job's metrics.json; first job
