@@ -88,7 +88,9 @@ def load_suite_from_config(cfg: DictConfig, *, memoise: bool = False) -> Suite:
     if memoise:
         loader = OmegaConf.to_container(cfg.suite, resolve=True)
         key = (
-            json.dumps({k: v for k, v in loader.items() if k not in SUITE_REPORT_KEYS}, sort_keys=True),
+            json.dumps(
+                {k: v for k, v in loader.items() if k not in SUITE_REPORT_KEYS}, sort_keys=True, default=repr
+            ),
             os.getcwd(),
             _files_signature(cfg.suite.get("path", "")),
         )
