@@ -5,18 +5,13 @@ from __future__ import annotations
 
 import os
 
+from experiments.configs import compose_config
 from tests.support import tiny_suite
 from tests.sweep_support import write_tiny_suite
 
 
 def compose(*overrides: str):
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-
-    from experiments.configs import CONF_DIR
-
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return hydra_compose("config", overrides=["suite=jsonl", "variant=bm25", *overrides])
+    return compose_config(["suite=jsonl", "variant=bm25", *overrides])
 
 
 def test_the_memoised_suite_is_reused_only_while_its_config_and_files_are_the_same(tmp_path):

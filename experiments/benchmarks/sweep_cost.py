@@ -198,10 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     # With tracking: the config's default store (./mlflow.db, ./mlruns) in a scratch working directory, so
     # paths the commands share with the repository are given absolute.
     tracked = [
-        f"suite={args.suite}",
+        *(o for o in common if o != "tracking=none" and not o.startswith("suite.path=")),
         f"suite.path={(REPO / args.suite_path).resolve()}",
-        f"variant={args.variant}",
-        "progress=false",
         f"cache_dir={REPO / '.memeval_cache'}",
     ]
     with tempfile.TemporaryDirectory(prefix="sweep_benchmark.") as tmp:
