@@ -5,14 +5,16 @@ PY := $(VENV)/bin/python
 export HF_HUB_OFFLINE := 1           # models load from local files only (DESIGN.md "Models, offline")
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup run test test-fast lint clean-venv reranker fusion
+.PHONY: setup run test test-fast lint clean-venv reranker fusion lock upgrade-check
 
-$(VENV)/.installed: pyproject.toml
+# The venv installs the committed lock (the exact versions CI was green with), then memeval itself.
+$(VENV)/.installed: pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	# CPU torch first, pinned: an unpinned torch pulls a multi-gigabyte CUDA build
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e ".[dev]"
+	$(PY) -m pip install --quiet -r requirements.lock
+	$(PY) -m pip install --quiet --no-deps -e ".[dev]"
 	touch $@
 
 setup: $(VENV)/.installed
@@ -66,3 +68,25 @@ lint: setup
 
 clean-venv:
 	rm -rf $(VENV)
+
+# A new lock from pyproject.toml's ranges (newest versions that resolve), in a scratch venv: review the diff.
+lock:
+	rm -rf .venv-lock && $(PYTHON) -m venv .venv-lock
+	.venv-lock/bin/python -m pip install --quiet --upgrade pip
+	.venv-lock/bin/python -m pip install --quiet torch==2.13.0
+	.venv-lock/bin/python -m pip install --quiet -e ".[dev]"
+	{ sed -n '1,/^# tests\/test_lock.py/p' requirements.lock; \
+	  .venv-lock/bin/python -m pip freeze --exclude-editable | grep -v '^-e'; } > requirements.lock.new
+	mv requirements.lock.new requirements.lock && rm -rf .venv-lock
+	git diff --stat requirements.lock
+
+# Do the newest versions still pass? A scratch venv from the ranges, the fast tier, the differences
+# from the lock; nothing is changed (upgrades are deliberate: `make lock`, then commit).
+upgrade-check:
+	rm -rf .venv-latest && $(PYTHON) -m venv .venv-latest
+	.venv-latest/bin/python -m pip install --quiet --upgrade pip
+	.venv-latest/bin/python -m pip install --quiet torch==2.13.0
+	.venv-latest/bin/python -m pip install --quiet --upgrade -e ".[dev]"
+	.venv-latest/bin/python -m pip freeze --exclude-editable | grep -v '^-e' | sort > .venv-latest/freeze.txt
+	grep -v '^#' requirements.lock | sort | diff - .venv-latest/freeze.txt || true
+	.venv-latest/bin/python -m pytest -q -n $(WORKERS) -m "not slow and not integration"

@@ -315,7 +315,15 @@ def _read_meta(path: Path, problems: list[Problem]) -> dict[str, Any]:
         return {}
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
-        problems.append(Problem(path.name, mark.line + 1 if mark else None, None, f"not valid YAML: {err}"))
+        line = mark.line + 1 if mark else None
+        # PyYAML >= 6.0.3 has a nesting limit of its own, and its scanner reads a flow collection whole
+        # (looking for a simple key) before the event loop above sees its depth: the same refusal.
+        message = (
+            f"nested deeper than {MAX_YAML_DEPTH} levels"
+            if "maximum nesting depth" in str(err)
+            else f"not valid YAML: {err}"
+        )
+        problems.append(Problem(path.name, line, None, message))
         return {}
     if meta is None:
         return {}

@@ -1,0 +1,72 @@
+"""The adapter contract every live memory system implements (DESIGN.md "Live memory systems").
+
+Data flow: `SystemRetriever.build(corpus)` calls, for each scope of the corpus, `reset(scope)`,
+`ingest(scope, memories)` and `wait_until_searchable(scope, memories)`; then `search(request)` once per
+query. Scopes are isolated: a search sees only what was ingested under its own scope. Ingest is
+idempotent: memories carry the suite's ids (client-made), so a retried or resumed ingest never stores
+a memory twice. An adapter never fails silently: a transport or protocol problem raises `SystemError_`
+naming the operation (and the query id or JSON path where there is one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Protocol, runtime_checkable
+
+from retrieval.types import Memory
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+class SystemError_(RuntimeError):  # noqa: N801 (the builtin SystemError means something else)
+    """A live system failed: unreachable, malformed response, timeout after retries, replay miss."""
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """One search as the adapter sends it. `as_of` is the query's time anchor (ISO-8601, or None);
+    `overrides` the per-request config overrides (e.g. AtomicMemory's `config_override`)."""
+
+    query_id: str
+    text: str
+    scope: Mapping[str, str]
+    k: int
+    as_of: str | None = None
+    overrides: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One result: the memory id the system returned (the suite's id when ingest was idempotent), its
+    score when the system gives one, and its text (the context a user's agent would pay for)."""
+
+    id: str
+    score: float | None = None
+    text: str | None = None
+
+
+@runtime_checkable
+class MemorySystem(Protocol):
+    """What a live memory system offers the harness; each call is blocking and may raise SystemError_."""
+
+    def reset(self, scope: Mapping[str, str]) -> None:
+        """Forget everything stored under this scope (a fresh start for an evaluation)."""
+        ...
+
+    def ingest(self, scope: Mapping[str, str], memories: Sequence[Memory]) -> None:
+        """Store the memories (id, text, created_at, metadata...) under the scope; idempotent by id."""
+        ...
+
+    def wait_until_searchable(self, scope: Mapping[str, str], memories: Sequence[Memory]) -> float:
+        """Block until what was ingested under the scope is searchable (polled, bounded); seconds waited."""
+        ...
+
+    def search(self, request: SearchRequest) -> list[Hit]:
+        """The system's ranked results for one query, best first (at most `request.k`)."""
+        ...
+
+    def close(self) -> None:
+        """Release connections, processes and files."""
+        ...
