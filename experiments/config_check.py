@@ -25,6 +25,8 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from experiments.metrics import parse_metric
+from experiments.names import name_problem
+from experiments.suites.fields import MAX_CUTOFF
 from retrieval.pipeline import Pipeline, PipelineConfigError, ProcessMemo
 from retrieval.stage import value_problems
 
@@ -74,8 +76,8 @@ def metric_problems(key: str, names: Any) -> list[str]:
     out = []
     for name in names:
         cutoff = _CUTOFF.fullmatch(name) if isinstance(name, str) else None
-        if cutoff is not None and int(cutoff["k"]) < 1:
-            out.append(f"{key}: {name!r}: the cutoff after @ must be an integer >= 1")
+        if cutoff is not None and not 1 <= int(cutoff["k"]) <= MAX_CUTOFF:
+            out.append(f"{key}: {name!r}: the cutoff after @ must be an integer >= 1 and <= {MAX_CUTOFF:,}")
             continue
         try:
             parse_metric(name)
@@ -90,8 +92,11 @@ def run_problems(cfg: DictConfig) -> list[str]:
     depth, missing = _get(cfg, "depth")
     if missing:
         out.append(missing)
-    elif not _is_int(depth) or depth < 1:
-        out.append(f"depth: expected an integer >= 1 (ranked list length per query), got {depth!r}")
+    elif not _is_int(depth) or not 1 <= depth <= MAX_CUTOFF:
+        out.append(
+            f"depth: expected an integer >= 1 and <= {MAX_CUTOFF:,} (ranked list length per query), "
+            f"got {depth!r:.60}"
+        )
 
     metrics, missing = _get(cfg, "metrics")
     metrics_bad = [missing] if missing else metric_problems("metrics", metrics)
@@ -212,7 +217,40 @@ def variant_problems(cfg: DictConfig) -> list[str]:
         return [f"variant.stages: expected a list of stage names, got {order!r}"]
     if not isinstance(cfg.get("stage"), DictConfig):
         return ["stage: expected a mapping of stage name to stage config"]
-    return []
+    name, missing = _get(variant, "name", "variant.")
+    if missing:
+        return [missing]
+    problem = name_problem("variant", name)
+    return [] if problem is None else [f"variant.name: {problem}"]
+
+
+def tracking_problems(cfg: DictConfig, resolved: Mapping[str, Any] | None) -> list[str]:
+    """MLflow's length limits, checked before the run rather than met after it: the experiment name, and
+    every config key, each of which becomes a param key (param values are truncated, the full config is
+    an artifact). Suite and variant names are bounded by experiments.names."""
+    from experiments.tracking import MAX_EXPERIMENT_NAME_CHARS, MAX_KEY_CHARS, flatten
+
+    tracking = cfg.get("tracking")
+    if not isinstance(tracking, DictConfig) or not tracking.get("enabled"):
+        return []
+    out = []
+    tracker = tracking.get("tracker")
+    experiment, missing = (
+        _get(tracker, "experiment", "tracking.tracker.")
+        if isinstance(tracker, DictConfig) and "experiment" in tracker
+        else (None, None)
+    )
+    if missing:
+        out.append(missing)
+    elif isinstance(experiment, str) and not 0 < len(experiment) <= MAX_EXPERIMENT_NAME_CHARS:
+        out.append(
+            f"tracking.tracker.experiment: MLflow takes an experiment name of 1 to "
+            f"{MAX_EXPERIMENT_NAME_CHARS} characters, got {len(experiment):,}"
+        )
+    for key in flatten(resolved) if resolved is not None else ():
+        if len(key) > MAX_KEY_CHARS:
+            out.append(f"{key[:60]}...: a config key of {len(key):,} characters, over MLflow's {MAX_KEY_CHARS}")
+    return out
 
 
 def check_config(
@@ -222,8 +260,9 @@ def check_config(
     stages from `memo`, in a sweep: retrieval.pipeline.Pipeline.from_config; `resolved`, the config
     already resolved to a container, spares resolving each stage again for the memo's keys)."""
     problems = run_problems(cfg) + suite_problems(cfg) + variant_problems(cfg)
+    problems += tracking_problems(cfg, resolved)
     pipeline = None
-    if not any(p.startswith(("variant", "stage:")) for p in problems):
+    if not any(p.startswith(("variant.stages", "variant:", "stage:")) for p in problems):
         depth = cfg.depth if _is_int(cfg.get("depth")) else 100
         try:
             stages = resolved.get("stage") if resolved is not None else None

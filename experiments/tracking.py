@@ -22,6 +22,12 @@ from typing import Any
 from experiments.metrics import metric_name_for_mlflow
 
 MAX_PARAM_CHARS = 500  # long values are truncated in params; the full config is an artifact
+# MLflow's own limits (mlflow.utils.validation; tests/test_names.py checks they still agree), checked
+# before a run (experiments.config_check, experiments.names) rather than met after it.
+MAX_EXPERIMENT_NAME_CHARS = 500
+MAX_KEY_CHARS = 250  # a param, tag or metric key
+MAX_DATASET_NAME_CHARS = 500
+MAX_TAG_VALUE_CHARS = 8000
 
 
 class TrackingError(RuntimeError):
@@ -182,7 +188,7 @@ def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
 METRIC_NAMES_TAG = "memeval.metric_names"  # on a run: the artifact mapping MLflow metric keys back
 METRIC_NAMES_FILE = "metric_names.json"  # {safe MLflow key: name in metrics.json (label.value.metric)}
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]")
-_MAX_KEY = 250  # MLflow's limit on a metric key
+_MAX_KEY = MAX_KEY_CHARS
 
 
 def _relevance_key(name: str) -> str:

@@ -31,6 +31,10 @@ import numpy as np
 
 from retrieval.types import CandidateBatch, Candidates, Corpus, Memory, Query
 
+# The largest rank cutoff anywhere (a top_n, a run's depth, a suite's k, a metric's @k): a typo such as
+# top_n=1e20 is refused by the config check, not met as an OverflowError deep in numpy.
+MAX_CUTOFF = 1_000_000
+
 
 def _canonical(value: Any) -> Any:
     """JSON-able form of a config value; components with their own fingerprint contribute that."""
@@ -158,7 +162,7 @@ class ChannelIndex(Protocol):
 class Retriever(Stage):
     """One retrieval channel; `channel` names its score column (bm25, dense...)."""
 
-    ranges = {"top_n": Range(ge=1)}
+    ranges = {"top_n": Range(ge=1, le=MAX_CUTOFF)}
     channel: str
     top_n: int = 100
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from experiments.metrics import parse_metric
+from experiments.names import name_problem
 from experiments.report.drilldown import DrilldownOptions
 from experiments.runs import LOWER_IS_BETTER
 from experiments.statistics import TEST_NAMES
@@ -144,6 +145,18 @@ def _fail(where: str, message: str) -> PlanError:
     return PlanError(f"study.{where}: {message}")
 
 
+def _folder_name(kind: str, value: Any, where: str) -> str:
+    """A plan, row or suite id name, which names a folder: experiments.names' rules, then the plan's own
+    narrower alphabet (it is also a label in tables and a Hydra override value)."""
+    name = str(value)
+    problem = name_problem(kind, name)
+    if problem is None and not ROW_NAME.fullmatch(name):
+        problem = f"{name!r} names a folder: letters, digits and _ . + - only"
+    if problem is not None:
+        raise _fail(where, problem)
+    return name
+
+
 def _strings(value: Any, where: str) -> tuple[str, ...]:
     if value is None:
         return ()
@@ -221,9 +234,7 @@ def _rows(raw: Any) -> list[Row]:
         unknown = set(item) - {"name", "overrides", "suites"}
         if unknown:
             raise _fail(f"rows[{i}]", f"unknown keys {sorted(unknown)} (a row has name, overrides, suites)")
-        name = str(item["name"])
-        if not ROW_NAME.fullmatch(name):
-            raise _fail(f"rows[{i}].name", f"{name!r} may use only letters, digits and _ . + -")
+        name = _folder_name("row", item["name"], f"rows[{i}].name")
         overrides = _overrides(item.get("overrides"), f"rows[{i}].overrides")
         # A listed row is its own variant in the report: its name labels it there and in MLflow.
         if not any(override_key(o) == "variant.name" for o in overrides):
@@ -262,10 +273,7 @@ def _suites(raw: Any) -> tuple[SuiteRef, ...]:
         entry = {k: v for k, v in item.items() if k != "id"} if isinstance(item, Mapping) else item
         overrides = _suite(entry, where)
         suite_id = str(item.get("id") or item.get("name")) if isinstance(item, Mapping) else str(item)
-        if not ROW_NAME.fullmatch(suite_id):
-            raise _fail(
-                f"{where}.id", f"{suite_id!r} names a report folder: letters, digits and _ . + - only"
-            )
+        _folder_name("suite id", suite_id, f"{where}.id")
         refs.append(SuiteRef(suite_id, overrides))
     ids = [r.id for r in refs]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
@@ -402,9 +410,7 @@ def load_plan(raw: Mapping[str, Any]) -> StudyPlan:
     for key in ("name", "variant", "metrics") if suites else ("name", "suite", "variant", "metrics"):
         if raw.get(key) in (None, "", "???"):
             raise _fail(key, "is required")
-    name = str(raw["name"])
-    if not ROW_NAME.fullmatch(name):
-        raise _fail("name", f"{name!r} names the report folder: letters, digits and _ . + - only")
+    name = _folder_name("plan", raw["name"], "name")
     variant = str(raw["variant"])
     rows = _rows(raw.get("rows"))
     if raw.get("sweep") is not None:

@@ -23,6 +23,10 @@ import unicodedata
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+# The largest cutoff (a suite's k, a metric's @k, a run's depth, a stage's top_n): one bound, kept where the
+# stages' ranges use it too.
+from retrieval.stage import MAX_CUTOFF
+
 MAX_TEXT_CHARS = 1_000_000
 ASCII_INT = re.compile(r"-?[0-9]+")
 # Unicode categories an id may not contain: control (Cc), format (Cf, e.g. zero-width space),
@@ -98,6 +102,28 @@ def positive_int_problem(value: Any) -> str | None:
     return None
 
 
+def cutoff_problem(value: Any) -> str | None:
+    """A rank cutoff (a suite's default k): an integer from 1 to MAX_CUTOFF."""
+    problem = positive_int_problem(value)
+    if problem is None and value > MAX_CUTOFF:
+        return f"must be at most {MAX_CUTOFF:,}, got {_show(value)}"
+    return problem
+
+
+def label_values_problem(value: Any) -> str | None:
+    """A query's labels: an object of label name -> value, each a name (experiments.names): a label value
+    is a group of the report's tables and a cell of per_query.csv, so "" would be a group no table shows."""
+    from experiments.names import name_problem
+
+    if (problem := str_map_problem(value)) is not None:
+        return problem
+    for name, group in value.items():
+        problem = name_problem("label name", name) or name_problem("label value", group)
+        if problem is not None:
+            return f"{name!r:.40}: {problem}"
+    return None
+
+
 def ascii_int_problem(value: str) -> str | None:
     return None if ASCII_INT.fullmatch(value) else f"must be an integer (ASCII digits), got {_show(value)}"
 
@@ -108,7 +134,9 @@ def label_names_problem(value: Any) -> str | None:
         return f"must be a list of label names (non-empty strings), got {_show(value)}"
     if len(set(value)) != len(value):
         return f"names a label twice: {_show(list(value))}"
-    return None
+    from experiments.names import name_problem
+
+    return next(filter(None, (name_problem("label name", x) for x in value)), None)
 
 
 def surrogates(value: Any, path: str = "") -> Iterator[tuple[str, str]]:

@@ -29,6 +29,7 @@ from typing import Any
 
 import yaml
 
+from experiments.names import name_problem
 from experiments.suites import fields
 from experiments.suites.suite import (
     MAX_PROBLEMS,
@@ -84,7 +85,7 @@ QUERY_SCHEMA: Schema = {
     "id": (True, fields.id_problem),
     "text": (True, fields.text_problem),
     "scope": (True, fields.scope_problem),
-    "labels": (False, fields.str_map_problem),
+    "labels": (False, fields.label_values_problem),
     "now": _OPT_STR,
     "context": (False, _is(dict, "an object")),
     "noise_patterns": (False, _str_list),
@@ -335,14 +336,14 @@ def _read_meta(path: Path, problems: list[Problem]) -> dict[str, Any]:
         for key, _ in (node.value if isinstance(node, yaml.MappingNode) else ())
     }
     rules: dict[str, Callable[[Any], str | None]] = {
-        "name": fields.text_problem,
+        "name": lambda v: name_problem("suite", v),
         "version": lambda v: (
             None
             if isinstance(v, (str, int)) and not isinstance(v, bool)
             else f"must be a string or an integer, got {v!r:.60}"
         ),
         "description": fields.string_problem,
-        "k": fields.positive_int_problem,
+        "k": fields.cutoff_problem,
         "labels": fields.label_names_problem,
     }
     for name, value in meta.items():

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from experiments.names import name_problem
 from experiments.suites import fields
 from retrieval.types import Concept, Feedback, Knowledge, Memory, Query, Relation
 
@@ -160,7 +161,8 @@ def check_suite(
         unicode_ok = bool(suite.content_hash)
     except UnicodeEncodeError:
         unicode_ok = False  # find which records and fields, below
-    add("suite", None, "k", fields.positive_int_problem(suite.k))
+    add("suite", None, "name", name_problem("suite", suite.name))
+    add("suite", None, "k", fields.cutoff_problem(suite.k))
     add("suite", None, "labels", fields.label_names_problem(suite.label_names))
     memory_scope: dict[str, dict[str, str]] = {}
     for position, m in enumerate(suite.memories):
@@ -295,7 +297,7 @@ _QUERY_RULES: dict[str, Callable[[Any], str | None]] = {
     "id": fields.id_problem,
     "text": fields.text_problem,
     "scope": fields.scope_problem,
-    "labels": fields.str_map_problem,
+    "labels": fields.label_values_problem,
 }
 
 

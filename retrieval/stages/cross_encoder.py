@@ -22,7 +22,7 @@ import numpy as np
 
 from retrieval.fusion import minmax
 from retrieval.reranker import CrossEncoderScorer
-from retrieval.stage import Range, RankStage
+from retrieval.stage import MAX_CUTOFF, Range, RankStage
 from retrieval.types import Candidates, Query
 
 Mode = Literal["replace", "rrf", "weighted"]
@@ -39,7 +39,7 @@ def _ranks(scores: np.ndarray) -> np.ndarray:
 @dataclass(frozen=True, kw_only=True)
 class CrossEncoderRerank(RankStage):
     name = "cross_encoder"
-    ranges = {"top_n": Range(ge=1), "top_k": Range(ge=1), "weight": Range(ge=0, le=1), "rrf_k": Range(gt=0)}
+    ranges = {"top_n": Range(ge=1, le=MAX_CUTOFF), "top_k": Range(ge=1, le=MAX_CUTOFF), "weight": Range(ge=0, le=1), "rrf_k": Range(gt=0)}
     scorer: CrossEncoderScorer
     top_n: int = 16
     top_k: int = 8
