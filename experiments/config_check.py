@@ -249,7 +249,9 @@ def tracking_problems(cfg: DictConfig, resolved: Mapping[str, Any] | None) -> li
         )
     for key in flatten(resolved) if resolved is not None else ():
         if len(key) > MAX_KEY_CHARS:
-            out.append(f"{key[:60]}...: a config key of {len(key):,} characters, over MLflow's {MAX_KEY_CHARS}")
+            out.append(
+                f"{key[:60]}...: a config key of {len(key):,} characters, MLflow's limit is {MAX_KEY_CHARS}"
+            )
     return out
 
 

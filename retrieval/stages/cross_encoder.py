@@ -39,7 +39,12 @@ def _ranks(scores: np.ndarray) -> np.ndarray:
 @dataclass(frozen=True, kw_only=True)
 class CrossEncoderRerank(RankStage):
     name = "cross_encoder"
-    ranges = {"top_n": Range(ge=1, le=MAX_CUTOFF), "top_k": Range(ge=1, le=MAX_CUTOFF), "weight": Range(ge=0, le=1), "rrf_k": Range(gt=0)}
+    ranges = {
+        "top_n": Range(ge=1, le=MAX_CUTOFF),
+        "top_k": Range(ge=1, le=MAX_CUTOFF),
+        "weight": Range(ge=0, le=1),
+        "rrf_k": Range(gt=0),
+    }
     scorer: CrossEncoderScorer
     top_n: int = 16
     top_k: int = 8
