@@ -284,9 +284,16 @@ def test_bad_suite_yaml_is_a_clear_error(tmp_path, text, expected):
     assert expected in str(err.value)
 
 
-def test_suite_yaml_reads_are_bounded_even_from_an_endless_file(tmp_path):
+def test_suite_yaml_from_an_endless_device_is_refused_unread(tmp_path):
     folder = write(tmp_path / "s", [GOOD_M], [LABELED_Q], "q1 0 m1 1\n")
     (folder / "suite.yaml").symlink_to("/dev/zero")
+    with pytest.raises(SuiteError, match="suite.yaml: cannot read .*: is a device: only regular files"):
+        load_suite(folder)
+
+
+def test_suite_yaml_reads_are_bounded(tmp_path):
+    folder = write(tmp_path / "s", [GOOD_M], [LABELED_Q], "q1 0 m1 1\n")
+    (folder / "suite.yaml").write_text("description: " + "x" * 70_000 + "\n")
     with pytest.raises(SuiteError, match="suite.yaml: larger than 64 KiB"):
         load_suite(folder)
 

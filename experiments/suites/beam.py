@@ -27,6 +27,7 @@ from types import MappingProxyType
 from typing import Any
 
 from experiments.suites import fields
+from experiments.suites.files import read_suite_file
 from experiments.suites.suite import MAX_PROBLEMS, Problem, Suite, SuiteError, check_suite
 from retrieval.types import Memory, Query
 
@@ -124,7 +125,7 @@ _FAILED = object()  # _read_json's answer for a file it could not read (the prob
 def _read_json(path: Path, problems: list[Problem]) -> Any:
     """The parsed file, or _FAILED with a problem naming the file (and line where JSON has one)."""
     try:
-        text = path.read_text("utf-8")
+        text = read_suite_file(path).decode("utf-8")
     except FileNotFoundError:
         problems.append(Problem(str(path), None, None, "file is missing"))
         return _FAILED

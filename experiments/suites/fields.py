@@ -188,13 +188,49 @@ def _finite_float(token: str) -> float:
     return value
 
 
+class DuplicateKey(ValueError):
+    """A JSON object names one key twice (json keeps the last value without a word)."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):  # rare: find the key
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise DuplicateKey(key)
+            seen.add(key)
+    return out
+
+
 def json_loads(text: str) -> Any:
-    """Strict JSON: NaN/Infinity and overflowing numbers raise NonFiniteNumber (a ValueError)."""
-    return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+    """Strict JSON: NaN/Infinity and overflowing numbers raise NonFiniteNumber, a key twice in one object
+    DuplicateKey (both ValueErrors)."""
+    return json.loads(
+        text, parse_constant=_reject_constant, parse_float=_finite_float, object_pairs_hook=_unique_keys
+    )
 
 
 class _Token(str):
     """A non-finite number kept as its source text, to find where it sits."""
+
+
+class _Pairs(list):
+    """A JSON object kept as its (key, value) pairs, to find where a key appears twice."""
+
+
+def _duplicates(value: Any, path: str = "") -> Iterator[tuple[str, str]]:
+    """(path of the object, key) for each key named twice in an object, anywhere in value."""
+    if isinstance(value, _Pairs):
+        seen: set[str] = set()
+        for key, item in value:
+            if key in seen:
+                yield path, key
+            seen.add(key)
+            yield from _duplicates(item, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _duplicates(item, f"{path}[{i}]")
 
 
 def _non_finite(value: Any, path: str = "") -> Iterator[tuple[str, str]]:
@@ -214,6 +250,15 @@ def json_problems(err: Exception, text: str) -> list[tuple[int | None, str | Non
         return [(err.lineno, None, f"malformed JSON: {err.msg} (column {err.colno})")]
     if isinstance(err, RecursionError):
         return [(None, None, "malformed JSON: nested too deeply")]
+    if isinstance(err, DuplicateKey):  # the hook sees no position: parse again, keeping every pair
+        try:
+            found = list(_duplicates(json.loads(text, object_pairs_hook=_Pairs)))
+        except (ValueError, RecursionError):
+            found = []
+        return [
+            (None, f"{where}.{key}" if where else key, f"the key {key!r} appears twice in one object")
+            for where, key in found or [("", str(err))]
+        ]
     if isinstance(err, NonFiniteNumber):  # the hooks see no position: parse again, keeping the tokens
         try:
             data = json.loads(

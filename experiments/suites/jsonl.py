@@ -31,6 +31,7 @@ import yaml
 
 from experiments.names import name_problem
 from experiments.suites import fields
+from experiments.suites.files import MAX_FILE_BYTES, FileTooLarge, read_suite_file, size_text
 from experiments.suites.suite import (
     MAX_PROBLEMS,
     Problem,
@@ -119,16 +120,17 @@ FEEDBACK_SCHEMA: Schema = {
 KNOWLEDGE_FILES = {"concepts": CONCEPT_SCHEMA, "relations": RELATION_SCHEMA, "feedback": FEEDBACK_SCHEMA}
 
 
-def _read_bytes(path: Path, problems: list[Problem], limit: int | None = None) -> bytes | None:
-    """The file's bytes (at most limit + 1 of them), or None with a problem naming the file (missing, a
-    directory, unreadable)."""
+def _read_bytes(path: Path, problems: list[Problem], limit: int = MAX_FILE_BYTES) -> bytes | None:
+    """The file's bytes, or None with a problem naming the file (missing, a directory, not a regular
+    file, over `limit` bytes, unreadable): experiments.suites.files."""
     try:
-        with open(path, "rb") as fh:
-            return fh.read() if limit is None else fh.read(limit + 1)
+        return read_suite_file(path, limit)
     except FileNotFoundError:
         problems.append(Problem(path.name, None, None, f"file is missing in {path.parent}"))
     except IsADirectoryError:
         problems.append(Problem(path.name, None, None, f"{path} is a directory, not a file"))
+    except FileTooLarge:
+        problems.append(Problem(path.name, None, None, f"larger than {size_text(limit)}"))
     except OSError as err:
         problems.append(Problem(path.name, None, None, f"cannot read {path}: {err.strerror or err}"))
     return None
@@ -289,9 +291,6 @@ def _read_meta(path: Path, problems: list[Problem]) -> dict[str, Any]:
         return {}
     data = _read_bytes(path, problems, limit=MAX_YAML_BYTES)
     if data is None:
-        return {}
-    if len(data) > MAX_YAML_BYTES:
-        problems.append(Problem(path.name, None, None, f"larger than {MAX_YAML_BYTES // 1024} KiB"))
         return {}
 
     def refuse(event: yaml.Event, message: str) -> dict[str, Any]:
