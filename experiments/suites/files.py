@@ -59,5 +59,5 @@ def read_suite_file(path: str | Path, limit: int = MAX_FILE_BYTES) -> bytes:
     finally:
         os.close(fd)
     if len(data) > limit:
-        raise FileTooLarge(errno.EFBIG, f"larger than {size_text(limit)}, the limit for a suite file", str(path))
+        raise FileTooLarge(errno.EFBIG, f"larger than {size_text(limit)}, a suite file's limit", str(path))
     return data
