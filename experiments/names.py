@@ -82,9 +82,9 @@ def check_name(kind: str, value: Any, where: str | None = None) -> str:
 
 
 def under_root(root: str | Path, path: str | Path) -> Path:
-    """`path` (relative to `root` when not absolute), after checking that it resolves inside `root`."""
+    """`root / path`, after checking that it resolves (`..` and symlinks followed) inside `root`."""
     base = Path(root).resolve()
     target = (base / path).resolve()
     if target != base and base not in target.parents:
         raise UnsafeNameError(f"{path} resolves to {target}, outside its folder {base}: refused")
-    return target
+    return Path(root) / path

@@ -69,7 +69,7 @@ def test_ordinary_names_pass(kind, value):
 def test_under_root_refuses_a_path_that_leaves_its_folder(tmp_path):
     root = tmp_path / "reports"
     root.mkdir()
-    assert under_root(root, "study/report.md") == (root / "study" / "report.md").resolve()
+    assert under_root(root, "study/report.md") == root / "study" / "report.md"
     with pytest.raises(UnsafeNameError, match="outside its folder"):
         under_root(root, "../report.md")
     (root / "link").symlink_to(tmp_path)  # a symlink out of the root is followed, then refused

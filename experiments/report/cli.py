@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from experiments.report.drilldown import DrilldownOptions
 
+from experiments.names import name_problem, under_root
 from experiments.runs import (
     RunError,
     find_run_dirs,
@@ -82,6 +83,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    problem = name_problem("report", args.name)
+    if problem is not None:  # before any run is read: the name is the report's folder
+        print(f"report error: --name: {problem}", file=sys.stderr)
+        return 2
     from experiments.report.build import build_report  # after parsing: it pulls in matplotlib (~0.5 s)
 
     tags = dict(t.split("=", 1) for t in args.tag if "=" in t)
@@ -116,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         if args.command:  # quoting a quoted command makes it unreadable: it stands just above
             this += "  # + --command '<line>' for each line above"
-        out_dir = args.out_root / args.name
+        out_dir = under_root(args.out_root, args.name)
         comp = build_report(
             runs, out_dir, title=args.title or args.name, baseline=args.baseline, metrics=args.metrics,
             primary=args.primary, label=args.label, test=args.test, alpha=args.alpha, seed=args.seed,
@@ -156,3 +161,7 @@ def _without_commands(argv: Sequence[str]) -> list[str]:
         elif not arg.startswith("--command="):
             out.append(arg)
     return out
+
+
+if __name__ == "__main__":  # `python -m experiments.report.cli`, as `python -m experiments.report`
+    sys.exit(main())

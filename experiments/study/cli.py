@@ -23,6 +23,7 @@ from experiments.configs import CONF_DIR, answer_help
 
 
 def run(cfg: DictConfig, command: str) -> Path:
+    from experiments.names import under_root
     from experiments.study.experiment import SuiteResults, run_plan
     from experiments.study.plan import PlanError, load_plan
     from experiments.study.report import write_report
@@ -33,13 +34,13 @@ def run(cfg: DictConfig, command: str) -> Path:
     plan = load_plan(OmegaConf.to_container(cfg.study, resolve=True))
     result = run_plan(
         plan,
-        runs_dir=Path(cfg.runs_root) / plan.name,
+        runs_dir=under_root(cfg.runs_root, plan.name),
         tracking=cfg.tracking if cfg.tracking.enabled else False,
         cache_dir=cfg.cache_dir,
         progress=cfg.progress,
     )
     print(result)
-    out = write_report(result, Path(cfg.out_root) / plan.name, commands=[command])
+    out = write_report(result, under_root(cfg.out_root, plan.name), commands=[command])
     parts = [(r, out / i) for i, r in result.results] if isinstance(result, SuiteResults) else [(result, out)]
     for part, folder in parts:
         if part.parent_run_id:
@@ -66,6 +67,7 @@ def run_app(cfg: DictConfig) -> None:
     # The study machinery pulls in pandas and matplotlib: imported once there is a study to run, so
     # `--help` answers at once (tests/test_entry_points.py checks what the entry modules import).
     from experiments.config_check import ConfigError
+    from experiments.names import UnsafeNameError
     from experiments.runs import RunError
     from experiments.study.plan import PlanError
     from experiments.suites.suite import SuiteError
@@ -83,6 +85,7 @@ def run_app(cfg: DictConfig) -> None:
         TrackingError,
         ModelNotFoundError,
         RunError,
+        UnsafeNameError,
     ) as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)

@@ -27,6 +27,7 @@ from typing import Any
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
+from experiments.names import under_root
 from experiments.report import analysis
 from experiments.runs import RunError, RunRecord, higher_is_better, load_mlflow_runs, load_run_dir
 from experiments.study.plan import Row, StudyPlan, load_plan
@@ -235,7 +236,8 @@ def run_plan(
         return SuiteResults(
             plan,
             tuple(
-                (s.id, run_plan(plan.for_suite(s.id), runs_dir=root / s.id, **kwargs)) for s in plan.suites
+                (s.id, run_plan(plan.for_suite(s.id), runs_dir=under_root(root, s.id), **kwargs))
+                for s in plan.suites
             ),
         )
     composer = RowComposer()
@@ -247,7 +249,7 @@ def run_plan(
     dirs = []
     for i, (row, cfg) in enumerate(zip(plan.rows, configs, strict=True), 1):
         print(f"[{i}/{len(plan.rows)}] {row.name}: {' '.join(plan.row_overrides(row))}")
-        run_dir = root / _slug(row.name)
+        run_dir = under_root(root, _slug(row.name))  # names are checked by plan.py: a last defence
         run_experiment(cfg, run_dir, multirun=True, parent=parent or None)
         dirs.append(run_dir)
     if parent:
