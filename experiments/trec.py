@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.float_text import float_reprs
+from experiments.names import check_name
 from retrieval.types import RankedList
 
 TIE_GAP = 2e-6  # relative; float32 resolves ~1.2e-7
@@ -43,6 +44,9 @@ def _lowered(values: np.ndarray, first: np.ndarray) -> np.ndarray:
 
 
 def write_run(ranked: Iterable[RankedList], path: str | Path, tag: str = "memeval") -> None:
+    """One line per ranked memory, `qid Q0 docid rank score tag`; the tag (the variant's name) is a field
+    of every line, so one with whitespace is refused (UnsafeNameError), never written as 7 fields."""
+    check_name("variant", tag, "run tag")
     ranked = list(ranked)
     for r in ranked:
         if len(r.scores) != len(r.memory_ids):
@@ -63,11 +67,11 @@ def write_run(ranked: Iterable[RankedList], path: str | Path, tag: str = "memeva
 
 
 def read_run(path: str | Path) -> dict[str, list[str]]:
-    """Ranked doc ids per query, ordered by the file's rank column."""
-    rows: dict[str, list[tuple[int, str]]] = {}
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                qid, _, doc, rank, *_ = line.split()
-                rows.setdefault(qid, []).append((int(rank), doc))
-    return {q: [d for _, d in sorted(v)] for q, v in rows.items()}
+    """Ranked doc ids per query, ranked as trec_eval, ranx and ir_measures rank a run file: by score, ties
+    by document id descending; the rank column is ignored. Parsed and ordered by the trec_run channel's
+    own code (retrieval.retrievers.trec_run), so a file this harness reads back is one that channel
+    accepts (6 fields a line, numbers, no document twice) and ranks the same way."""
+    from retrieval.retrievers.trec_run import parse_run, trec_eval_order
+
+    lines = parse_run(path, Path(path).read_bytes())
+    return {qid: [line.doc_id for line in trec_eval_order(found)] for qid, found in lines.items()}

@@ -201,3 +201,30 @@ def test_ranking_file_is_byte_for_byte_what_csv_writer_writes(tmp_path, seed):
     write_ranking(ranked, qrels, tmp_path / "fast.csv", k=k)
     plain_ranking_csv(ranked, qrels, tmp_path / "plain.csv", k=k)
     assert (tmp_path / "fast.csv").read_bytes() == (tmp_path / "plain.csv").read_bytes()
+
+
+def test_read_run_ranks_as_trec_eval_not_by_the_rank_column(tmp_path):
+    # ir_measures' fixtures hold files whose rank column disagrees with their scores; trec_eval, ranx,
+    # ir_measures and the trec_run channel rank by score, ties by document id descending.
+    (tmp_path / "run.trec").write_text(
+        "q1 Q0 d1 1 0.1 other\n"
+        "q1 Q0 d2 2 0.9 other\n"
+        "q1 Q0 d3 3 0.5 other\n"
+        "q1 Q0 d4 4 0.5 other\n"
+        "q2 Q0 x 9 -1 other\n"
+        "q2 Q0 y 1 -2 other\n"
+    )
+    assert read_run(tmp_path / "run.trec") == {"q1": ["d2", "d4", "d3", "d1"], "q2": ["x", "y"]}
+
+
+def test_a_run_tag_with_whitespace_is_refused_and_every_written_file_reads_back_in_the_channel(tmp_path):
+    from experiments.names import UnsafeNameError
+    from retrieval.retrievers.trec_run import parse_run
+
+    ranked = [RankedList("q1", ("m1", "m2"), np.array([0.5, 0.5]), {}, {})]
+    with pytest.raises(UnsafeNameError, match="run tag: must not contain whitespace"):
+        write_run(ranked, tmp_path / "bad.trec", tag="bm25 tuned")
+    assert not (tmp_path / "bad.trec").exists()
+    write_run(ranked, tmp_path / "run.trec", tag="bm25_tuned")
+    lines = parse_run(tmp_path / "run.trec", (tmp_path / "run.trec").read_bytes())  # the channel's parser
+    assert [ln.doc_id for ln in lines["q1"]] == ["m1", "m2"]

@@ -81,6 +81,12 @@ def parse_run(path: str | Path, data: bytes, tag: str | None = None) -> dict[str
     return out
 
 
+def trec_eval_order(lines: Sequence[_Line]) -> list[_Line]:
+    """A query's lines as trec_eval ranks them: score descending, ties by document id descending (the rank
+    column is ignored). The one copy of this order: experiments.trec.read_run uses it too."""
+    return sorted(lines, key=lambda ln: (ln.score, ln.doc_id), reverse=True)
+
+
 class _RunIndex:
     def __init__(self, corpus: Corpus, retriever: TrecRunRetriever):
         data = Path(retriever.path).read_bytes()
@@ -101,8 +107,7 @@ class _RunIndex:
                     raise PipelineConfigError(
                         f"{self._path}:{line.number}: document {line.doc_id} is not in the suite"
                     )
-            # trec_eval's order: score descending, ties by document id descending.
-            ranked = sorted(lines, key=lambda ln: (ln.score, ln.doc_id), reverse=True)[: retriever.top_n]
+            ranked = trec_eval_order(lines)[: retriever.top_n]
             index = np.array([position[ln.doc_id] for ln in ranked], dtype=np.int64)
             self._hits[qid] = (index, np.array([ln.score for ln in ranked], dtype=np.float64))
             first = min(lines, key=lambda ln: ln.number)
