@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from experiments.csv_cells import original_text, safe_text
 from experiments.float_text import float_reprs
 from retrieval.types import RankedList
 
@@ -56,14 +57,14 @@ def write_ranking(
         keep += _positions_below(r.memory_ids, [m for m, grade in judged.items() if (grade or 0) > 0], k)
         keeps.append(keep)
         ids = [r.memory_ids[i] for i in keep]
-        fixed[0] += [_quoted(str(r.query_id))] * len(keep)
+        fixed[0] += [_quoted(safe_text(str(r.query_id)))] * len(keep)
         fixed[1] += [str(i + 1) for i in keep]
-        fixed[2] += [_quoted(m if isinstance(m, str) else _text(m)) for m in ids]
+        fixed[2] += [_quoted(safe_text(m) if isinstance(m, str) else _text(m)) for m in ids]
         fixed[3] += ["" if (g := judged.get(m)) is None else _quoted(_text(g)) for m in ids]
     rows = _Rows(keeps, [len(r.memory_ids) for r in ranked])
     texts = [_column_texts([r.columns.get(c) for r in ranked], rows) for c in columns]
     lines = [
-        ",".join(_quoted(c) for c in [*FIXED, *columns]),
+        ",".join(_quoted(safe_text(c)) for c in [*FIXED, *columns]),
         *map(",".join, zip(*fixed, *texts, strict=True)),
     ]
     with open(path, "w", encoding="utf-8", newline="") as fh:
@@ -92,9 +93,12 @@ def _quoted(text: str) -> str:
 
 
 def _text(value: object) -> str:
-    """A cell's text as csv.writer makes it: None empty, a float its repr, anything else str."""
+    """A cell's text as csv.writer makes it (None empty, a float its repr, anything else str), a text cell
+    made safe for spreadsheets (experiments.csv_cells)."""
     if value is None:
         return ""
+    if isinstance(value, str):
+        return safe_text(value)
     return repr(value) if isinstance(value, float) else str(value)
 
 
@@ -144,15 +148,21 @@ def _floats(values: np.ndarray) -> list[str]:
 
 def read_ranking(path: str | Path) -> pd.DataFrame:
     """ranking.csv as written: ids are strings (never parsed as numbers or NA), score columns numeric
-    where they are numbers; rows in (query, rank) order."""
+    where they are numbers, text cells as they were before writing made them safe for spreadsheets
+    (experiments.csv_cells); rows in (query, rank) order."""
     frame = pd.read_csv(
         path,
         dtype={"query_id": str, "memory_id": str},
         keep_default_na=False,
         na_values={c: [""] for c in ("relevance",)},
     )
+    frame.columns = [original_text(str(c)) for c in frame.columns]
+    for column in ("query_id", "memory_id"):
+        frame[column] = frame[column].map(original_text)
     for column in frame.columns[len(FIXED) :]:
         numeric = pd.to_numeric(frame[column].replace("", np.nan), errors="coerce")
         if numeric.notna().sum() == (frame[column] != "").sum():  # every non-empty cell is a number
             frame[column] = numeric
+        elif frame[column].dtype == object or pd.api.types.is_string_dtype(frame[column].dtype):
+            frame[column] = frame[column].map(lambda v: original_text(v) if isinstance(v, str) else v)
     return frame

@@ -143,7 +143,9 @@ def write_outputs(
     run_dir: Path, suite: Suite, output: RunOutput, evaluation: Evaluation, tag: str, metrics: list[str]
 ) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
-    evaluation.per_query.to_csv(run_dir / "per_query.csv")
+    from experiments.csv_cells import safe_frame  # pandas: imported when there is a run to write
+
+    safe_frame(evaluation.per_query).to_csv(run_dir / "per_query.csv")  # no cell a spreadsheet runs
     write_run(output.ranked, run_dir / "run.trec", tag=tag)
     # The top of each ranking with its score columns: what a report's per-query drill-down explains.
     from experiments import ranking  # pandas: imported when there is a run to write

@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from experiments.csv_cells import original_text
 from experiments.metrics import parse_metric
 from experiments.ranking import FILENAME as RANKING_FILE
 from experiments.ranking import read_ranking
@@ -90,7 +91,9 @@ def read_per_query(path: Path) -> pd.DataFrame:
     header = pd.read_csv(path, nrows=0).columns
     as_text = {c: str for c in header if c == "query_id" or c.startswith("label.")}
     frame = pd.read_csv(path, index_col="query_id", dtype=as_text, keep_default_na=False, na_values=[""])
-    frame.index = frame.index.astype(str)
+    frame.index = frame.index.astype(str).map(original_text)  # the text the writer made spreadsheet-safe
+    for column in (c for c in frame.columns if c.startswith("label.")):
+        frame[column] = frame[column].map(lambda v: original_text(v) if isinstance(v, str) else v)
     return frame
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from experiments.float_text import float_reprs
@@ -142,12 +143,15 @@ def test_ranking_file_cells_are_repr_text_nan_empty_and_hostile_ids_quoted(tmp_p
 
 
 def plain_ranking_csv(ranked, qrels, path, k) -> None:
-    """ranking.csv as first written: cell by cell through csv.writer."""
+    """ranking.csv as first written: cell by cell through csv.writer, each text cell that a spreadsheet
+    would read as a formula (OWASP: = + - @ tab CR, and the escape ' itself) prefixed with '."""
     columns = ["score"]
     for r in ranked:
         columns += [c for c in r.columns if c not in columns]
 
     def cell(value):
+        if isinstance(value, str):
+            return "'" + value if value[:1] in ("=", "+", "-", "@", "\t", "\r", "'") else value
         if isinstance(value, float | np.floating):
             return "" if np.isnan(value) else repr(float(value))
         return value.item() if isinstance(value, np.generic) else value
@@ -161,7 +165,7 @@ def plain_ranking_csv(ranked, qrels, path, k) -> None:
             keep = [i for i, m in enumerate(r.memory_ids) if i < k or m in relevant]
             for i in keep:
                 grade = judged.get(r.memory_ids[i])
-                row = [r.query_id, i + 1, r.memory_ids[i], "" if grade is None else grade]
+                row = [cell(r.query_id), i + 1, cell(r.memory_ids[i]), "" if grade is None else grade]
                 row += ["" if r.columns.get(c) is None else cell(r.columns[c][i]) for c in columns]
                 out.writerow(row)
 
@@ -169,7 +173,7 @@ def plain_ranking_csv(ranked, qrels, path, k) -> None:
 @pytest.mark.parametrize("seed", range(12))
 def test_ranking_file_is_byte_for_byte_what_csv_writer_writes(tmp_path, seed):
     rng = np.random.default_rng(seed)
-    alphabet = list("ab ,\"\n\r;\t'é—\u00a0\u2028x0") + ["", "nan", "1e5"]
+    alphabet = list("ab ,\"\n\r;\t'é—\u00a0\u2028x0=+-@") + ["", "nan", "1e5"]
 
     def text() -> str:
         return "".join(rng.choice(alphabet, int(rng.integers(0, 6))))
@@ -228,3 +232,37 @@ def test_a_run_tag_with_whitespace_is_refused_and_every_written_file_reads_back_
     write_run(ranked, tmp_path / "run.trec", tag="bm25_tuned")
     lines = parse_run(tmp_path / "run.trec", (tmp_path / "run.trec").read_bytes())  # the channel's parser
     assert [ln.doc_id for ln in lines["q1"]] == ["m1", "m2"]
+
+
+def test_csv_text_cells_a_spreadsheet_would_run_are_neutralised_and_read_back_exactly(tmp_path):
+    from experiments.csv_cells import safe_frame
+    from experiments.runs import read_per_query
+
+    hostile = ["=cmd|'/c calc'!A0", '=HYPERLINK("http://x")', "+1", "-2", "@SUM(A1)", "\tx", "\rx", "'q"]
+    ids = tuple(hostile)
+    scores = np.linspace(0.5, -0.5, len(ids))
+    ranked = [RankedList("=q1", ids, scores, {"score": scores, "role": np.array(hostile)}, {})]
+    write_ranking(ranked, {"=q1": {"-2": 1}}, tmp_path / "ranking.csv", k=len(ids))
+    with open(tmp_path / "ranking.csv", newline="", encoding="utf-8") as fh:
+        rows = list(csv.reader(fh))[1:]
+    assert {r[0] for r in rows} == {"'=q1"}
+    assert [r[2] for r in rows] == ["'" + h for h in hostile] == [r[5] for r in rows]
+    assert rows[-1][4] == "-0.5"  # a number is not text: it stays a number
+    frame = read_ranking(tmp_path / "ranking.csv")
+    assert frame["memory_id"].tolist() == hostile and frame["role"].tolist() == hostile
+    assert set(frame["query_id"]) == {"=q1"} and frame["score"].iloc[-1] == -0.5
+
+    hostile = [h for h in hostile if h[0] not in "\t\r"]  # a suite's labels and ids hold no control character
+    per_query = pd.DataFrame(
+        {"label.category": hostile, "nDCG@10": np.linspace(-0.5, 0.5, len(hostile))},
+        index=pd.Index([f"{h}{i}" for i, h in enumerate(hostile)], name="query_id"),
+    )
+    safe_frame(per_query).to_csv(tmp_path / "per_query.csv")
+    with open(tmp_path / "per_query.csv", newline="", encoding="utf-8") as fh:
+        rows = list(csv.reader(fh))[1:]
+    assert all(cell.startswith("'") for r in rows for cell in r[:2])
+    assert rows[0][2] == "-0.5"
+    back = read_per_query(tmp_path / "per_query.csv")
+    assert back.index.tolist() == per_query.index.tolist()
+    assert back["label.category"].tolist() == hostile
+    assert back["nDCG@10"].tolist() == per_query["nDCG@10"].tolist()
