@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import sys
 from collections.abc import Mapping, Sequence
@@ -33,6 +34,7 @@ import yaml
 from experiments import PROJECT_ROOT
 from experiments.configs import CONF_DIR, compose_config
 from experiments.metrics import parse_metric
+from experiments.report.render import code, md
 from experiments.runs import RunError, RunRecord, load_run_dir
 from experiments.statistics import compare, holm
 from experiments.tracking import git_commit
@@ -282,18 +284,33 @@ def _config_changes(before: Mapping[str, str], params: Mapping[str, str]) -> dic
     }
 
 
+def _literal(value: object) -> str:
+    """Data (a name, id, label, path, config value) as Markdown that renders exactly as the text: the
+    report's code span (experiments.report.render.code: nothing inside is emphasis, a link or HTML), or,
+    for text holding a backtick, its escaped text with `_` and `~` escaped too; `|` escaped, because GitHub
+    splits a table row on it even inside a code span. Every piece of data in the summary goes through it."""
+    text = code(value)
+    if not text.startswith("`"):
+        text = _EMPHASIS.sub(r"\\\1", text)
+    return text.replace("|", "\\|")
+
+
+_EMPHASIS = re.compile(r"([_~])")
+
+
 def summary_markdown(result: GateResult) -> str:
-    """The verdict as Markdown: for the console, a file, and the CI step summary."""
+    """The verdict as Markdown: for the console, a file, and the CI step summary. Names, ids, labels and
+    config values come from suites, configs and the command line: each is shown literally (`_literal`)."""
     gate, base = result.gate, result.baseline
     verdict = "PASS" if result.passed else "FAIL"
     n = len(next(iter(base.per_query.values())))
     lines = [
-        f"## memeval gate `{gate.name}` · variant `{result.run.variant}`: **{verdict}**",
+        f"## memeval gate {_literal(gate.name)} · variant {_literal(result.run.variant)}: **{verdict}**",
         "",
-        f"Baseline `{result.baseline_path}`: variant `{base.variant}`, commit `{base.git_commit[:10]}`, "
-        f"suite `{base.suite}` hash `{base.suite_hash[:12]}`, {n} answerable queries, "
-        f"recorded {base.created}.",
-        f"Run: `{result.run.source}`.",
+        f"Baseline {_literal(result.baseline_path)}: variant {_literal(base.variant)}, "
+        f"commit {_literal(base.git_commit[:10])}, suite {_literal(base.suite)} "
+        f"hash {_literal(base.suite_hash[:12])}, {n} answerable queries, recorded {_literal(base.created)}.",
+        f"Run: {_literal(result.run.source)}.",
         "",
         f"| metric | baseline | run | Δ | 95% CI of Δ | p ({gate.test}) | p Holm | floor | tolerance "
         "| W/T/L | |",
@@ -302,13 +319,13 @@ def summary_markdown(result: GateResult) -> str:
     for c in result.checks:
         floor = "–" if c.floor is None else f"{c.floor:.3f}"
         lines.append(
-            f"| {c.metric} | {c.baseline:.4f} | {c.run:.4f} | {c.delta:+.4f} | "
+            f"| {_literal(c.metric)} | {c.baseline:.4f} | {c.run:.4f} | {c.delta:+.4f} | "
             f"[{c.delta_ci[0]:+.4f}, {c.delta_ci[1]:+.4f}] | {_p(c.p_value)} | {_p(c.p_holm)} | {floor} | "
             f"{c.tolerance:.3f} | {c.wins}/{c.ties}/{c.losses} | {'fail' if c.failures else 'ok'} |"
         )
     failures = [f for c in result.checks for f in c.failures]
     if failures:
-        lines += ["", "Failures:", *[f"- {f}" for f in failures]]
+        lines += ["", "Failures:", *[f"- {md(f)}" for f in failures]]
     lines += ["", f"W/T/L: queries where the run is better / equal / worse than the baseline. Test: paired "
               f"{gate.test}, two-sided, seed {gate.seed}; Holm across the {len(gate.metrics)} gated "
               "metric(s); "
@@ -318,8 +335,9 @@ def summary_markdown(result: GateResult) -> str:
         lines += ["", f"Queries that regressed ({len(regressed)}, worst first):", "",
                   "| metric | query | label | baseline | run | Δ |", "|---|---|---|---|---|---|"]  # fmt: skip
         for r in regressed.head(MAX_LISTED_QUERIES).itertuples():
+            label = _literal(r.label) if r.label else ""
             lines.append(
-                f"| {r.metric} | `{r.query_id}` | {r.label} | {r.baseline:.3f} | {r.run:.3f} "
+                f"| {_literal(r.metric)} | {_literal(r.query_id)} | {label} | {r.baseline:.3f} | {r.run:.3f} "
                 f"| {r.delta:+.3f} |"
             )
         if len(regressed) > MAX_LISTED_QUERIES:
@@ -329,12 +347,14 @@ def summary_markdown(result: GateResult) -> str:
     if result.run.variant != base.variant:
         lines += [
             "",
-            f"Note: variant `{result.run.variant}` is gated against a baseline of `{base.variant}`.",
+            f"Note: variant {_literal(result.run.variant)} is gated against a baseline of "
+            f"{_literal(base.variant)}.",
         ]
     if result.config_changes:
         lines += ["", "Config differs from the baseline's (not a failure by itself):"]
         lines += [
-            f"- `{k}`: {'(absent)' if a is None else f'`{a}`'} → {'(absent)' if b is None else f'`{b}`'}"
+            f"- {_literal(k)}: {'(absent)' if a is None else _literal(a)} → "
+            f"{'(absent)' if b is None else _literal(b)}"
             for k, (a, b) in result.config_changes.items()
         ]
     return "\n".join(lines) + "\n"

@@ -300,3 +300,50 @@ def test_query_ids_like_na_and_null_round_trip_through_run_report_and_gate(tmp_p
     assert list(comparison.values["P@5"].index) == NA_LIKE
     losers = analysis.biggest_changes(comparison, "P@5", comparison.labels[1])
     assert set(losers.index) == {"NA", "null"} and set(losers["label"]) == {"NA"}
+
+
+HOSTILE_LABELS = ["a|b", "<img src=x onerror=alert(1)>", "**bold** _em_ [link](http://evil.example)"]
+HOSTILE_IDS = ["q|0", "<b>q1</b>", "**q2**", "[q3](http://evil.example)", "_q4_", "q`5`"]
+
+
+def test_the_markdown_summary_shows_labels_ids_and_names_as_literal_text(tmp_path, monkeypatch, capsys):
+    from markdown_it import MarkdownIt
+
+    base = gate_suite()
+    renamed = dict(zip([q.id for q in base.queries], HOSTILE_IDS, strict=False))
+    queries = tuple(
+        Query(
+            id=renamed.get(q.id, q.id),
+            text=q.text,
+            scope=q.scope,
+            labels=MappingProxyType({"category": HOSTILE_LABELS[i % 3]}),
+        )
+        for i, q in enumerate(base.queries)
+    )
+    qrels = {renamed.get(q, q): judged for q, judged in base.qrels.items()}
+    suite = Suite(name=base.name, memories=base.memories, queries=queries, qrels=qrels, k=5)
+    suite_dir = save_suite(suite, tmp_path / "suite")
+    gate_file = tmp_path / "tiny.yaml"
+    overrides = ["suite=jsonl", f"suite.path={suite_dir}", "cache_dir=null", "variant.name='<i>x</i>|y'"]
+    gate_file.write_text(yaml.safe_dump({"name": "tiny", "overrides": overrides, "metrics": ["P@5", "RR"]}))
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    args = [str(gate_file), "bm25", "--baseline", str(tmp_path / "baseline.json")]
+    assert main([*args, "--out", str(tmp_path / "run"), "--refresh"]) == 0
+    worse = _degraded_copy(tmp_path / "run", tmp_path / "worse", HOSTILE_IDS)
+    step_summary = tmp_path / "step_summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step_summary))
+    capsys.readouterr()
+    assert main([*args, "--run-dir", str(worse), "--summary", str(tmp_path / "summary.md")]) == 1
+    out = capsys.readouterr().out
+    for text in (out, (tmp_path / "summary.md").read_text(), step_summary.read_text()):
+        html = MarkdownIt("commonmark").enable("table").render(text)
+        # the only markup is the summary's own: headings, bold verdict, tables, lists, code spans
+        for tag in ("<img", "<a ", "<em>", "<i>", "<b>"):
+            assert tag not in html, tag
+        assert html.count("<strong>") == 1  # **FAIL**
+        rows = [r for r in html.split("<tr>") if "<td>" in r and ("P@5" in r or "RR" in r)]
+        regressed = [r for r in rows if r.count("<td>") == 6]  # metric query label baseline run delta
+        assert len(regressed) == len(rows) - 2 > 0, "every regressed-query row keeps its 6 cells"
+        for qid in HOSTILE_IDS:
+            shown = qid.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            assert shown in html, qid  # the id as text, whole
