@@ -1,10 +1,18 @@
 """memeval's harness: suites, metrics, statistics, the runner, tracking, gate, reports, benchmarks."""
 
+import os
 from pathlib import Path
 
 from omegaconf import OmegaConf
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+# MLflow sends usage telemetry from a background client unless told not to. memeval is an offline
+# harness, and that client failed one of 16 parallel runs against a local server (a KeyError, exit 2).
+# Off by default, set here because MLflow reads it when it is first imported and every memeval entry
+# point imports this package first; a user who sets it (or DO_NOT_TRACK) keeps their choice.
+if "DO_NOT_TRACK" not in os.environ:
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 # `${project_root:}` in configs: data that ships with the project resolves from any working directory.
 if not OmegaConf.has_resolver("project_root"):

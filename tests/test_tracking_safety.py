@@ -6,7 +6,10 @@ A real SQLite store, created once for the module through `ensure_store` (~5-10 s
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import subprocess
+import sys
 
 import mlflow
 import pytest
@@ -212,3 +215,42 @@ def test_a_worker_that_loses_the_race_to_insert_the_suite_dataset_retries_and_li
 
     with pytest.raises(MlflowException, match="something else"):
         log_dataset(Refused(), loser, dataset)
+
+
+# MLflow's own list of variables that mean "CI or a test": a child process without them behaves as a
+# user's shell would.
+_CI_VARIABLES = (
+    "PYTEST_CURRENT_TEST", "GITHUB_ACTIONS", "CI", "CIRCLECI", "GITLAB_CI", "JENKINS_URL", "TRAVIS",
+    "TF_BUILD", "BITBUCKET_BUILD_NUMBER", "CODEBUILD_BUILD_ARN", "BUILDKITE", "DO_NOT_TRACK",
+    "MLFLOW_DISABLE_TELEMETRY",
+)  # fmt: skip
+
+
+def _user_shell_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _CI_VARIABLES}
+    return {**env, **extra}
+
+
+def test_mlflow_telemetry_is_off_in_every_memeval_process():
+    code = (
+        "import os, experiments, mlflow\n"
+        "from mlflow.telemetry import get_telemetry_client\n"
+        "from mlflow.telemetry.utils import is_telemetry_disabled\n"
+        "print(os.environ['MLFLOW_DISABLE_TELEMETRY'], is_telemetry_disabled(), get_telemetry_client())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=_user_shell_env(), timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["true", "True", "None"]
+
+
+@pytest.mark.parametrize(
+    ("name", "value"), [("MLFLOW_DISABLE_TELEMETRY", "false"), ("DO_NOT_TRACK", "false")]
+)
+def test_a_users_own_telemetry_setting_is_kept(name, value):
+    code = "import os, experiments; print(os.environ.get('MLFLOW_DISABLE_TELEMETRY', 'unset'))"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=_user_shell_env(**{name: value})
+    )
+    assert done.stdout.strip() == (value if name == "MLFLOW_DISABLE_TELEMETRY" else "unset")
