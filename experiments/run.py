@@ -10,11 +10,14 @@ objective metric, so Hydra sweepers (Optuna) can optimise it.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import shutil
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -235,13 +238,16 @@ def run_experiment(
     evaluation.metrics["variant"] = cfg.variant.name
     evaluation.metrics["config_hash"] = cfg_hash
     evaluation.metrics["code_version"] = code_version()
-    run_dir.mkdir(parents=True, exist_ok=True)
     config_text = yaml_text(resolved)
-    (run_dir / "config.yaml").write_text(config_text)
     # The same provenance as the MLflow tags, on disk too: reports built from run directories read it.
     tags = {**_tags(cfg, suite, pipeline), CONFIG_HASH_TAG: cfg_hash, CODE_VERSION_TAG: code_version()}
-    (run_dir / "tags.json").write_text(json.dumps(tags, indent=2))
-    write_outputs(run_dir, suite, output, evaluation, tag=str(cfg.variant.name), metrics=list(cfg.metrics))
+    with _writing(run_dir):
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "config.yaml").write_text(config_text)
+        (run_dir / "tags.json").write_text(json.dumps(tags, indent=2))
+        write_outputs(
+            run_dir, suite, output, evaluation, tag=str(cfg.variant.name), metrics=list(cfg.metrics)
+        )
     record_finished(cfg.cache_dir, cfg_hash, suite.content_hash, run_dir, None)
 
     print(results_table(evaluation, list(cfg.metrics), cfg.report_label))
@@ -277,6 +283,30 @@ def run_experiment(
         print(f"MLflow run {run_id} in {tracker.experiment}")
         record_finished(cfg.cache_dir, cfg_hash, suite.content_hash, run_dir, run_id)
     return evaluation.metrics
+
+
+class OutputError(OSError):
+    """The run's results could not be written (a full disk, a file-size or disk quota limit)."""
+
+
+# errno values that mean "no room": the disk, a quota, or a per-file size limit (ulimit -f).
+_NO_ROOM = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT})
+
+
+@contextlib.contextmanager
+def _writing(run_dir: Path) -> Iterator[None]:
+    """Writes into the run folder; no room left is an OutputError naming the folder, not a traceback."""
+    try:
+        yield
+    except OSError as err:
+        if err.errno not in _NO_ROOM:
+            raise
+        raise OutputError(
+            err.errno,
+            f"cannot write the results to {run_dir}: {err.strerror} ({err.filename or 'a file there'}); "
+            "free space or raise the limit and run again (metrics.json is written last, so the folder "
+            "is not taken for a finished run)",
+        ) from None
 
 
 def _resolved(cfg: DictConfig) -> dict[str, Any] | None:
@@ -374,6 +404,12 @@ def run_app(cfg: DictConfig) -> float | None:
         # A multirun goes on with its other jobs (sys.exit would abort them); the sweep exits non-zero.
         _job_failed(cfg, run_dir, parent, err)
         raise JobFailed(str(err)) from None
+    except OutputError as err:  # the run was done, its results could not be kept: not bad input (exit 2)
+        print(f"error: {err.strerror}", file=sys.stderr)
+        if not multirun:
+            sys.exit(1)
+        _job_failed(cfg, run_dir, parent, err)
+        raise JobFailed(err.strerror) from None
     except Exception as err:
         if multirun:
             _job_failed(cfg, run_dir, parent, err)

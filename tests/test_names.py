@@ -9,9 +9,12 @@ run; depth=1e20 would overflow deep in numpy. Each is refused by the validation 
 from __future__ import annotations
 
 import os
+import resource
+import signal
 import subprocess
 import sys
 from pathlib import Path
+from types import MappingProxyType
 
 import pytest
 import yaml
@@ -20,7 +23,9 @@ from experiments.config_check import ConfigError, check_config
 from experiments.configs import compose_config
 from experiments.names import MAX_NAME_CHARS, UnsafeNameError, name_problem, under_root
 from experiments.study import PlanError, load_plan
+from experiments.suites.jsonl import save_suite
 from experiments.suites.suite import Suite, SuiteError, check_suite
+from retrieval.types import Memory, Query
 from tests.support import REPO, tiny_suite
 from tests.sweep_support import write_tiny_suite
 from tests.test_study import good_plan
@@ -201,3 +206,41 @@ def test_a_study_named_dot_dot_exits_2_and_writes_nothing(tmp_path):
     assert "study.name: a plan name names a folder: it may not be '..'" in proc.stderr
     assert sorted(p.name for p in work.iterdir()) == [], "nothing is written, in the folder or beside it"
     assert sorted(p.name for p in work.parent.iterdir()) == ["here"]
+
+
+# ---- no room for the results: a clear message naming the folder, no traceback ----------------------
+
+
+def _bigger_suite(folder: Path) -> Path:
+    """One scope, 400 memories: run.trec holds ~40 KB (10 queries x 100 ranks), the config a few KB."""
+    scope = MappingProxyType({"user": "u1"})
+    memories = tuple(
+        Memory(id=f"m{i}", text=f"note {i} about topic {i % 7} and {i % 11}", scope=scope) for i in range(400)
+    )
+    queries = tuple(Query(id=f"q{i}", text=f"topic {i} and {i + 1}", scope=scope) for i in range(10))
+    qrels = {f"q{i}": {f"m{i}": 1} for i in range(10)}
+    return save_suite(Suite(name="bigger", memories=memories, queries=queries, qrels=qrels), folder)
+
+
+def _file_size_limit(limit: int):
+    def apply() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write over the limit fails with EFBIG instead
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return apply
+
+
+@pytest.mark.slow
+def test_no_room_for_the_results_is_a_clear_error_naming_the_folder(tmp_path):
+    suite = _bigger_suite(tmp_path / "suite")
+    run_dir = tmp_path / "run"
+    command = [sys.executable, "-m", "experiments.run", "suite=jsonl", f"suite.path={suite}", "variant=bm25"]
+    command += ["tracking=none", "progress=false", "cache_dir=null", f"hydra.run.dir={run_dir}"]
+    command += ["hydra.output_subdir=null"]  # Hydra's own copies of the config: not what is tested
+    proc = subprocess.run(
+        command, cwd=REPO, capture_output=True, text=True, timeout=300, preexec_fn=_file_size_limit(20_000)
+    )
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert f"error: cannot write the results to {run_dir}: File too large" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (run_dir / "metrics.json").exists()  # never taken for a finished run
