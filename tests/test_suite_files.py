@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -24,10 +25,11 @@ from tests.support import REPO, tiny_suite
 LOAD = textwrap.dedent(
     """
     import sys
+    from experiments.suites.beam import load_beam
     from experiments.suites.jsonl import load_suite
     from experiments.suites.suite import SuiteError
     try:
-        load_suite(sys.argv[1])
+        (load_beam if sys.argv[2] == "beam" else load_suite)(sys.argv[1])
     except SuiteError as err:
         print(err)
         sys.exit(2)
@@ -39,9 +41,9 @@ def _limit_memory() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
 
 
-def _load_in_child(folder) -> subprocess.CompletedProcess:
+def _load_in_child(folder, kind: str = "jsonl") -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-c", LOAD, str(folder)],
+        [sys.executable, "-c", LOAD, str(folder), kind],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -67,6 +69,16 @@ def test_a_memories_file_linked_to_dev_zero_is_refused_unread(tmp_path):
     assert done.returncode == 2, done.stderr[-2000:]
     assert "memories.jsonl: cannot read" in done.stdout and "is a device: only regular files" in done.stdout
     assert "MemoryError" not in done.stderr
+
+
+def test_a_fifo_named_chat_json_in_a_beam_folder_is_refused_at_once(tmp_path):
+    folder = tmp_path / "1"
+    shutil.copytree(REPO / "tests" / "data" / "bad_suites" / "beam_chat_not_a_list", folder)
+    (folder / "chat.json").unlink()
+    os.mkfifo(folder / "chat.json")
+    done = _load_in_child(folder, "beam")
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "chat.json: cannot read" in done.stdout and "is a FIFO (named pipe)" in done.stdout
 
 
 def test_a_file_over_the_cap_is_refused_naming_the_limit(tmp_path):

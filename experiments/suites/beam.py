@@ -93,7 +93,7 @@ def conversation_dirs(path: str | Path | Sequence[str | Path]) -> list[Path]:
     for p in map(Path, paths):
         try:
             chat = p / "chat.json"
-            if chat.is_file() or chat.is_symlink():  # an unreadable chat.json is named when it is read
+            if chat.exists() or chat.is_symlink():  # an unreadable or irregular chat.json: named when read
                 found.append(p)
                 continue
             if not p.exists():
