@@ -26,9 +26,8 @@ from omegaconf.errors import OmegaConfBaseException
 
 from experiments.metrics import parse_metric
 from experiments.names import name_problem
-from experiments.suites.fields import MAX_CUTOFF
 from retrieval.pipeline import Pipeline, PipelineConfigError, ProcessMemo
-from retrieval.stage import value_problems
+from retrieval.stage import MAX_CUTOFF, value_problems
 
 RESUME_CHOICES = ("auto", True, False)
 # Keys of a suite config node that say how reports show the suite, not how to load it.

@@ -23,6 +23,8 @@ import unicodedata
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from experiments.names import name_problem
+
 # The largest cutoff (a suite's k, a metric's @k, a run's depth, a stage's top_n): one bound, kept where the
 # stages' ranges use it too.
 from retrieval.stage import MAX_CUTOFF
@@ -113,8 +115,6 @@ def cutoff_problem(value: Any) -> str | None:
 def label_values_problem(value: Any) -> str | None:
     """A query's labels: an object of label name -> value, each a name (experiments.names): a label value
     is a group of the report's tables and a cell of per_query.csv, so "" would be a group no table shows."""
-    from experiments.names import name_problem
-
     if (problem := str_map_problem(value)) is not None:
         return problem
     for name, group in value.items():
@@ -134,8 +134,6 @@ def label_names_problem(value: Any) -> str | None:
         return f"must be a list of label names (non-empty strings), got {_show(value)}"
     if len(set(value)) != len(value):
         return f"names a label twice: {_show(list(value))}"
-    from experiments.names import name_problem
-
     return next(filter(None, (name_problem("label name", x) for x in value)), None)
 
 
