@@ -30,6 +30,11 @@ def original_text(cell: str) -> str:
     return cell[1:] if cell.startswith("'") else cell
 
 
+def original_column(column: pd.Series) -> pd.Series:
+    """A text column as read back: `original_text` of each str cell; missing cells stay missing."""
+    return column.map(lambda v: original_text(v) if isinstance(v, str) else v)
+
+
 def _safe(value: Any) -> Any:
     return safe_text(value) if isinstance(value, str) else value
 

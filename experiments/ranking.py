@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from experiments.csv_cells import original_text, safe_text
+from experiments.csv_cells import original_column, original_text, safe_text
 from experiments.float_text import float_reprs
 from retrieval.types import RankedList
 
@@ -158,11 +158,11 @@ def read_ranking(path: str | Path) -> pd.DataFrame:
     )
     frame.columns = [original_text(str(c)) for c in frame.columns]
     for column in ("query_id", "memory_id"):
-        frame[column] = frame[column].map(original_text)
+        frame[column] = original_column(frame[column])
     for column in frame.columns[len(FIXED) :]:
         numeric = pd.to_numeric(frame[column].replace("", np.nan), errors="coerce")
         if numeric.notna().sum() == (frame[column] != "").sum():  # every non-empty cell is a number
             frame[column] = numeric
         elif frame[column].dtype == object or pd.api.types.is_string_dtype(frame[column].dtype):
-            frame[column] = frame[column].map(lambda v: original_text(v) if isinstance(v, str) else v)
+            frame[column] = original_column(frame[column])
     return frame

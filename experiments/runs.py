@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from experiments.csv_cells import original_text
+from experiments.csv_cells import original_column, original_text
 from experiments.metrics import parse_metric
 from experiments.ranking import FILENAME as RANKING_FILE
 from experiments.ranking import read_ranking
@@ -93,7 +93,7 @@ def read_per_query(path: Path) -> pd.DataFrame:
     frame = pd.read_csv(path, index_col="query_id", dtype=as_text, keep_default_na=False, na_values=[""])
     frame.index = frame.index.astype(str).map(original_text)  # the text the writer made spreadsheet-safe
     for column in (c for c in frame.columns if c.startswith("label.")):
-        frame[column] = frame[column].map(lambda v: original_text(v) if isinstance(v, str) else v)
+        frame[column] = original_column(frame[column])
     return frame
 
 
