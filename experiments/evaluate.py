@@ -6,6 +6,9 @@
 Answerable queries carry the relevance metrics; abstention queries (no relevant memory) are
 reported apart: how many, and the top score the system still gave them (a system that "knows
 nothing is there" gives a low one). A query whose list came back empty scores 0, never dropped.
+
+Each row also names the query's `cluster` (`query_cluster`): the unit the statistics resample, since
+questions about one conversation are not independent (experiments/statistics.py).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from experiments.noise import noise_table
 from experiments.statistics import bootstrap_cis
 from experiments.suites.suite import Suite
 from retrieval.pipeline import RunOutput
+from retrieval.types import Query, scope_key
 
 DEFAULT_METRICS = ("P@5", "R@5", "R@10", "nDCG@5", "nDCG@10", "RR", "AP", "hit@10", "R_all@10")
 
@@ -30,6 +34,18 @@ DEFAULT_METRICS = ("P@5", "R@5", "R@10", "nDCG@5", "nDCG@10", "RR", "AP", "hit@1
 class Evaluation:
     per_query: pd.DataFrame
     metrics: dict[str, Any]
+
+
+def query_cluster(query: Query) -> str:
+    """The cluster a query's statistics belong to: a `cluster` the suite declares in the query's labels
+    or scope, else its scope (the conversation): `name=value` for a one-key scope, else the scope key."""
+    declared = query.labels.get("cluster") or query.scope.get("cluster")
+    if declared:
+        return str(declared)
+    if len(query.scope) == 1:
+        ((name, value),) = query.scope.items()
+        return f"{name}={value}"
+    return scope_key(query.scope)
 
 
 def scope_leaks(suite: Suite, output: RunOutput) -> pd.Series:
@@ -75,8 +91,8 @@ def _scope_numbers(memories, corpus) -> tuple[dict[frozenset, int], dict[str, in
 
 
 def per_query_table(suite: Suite, output: RunOutput, metrics: Sequence[str]) -> pd.DataFrame:
-    """One row per suite query (index `query_id`): its labels, abstention flag, what came back and how
-    fast, scope leaks, and each metric (NaN for abstention queries: they are not averaged in).
+    """One row per suite query (index `query_id`): its labels, abstention flag, cluster, what came back
+    and how fast, scope leaks, and each metric (NaN for abstention queries: they are not averaged in).
 
     Built as one frame from columns aligned with the suite's queries: joined piece by piece, the frame
     was most of a sweep job's evaluation (tests/test_evaluate_table.py compares it with those joins)."""
@@ -95,6 +111,7 @@ def per_query_table(suite: Suite, output: RunOutput, metrics: Sequence[str]) -> 
             for name in dict.fromkeys(n for q in queries for n in q.labels)
         },
         "abstention": [suite.is_abstention(q) for q in ids],
+        "cluster": [query_cluster(q) for q in queries],
         "n_returned": [len(r.memory_ids) if r else 0 for r in ranked],
         "top_score": [float(r.scores[0]) if r and len(r.scores) else np.nan for r in ranked],
         "latency_ms": [r.latency_ms if r else np.nan for r in ranked],

@@ -88,7 +88,7 @@ def read_per_query(path: Path) -> pd.DataFrame:
     stays that id: pandas' default NA parsing would make the first two NaN). Only an empty cell is
     missing (what `to_csv` writes for NaN/None)."""
     header = pd.read_csv(path, nrows=0).columns
-    as_text = {c: str for c in header if c == "query_id" or c.startswith("label.")}
+    as_text = {c: str for c in header if c in ("query_id", "cluster") or c.startswith("label.")}
     frame = pd.read_csv(path, index_col="query_id", dtype=as_text, keep_default_na=False, na_values=[""])
     frame.index = frame.index.astype(str)
     return frame

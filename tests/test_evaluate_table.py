@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from experiments.evaluate import DEFAULT_METRICS, evaluate, per_query_table, scope_leaks
+from experiments.evaluate import DEFAULT_METRICS, evaluate, per_query_table, query_cluster, scope_leaks
 from experiments.metrics import per_query as relevance_per_query
 from experiments.suites.suite import Suite
 from retrieval.pipeline import Pipeline
@@ -31,6 +31,7 @@ def joined_table(suite, output, metrics) -> pd.DataFrame:
                 for name in dict.fromkeys(n for q in suite.queries for n in q.labels)
             },
             "abstention": [suite.is_abstention(q.id) for q in suite.queries],
+            "cluster": [query_cluster(q) for q in suite.queries],
         }
     ).set_index("query_id")
     by_id = {r.query_id: r for r in output.ranked}
