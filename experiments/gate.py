@@ -396,8 +396,8 @@ def summary_markdown(result: GateResult) -> str:
         lines.append(
             f"| {c.metric} | {c.baseline:.4f} | {c.run:.4f} | {c.delta:+.4f} | "
             f"[{c.delta_ci[0]:+.4f}, {c.delta_ci[1]:+.4f}] | {_p(c.p_value)} | {_p(c.p_holm)} | {floor} | "
-            f"{c.tolerance:.3f} | {_p(c.mde)} | {c.design_effect:.2f} | {c.wins}/{c.ties}/{c.losses} "
-            f"| {'fail' if c.failures else 'ok'} |"
+            f"{c.tolerance:.3f} | {_p(c.mde)} | {_p(round(c.design_effect, 2))} "
+            f"| {c.wins}/{c.ties}/{c.losses} | {'fail' if c.failures else 'ok'} |"
         )
     lines += ["", *verdict_lines(result)]
     failures = [f for c in result.checks for f in c.failures]
