@@ -41,7 +41,7 @@ from experiments import PROJECT_ROOT
 from experiments.configs import CONF_DIR, compose_config
 from experiments.evaluate import query_cluster
 from experiments.metrics import parse_metric
-from experiments.runs import RunError, RunRecord, load_run_dir
+from experiments.runs import RunError, RunRecord, higher_is_better, load_run_dir
 from experiments.statistics import (
     UNITS,
     compare,
@@ -314,16 +314,23 @@ def check_run(run: RunRecord, baseline: Baseline, gate: GateConfig, baseline_pat
         base_mean, run_mean = float(row["mean"] - row["delta"]), float(row["mean"])
         floor, tolerance = gate.floor(metric, run.variant), gate.tolerance[metric]
         failures = []
-        if floor is not None and run_mean < floor:
-            failures.append(f"{metric} mean {run_mean:.4f} is under the floor {floor:.4f}")
-        if base_mean - run_mean > tolerance + 1e-12:
+        # For a lower-is-better metric (harm@k: must-not memories returned) a rise is the regression and
+        # its floor is a ceiling.
+        sign = 1.0 if higher_is_better(metric) else -1.0
+        worse = "dropped" if sign > 0 else "rose"
+        if floor is not None and sign * (run_mean - floor) < 0:
+            side = "under the floor" if sign > 0 else "over the ceiling"
+            failures.append(f"{metric} mean {run_mean:.4f} is {side} {floor:.4f}")
+        if sign * (base_mean - run_mean) > tolerance + 1e-12:
             failures.append(
-                f"{metric} mean dropped by {base_mean - run_mean:.4f} (tolerance {tolerance:.4f})"
+                f"{metric} mean {worse} by {abs(base_mean - run_mean):.4f} (tolerance {tolerance:.4f})"
             )
-        # The paired test is two-sided; only a drop fails (one-sided at alpha/2: conservative for CI).
-        if row["delta"] < 0 and adjusted < gate.alpha:
+        # The paired test is two-sided; only a change for the worse fails (one-sided at alpha/2:
+        # conservative for CI).
+        if sign * row["delta"] < 0 and adjusted < gate.alpha:
+            change = "drop" if sign > 0 else "rise"
             failures.append(
-                f"{metric} drop is significant: p = {adjusted:.4g} after Holm (alpha {gate.alpha})"
+                f"{metric} {change} is significant: p = {adjusted:.4g} after Holm (alpha {gate.alpha})"
             )
         checks.append(
             MetricCheck(
@@ -348,7 +355,8 @@ def _regressed(
     for metric in metrics:
         before = pd.Series(baseline.per_query[metric], dtype=float)
         after = frame[metric].reindex(before.index)
-        worse = before.index[(after - before) < -1e-12]
+        sign = 1.0 if higher_is_better(metric) else -1.0
+        worse = before.index[sign * (after - before) < -1e-12]
         for qid in worse:
             label = " / ".join(str(run.per_query.at[qid, c]) for c in labels[:1])
             rows.append((metric, qid, label, before[qid], after[qid], after[qid] - before[qid]))

@@ -25,8 +25,9 @@ from experiments.ranking import read_ranking
 from experiments.tracking import flatten, resolve_uri
 
 PROVENANCE_TAGS = ("suite_hash", "model_revisions", "git_commit", "memeval_version")
-# Per-query columns scored like metrics but where less is better (experiments/noise.py).
-LOWER_IS_BETTER = re.compile(r"noise@[1-9][0-9]*")
+# Per-query columns scored like metrics but where less is better (experiments/noise.py; harm@k, the
+# must-not memories returned: experiments/metrics/harm.py).
+LOWER_IS_BETTER = re.compile(r"(noise|harm)@[1-9][0-9]*")
 
 
 def higher_is_better(metric: str) -> bool:
