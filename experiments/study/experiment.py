@@ -272,7 +272,11 @@ def compare_rows(
         runs, baseline=baseline, metrics=plan.metrics, label=plan.label, primary=plan.primary
     )
     stats = plan.stats
-    sig = analysis.significance(comp, test=stats.test, alpha=stats.alpha, seed=stats.seed)
+    names = [r.name for r in plan.rows]  # a reference that does not run on this suite is left out
+    references = [labels[names.index(b)] for b in plan.references if b in names]
+    sig = analysis.significance(
+        comp, test=stats.test, alpha=stats.alpha, seed=stats.seed, unit=stats.unit, references=references
+    )
     return StudyResult(plan, tuple(runs), tuple(labels), comp, sig, tuple(run_dirs), parent_run_id)
 
 
