@@ -51,6 +51,7 @@ from experiments.tracking import (
     mlflow_metrics,
     package_version,
     resolve_uri,
+    statistics_tags,
 )
 from experiments.trec import write_run
 from retrieval.encoder import ModelNotFoundError
@@ -174,7 +175,10 @@ def execute(
         memo=memo,
         knowledge=suite.knowledge,
     )
-    evaluation = evaluate(suite, output, list(cfg.metrics), seed=cfg.seed)
+    evaluation = evaluate(
+        suite, output, list(cfg.metrics), seed=cfg.seed,
+        unit=cfg.get("statistics", {}).get("unit", "auto"), empty=cfg.get("empty_queries", "apart"),
+    )  # fmt: skip
     # Extra metrics.json sections (`run_reports` in the config: name -> function(suite, corpus) -> dict),
     # e.g. instruction-tagging coverage and precision: plug-ins, so the runner knows none of them.
     for name, node in (cfg.get("run_reports") or {}).items():
@@ -238,6 +242,7 @@ def run_experiment(
     (run_dir / "config.yaml").write_text(config_text)
     # The same provenance as the MLflow tags, on disk too: reports built from run directories read it.
     tags = {**_tags(cfg, suite, pipeline), CONFIG_HASH_TAG: cfg_hash, CODE_VERSION_TAG: code_version()}
+    tags.update(statistics_tags(evaluation.metrics))
     (run_dir / "tags.json").write_text(json.dumps(tags, indent=2))
     write_outputs(run_dir, suite, output, evaluation, tag=str(cfg.variant.name), metrics=list(cfg.metrics))
     record_finished(cfg.cache_dir, cfg_hash, suite.content_hash, run_dir, None)
