@@ -76,7 +76,10 @@ def build_report(
         has_ranking = any(r.ranking is not None for r in comp.runs)
         texts, why = suite_texts(comp.run_by_label[comp.baseline]) if has_ranking else (None, "")
         drilled = drilldown_blocks(comp, drilldown, texts, why)
-    refs = [r for r in references if r != comp.baseline]
+    refs = [  # a run label, or a variant's first run (as the baseline is chosen)
+        analysis._pick_baseline(comp.runs, comp.labels, comp.sweep_values, r) for r in references
+    ]
+    refs = [r for r in dict.fromkeys(refs) if r != comp.baseline]
     family = analysis.comparisons(comp, refs, test=test, alpha=alpha, seed=seed, unit=unit)
     sig = family[family["reference"] == comp.baseline].drop(columns="reference").reset_index(drop=True)
     sig.attrs.update(family.attrs)
