@@ -327,6 +327,8 @@ def _start_parent(plan: StudyPlan, cfg: DictConfig) -> dict[str, str]:
             "metrics": ",".join(plan.metrics),
             "primary": plan.primary or "the suite's",
             "test": plan.stats.test,
+            "statistics_unit": plan.stats.unit,  # auto: by conversation where each has several queries
+            "references": ",".join(plan.references),
         },
     )
     parent, experiment = info["parent_run_id"], info["experiment_id"]
