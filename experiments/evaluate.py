@@ -122,6 +122,8 @@ def per_query_table(
         "scope_leaks": np.array([leaks.get(q, 0) for q in ids], dtype=int),
     }
     aligned = scores.reindex(ids)  # abstention queries: NaN
+    if empty == "zero":  # a suite query with no judgement at all has nothing relevant either: 0
+        aligned = aligned.fillna(0.0)
     columns.update({name: aligned[name].to_numpy(dtype=np.float64) for name in scores.columns})
     return pd.DataFrame(columns, index=pd.Index(ids, name="query_id"))
 
@@ -205,8 +207,8 @@ def summarize(
     answerable = columns.values[:, scored]
     ci: dict[str, list[float]] = {}
     statistics: dict[str, Any] = {"unit": "query", "n_clusters": None, "design_effect": {}, "warning": None}
-    if answerable.shape[1]:  # one set of resample draws shared by every metric
-        complete = {m: row for m, row in zip(metrics, answerable, strict=True) if not np.isnan(row).any()}
+    complete = {m: row for m, row in zip(metrics, answerable, strict=True) if not np.isnan(row).any()}
+    if answerable.shape[1] and complete:  # one set of resample draws shared by every metric
         clusters = frame["cluster"].to_numpy()[scored] if "cluster" in frame.columns else None
         chosen = resolve_unit(unit, clusters, int(scored.sum()))
         resampled = clusters if chosen == "cluster" else None
