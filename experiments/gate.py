@@ -451,15 +451,12 @@ def verdict_lines(result: GateResult) -> list[str]:
     out = []
     for c in result.checks:
         low, high = c.delta_ci
-        detectable = (
-            (
-                "smaller than the suite can detect"
-                if abs(c.delta) < c.mde
-                else "at least the detectable effect"
-            )
-            if np.isfinite(c.mde)
-            else "detectable effect unknown"
-        )
+        if not np.isfinite(c.mde):
+            detectable = "detectable effect unknown"
+        elif abs(c.delta) < c.mde:
+            detectable = "smaller than the suite can detect"
+        else:
+            detectable = "at least the detectable effect"
         out.append(
             f"- **{c.metric}: {'FAIL' if c.failures else 'pass'}**: Δ {c.delta:+.4f} "
             f"(95% CI [{low:+.4f}, {high:+.4f}], {_unit_short(result)}), {detectable} "
