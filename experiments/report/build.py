@@ -190,7 +190,7 @@ def build_report(
                 else ""
             )
             + f", Holm across all {tested} ({label_md}, run) cells; α = {alpha}. Few queries per "
-            f"{label_md}: only large changes show."
+            f"{label_md}: only large changes show." + _label_survival(comp, per_label, primary, alpha, seed)
         )
     )
 
@@ -213,6 +213,25 @@ def build_report(
     blocks += drilled
     write(blocks, out_dir, title)
     return comp
+
+
+def _label_survival(
+    comp: analysis.Comparison, per_label: pd.DataFrame, primary: str, alpha: float, seed: int
+) -> str:
+    """By cluster: which (label, run) cells the query-level tests called significant, and which stay."""
+    if "n_clusters" not in per_label.columns or (per_label["n_clusters"] == per_label["n"]).all():
+        return ""
+    by_query = analysis.by_label(comp, primary, alpha=alpha, seed=seed, unit="query")
+    was = by_query[by_query["significant"]]
+    cells = [f"{md(r.run)} in {md(r.label)}" for r in was.itertuples()]
+    kept = per_label.set_index(["label", "run"])["significant"]
+    stays = [c for c, r in zip(cells, was.itertuples(), strict=True) if kept[(r.label, r.run)]]
+    if not cells:
+        return " With every question independent, no cell was significant either."
+    return (
+        f" With every question independent, {len(cells)} cell(s) were significant ({', '.join(cells)}); "
+        f"by conversation, {len(stays)} of them stay" + (f" ({', '.join(stays)})." if stays else ".")
+    )
 
 
 def _units_text(sig: pd.DataFrame) -> str:
@@ -258,6 +277,18 @@ def _statistics_blocks(
             + (f" ({', '.join(survived)})" if len(survived) else "")
             + (f"; {len(lost)} do not ({', '.join(lost)})" if len(lost) else "")
             + "."
+        )
+        c = attrs["n_clusters"]
+        below = rows["design_effect"] < 1
+        if below.any():
+            summary += (
+                f" {int(below.sum())} of the {len(rows)} design effects are below 1: the conversations "
+                "differ less than the questions within one conversation (each asks a similar mix of "
+                "questions), so resampling conversations narrows the intervals rather than widening them."
+            )
+        summary += (
+            f" With {c} clusters an exact sign-flip test cannot give p below 2 / 2^{c} = {2 / 2**c:.2g}, "
+            "which bounds what Holm can call significant in a large family."
         )
         blocks += [
             Heading("Clustering: which differences survive"),
