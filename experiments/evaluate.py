@@ -6,6 +6,9 @@
 Answerable queries carry the relevance metrics; abstention queries (no relevant memory) are
 reported apart: how many, and the top score the system still gave them (a system that "knows
 nothing is there" gives a low one). A query whose list came back empty scores 0, never dropped.
+
+Each row also names the query's `cluster` (`query_cluster`): the unit the statistics resample, since
+questions about one conversation are not independent (experiments/statistics.py).
 """
 
 from __future__ import annotations
@@ -19,9 +22,10 @@ import pandas as pd
 
 from experiments.metrics import per_query as relevance_per_query
 from experiments.noise import noise_table
-from experiments.statistics import bootstrap_cis
+from experiments.statistics import bootstrap_cis, design_effect, few_clusters_warning, resolve_unit
 from experiments.suites.suite import Suite
 from retrieval.pipeline import RunOutput
+from retrieval.types import Query, scope_key
 
 DEFAULT_METRICS = ("P@5", "R@5", "R@10", "nDCG@5", "nDCG@10", "RR", "AP", "hit@10", "R_all@10")
 
@@ -30,6 +34,18 @@ DEFAULT_METRICS = ("P@5", "R@5", "R@10", "nDCG@5", "nDCG@10", "RR", "AP", "hit@1
 class Evaluation:
     per_query: pd.DataFrame
     metrics: dict[str, Any]
+
+
+def query_cluster(query: Query) -> str:
+    """The cluster a query's statistics belong to: a `cluster` the suite declares in the query's labels
+    or scope, else its scope (the conversation): `name=value` for a one-key scope, else the scope key."""
+    declared = query.labels.get("cluster") or query.scope.get("cluster")
+    if declared:
+        return str(declared)
+    if len(query.scope) == 1:
+        ((name, value),) = query.scope.items()
+        return f"{name}={value}"
+    return scope_key(query.scope)
 
 
 def scope_leaks(suite: Suite, output: RunOutput) -> pd.Series:
@@ -74,9 +90,12 @@ def _scope_numbers(memories, corpus) -> tuple[dict[frozenset, int], dict[str, in
     return codes, scope_of
 
 
-def per_query_table(suite: Suite, output: RunOutput, metrics: Sequence[str]) -> pd.DataFrame:
-    """One row per suite query (index `query_id`): its labels, abstention flag, what came back and how
-    fast, scope leaks, and each metric (NaN for abstention queries: they are not averaged in).
+def per_query_table(
+    suite: Suite, output: RunOutput, metrics: Sequence[str], *, empty: str = "apart"
+) -> pd.DataFrame:
+    """One row per suite query (index `query_id`): its labels, abstention flag, cluster, what came back
+    and how fast, scope leaks, and each metric (NaN for abstention queries: they are not averaged in;
+    with `empty="zero"`, trec_eval's convention, they score 0 and are).
 
     Built as one frame from columns aligned with the suite's queries: joined piece by piece, the frame
     was most of a sweep job's evaluation (tests/test_evaluate_table.py compares it with those joins)."""
@@ -87,7 +106,7 @@ def per_query_table(suite: Suite, output: RunOutput, metrics: Sequence[str]) -> 
     stages = dict.fromkeys(s for r in output.ranked for s in r.timings_ms)
     leaks = _leaks(suite, output)
     scores = relevance_per_query(
-        suite.qrels, {r.query_id: list(r.memory_ids) for r in output.ranked}, metrics
+        suite.qrels, {r.query_id: list(r.memory_ids) for r in output.ranked}, metrics, empty=empty
     )
     columns: dict[str, Any] = {
         **{
@@ -95,6 +114,7 @@ def per_query_table(suite: Suite, output: RunOutput, metrics: Sequence[str]) -> 
             for name in dict.fromkeys(n for q in queries for n in q.labels)
         },
         "abstention": [suite.is_abstention(q) for q in ids],
+        "cluster": [query_cluster(q) for q in queries],
         "n_returned": [len(r.memory_ids) if r else 0 for r in ranked],
         "top_score": [float(r.scores[0]) if r and len(r.scores) else np.nan for r in ranked],
         "latency_ms": [r.latency_ms if r else np.nan for r in ranked],
@@ -102,6 +122,8 @@ def per_query_table(suite: Suite, output: RunOutput, metrics: Sequence[str]) -> 
         "scope_leaks": np.array([leaks.get(q, 0) for q in ids], dtype=int),
     }
     aligned = scores.reindex(ids)  # abstention queries: NaN
+    if empty == "zero":  # a suite query with no judgement at all has nothing relevant either: 0
+        aligned = aligned.fillna(0.0)
     columns.update({name: aligned[name].to_numpy(dtype=np.float64) for name in scores.columns})
     return pd.DataFrame(columns, index=pd.Index(ids, name="query_id"))
 
@@ -140,12 +162,16 @@ def _nanmean(block: np.ndarray) -> np.ndarray:
         return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
 
 
-def _aggregate(columns: _Columns, metrics: Sequence[str], rows: np.ndarray) -> dict[str, Any]:
-    """Means over the answerable queries among `rows` (positions), and the abstention queries' figures."""
+def _aggregate(
+    columns: _Columns, metrics: Sequence[str], rows: np.ndarray, empty: str = "apart"
+) -> dict[str, Any]:
+    """Means over the answerable queries among `rows` (positions), and the abstention queries' figures.
+    With `empty="zero"` the means are over every scored query, abstention queries counting 0."""
     abstaining = columns.abstention[rows]
     answerable = rows[~abstaining]
     out: dict[str, Any] = {"n_queries": int(len(rows)), "n_answerable": int(len(answerable))}
-    means = _nanmean(columns.values[:, answerable]) if len(answerable) else None
+    averaged = answerable if empty == "apart" else rows
+    means = _nanmean(columns.values[:, averaged]) if len(averaged) else None
     out.update({m: float(means[i]) if means is not None else None for i, m in enumerate(metrics)})
     abstained = rows[abstaining]
     if len(abstained):
@@ -156,10 +182,20 @@ def _aggregate(columns: _Columns, metrics: Sequence[str], rows: np.ndarray) -> d
     return out
 
 
-def summarize(frame: pd.DataFrame, metrics: Sequence[str], *, seed: int = 0) -> dict[str, Any]:
-    """The metrics.json content: overall (with bootstrap 95% CIs), per label value, latency, leaks."""
+def summarize(
+    frame: pd.DataFrame,
+    metrics: Sequence[str],
+    *,
+    seed: int = 0,
+    unit: str = "auto",
+    empty: str = "apart",
+) -> dict[str, Any]:
+    """The metrics.json content: overall (with bootstrap 95% CIs), per label value, latency, leaks.
+
+    The CIs resample whole clusters (the per-query `cluster`) where `unit` resolves to clusters; the
+    `statistics` section says which unit, how many clusters, and each metric's design effect."""
     columns = _Columns.of(frame, metrics)
-    overall = _aggregate(columns, metrics, np.arange(len(frame)))
+    overall = _aggregate(columns, metrics, np.arange(len(frame)), empty)
     # Latency only from work measured in this run: a stage answered from a cache has a NaN timing
     # (retrieval/pipeline.py), so its queries have none; with none measured, the figures are null.
     latency = frame["latency_ms"].dropna()
@@ -167,22 +203,43 @@ def summarize(frame: pd.DataFrame, metrics: Sequence[str], *, seed: int = 0) -> 
     overall["latency_ms_p50"] = float(np.percentile(latency, 50)) if measured else None
     overall["latency_ms_p95"] = float(np.percentile(latency, 95)) if measured else None
     overall["latency_measured"] = measured
-    answerable = columns.values[:, ~columns.abstention]
-    ci = {}
-    if answerable.shape[1]:  # one set of resample draws shared by every metric
-        complete = {m: row for m, row in zip(metrics, answerable, strict=True) if not np.isnan(row).any()}
-        ci = {m: list(interval) for m, interval in bootstrap_cis(complete, seed=seed).items()}
+    scored = ~columns.abstention if empty == "apart" else np.ones(len(frame), dtype=bool)
+    answerable = columns.values[:, scored]
+    ci: dict[str, list[float]] = {}
+    statistics: dict[str, Any] = {"unit": "query", "n_clusters": None, "design_effect": {}, "warning": None}
+    complete = {m: row for m, row in zip(metrics, answerable, strict=True) if not np.isnan(row).any()}
+    if answerable.shape[1] and complete:  # one set of resample draws shared by every metric
+        clusters = frame["cluster"].to_numpy()[scored] if "cluster" in frame.columns else None
+        chosen = resolve_unit(unit, clusters, int(scored.sum()))
+        resampled = clusters if chosen == "cluster" else None
+        ci = {
+            m: list(interval)
+            for m, interval in bootstrap_cis(complete, seed=seed, clusters=resampled).items()
+        }
+        if clusters is not None:
+            n_clusters = len(set(clusters))
+            statistics = {
+                "unit": chosen,
+                "n_clusters": n_clusters,
+                "design_effect": {  # None where the values are constant (JSON has no NaN)
+                    m: (d if np.isfinite(d) else None)
+                    for m, d in ((m, design_effect(v, clusters)) for m, v in complete.items())
+                },
+                "warning": few_clusters_warning(n_clusters) if chosen == "cluster" else None,
+            }
     by_label: dict[str, dict[str, Any]] = {}
     for column in (c for c in frame.columns if c.startswith("label.")):
         # The groups of `frame.groupby(column, sort=True, dropna=True)`: sorted values, no missing one.
         codes, values = pd.factorize(frame[column], sort=True, use_na_sentinel=True)
         by_label[column.removeprefix("label.")] = {
-            str(value): _aggregate(columns, metrics, np.flatnonzero(codes == code))
+            str(value): _aggregate(columns, metrics, np.flatnonzero(codes == code), empty)
             for code, value in enumerate(values)
         }
     return {
         "overall": overall,
         "overall_ci95": ci,
+        "statistics": statistics,
+        "empty_queries": empty,
         "by_label": by_label,
         "n_queries": int(len(frame)),
         "scope_leaks": int(frame["scope_leaks"].sum()),
@@ -191,9 +248,17 @@ def summarize(frame: pd.DataFrame, metrics: Sequence[str], *, seed: int = 0) -> 
 
 
 def evaluate(
-    suite: Suite, output: RunOutput, metrics: Sequence[str] = DEFAULT_METRICS, *, seed: int = 0
+    suite: Suite,
+    output: RunOutput,
+    metrics: Sequence[str] = DEFAULT_METRICS,
+    *,
+    seed: int = 0,
+    unit: str = "auto",
+    empty: str = "apart",
 ) -> Evaluation:
-    frame = per_query_table(suite, output, metrics)
+    """`unit`: what the overall CIs resample (auto | cluster | query); `empty`: queries with no relevant
+    memory reported apart (default) or scored 0 and averaged in (`zero`, trec_eval)."""
+    frame = per_query_table(suite, output, metrics, empty=empty)
     # noise@k (experiments/noise.py) at the suite's own cutoff (suite.yaml `k`), only for suites whose
     # queries carry noise patterns.
     noise: list[str] = []
@@ -201,7 +266,7 @@ def evaluate(
         run = {r.query_id: r.memory_ids for r in output.ranked}
         table = noise_table(suite.queries, run, {m.id: m.text for m in suite.memories}, k=suite.k)
         frame, noise = frame.join(table), list(table.columns)
-    summary = summarize(frame, [*metrics, *noise], seed=seed)
+    summary = summarize(frame, [*metrics, *noise], seed=seed, unit=unit, empty=empty)
     summary["build_ms"] = dict(output.build_ms)
     summary["prefix_cache_hit"] = output.prefix_cache_hit
     summary["cache"] = dict(output.cache)  # what came from a cache, and whether latency was measured

@@ -11,6 +11,13 @@ metrics plus the suite hash, config and commit they came from. The gate fails (e
 is under its floor, drops by more than the tolerance, or drops significantly (paired test from
 `experiments.statistics`, Holm across the gated metrics); it never writes its own baseline.
 Exit 2: the gate cannot judge (baseline for another suite version, missing files, bad config).
+
+The gate knows its power: for each gated metric it computes the minimum detectable effect (MDE) of the
+paired test at the suite's size and clustering, alpha and `power` (80%), from the committed baseline's
+per-query values, and refuses (exit 2) a tolerance smaller than that unless the gate config says
+`allow_tolerance_below_mde: true` (or `--allow-tolerance-below-mde`). Its statistics resample whole
+clusters (each query's conversation, the per-query table's `cluster`) wherever the suite has several
+queries per cluster (`unit: auto|cluster|query`), and the verdict states the CI of the paired difference.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ import re
 import shlex
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -33,10 +40,17 @@ import yaml
 
 from experiments import PROJECT_ROOT
 from experiments.configs import CONF_DIR, compose_config
+from experiments.evaluate import query_cluster
 from experiments.metrics import parse_metric
 from experiments.report.render import code, md
-from experiments.runs import RunError, RunRecord, load_run_dir
-from experiments.statistics import compare, holm
+from experiments.runs import RunError, RunRecord, higher_is_better, load_run_dir
+from experiments.statistics import (
+    UNITS,
+    compare,
+    holm,
+    minimum_detectable_effect,
+    resolve_unit,
+)
 from experiments.tracking import git_commit
 from retrieval.encoder import ModelNotFoundError
 
@@ -71,6 +85,13 @@ class GateConfig:
     test: str = "randomization"
     n_resamples: int = 10_000
     seed: int = 0
+    unit: str = "auto"  # what the statistics resample: auto | cluster | query (experiments.statistics)
+    power: float = 0.8  # the power at which the minimum detectable effect is computed
+    # A variant's per-query values are assumed to correlate this much with the baseline's when the MDE
+    # is computed from the baseline alone (0.5: the paired difference varies as much as the values).
+    mde_correlation: float = 0.5
+    # A tolerance below the MDE claims more than the suite can show; allowed only when said so.
+    allow_tolerance_below_mde: bool = False
 
     def floor(self, metric: str, variant: str) -> float | None:
         return self.variant_floors.get(variant, {}).get(metric, self.floors.get(metric))
@@ -96,6 +117,12 @@ class GateConfig:
         unknown = named - set(metrics)
         if not metrics or unknown:
             raise GateError(f"{path}: gate needs `metrics`; floors/tolerance name ungated {sorted(unknown)}")
+        unit = str(raw.get("unit", "auto"))
+        if unit not in UNITS:
+            raise GateError(f"{path}: `unit` must be one of {', '.join(UNITS)}, got {unit!r}")
+        allow = raw.get("allow_tolerance_below_mde", False)
+        if not isinstance(allow, bool):
+            raise GateError(f"{path}: `allow_tolerance_below_mde` must be true or false, got {allow!r}")
         return cls(
             name=str(raw.get("name", path.stem)),
             overrides=tuple(raw.get("overrides") or ()),
@@ -107,6 +134,10 @@ class GateConfig:
             test=str(raw.get("test", "randomization")),
             n_resamples=int(raw.get("n_resamples", 10_000)),
             seed=int(raw.get("seed", 0)),
+            unit=unit,
+            power=float(raw.get("power", 0.8)),
+            mde_correlation=float(raw.get("mde_correlation", 0.5)),
+            allow_tolerance_below_mde=allow,
         )
 
 
@@ -125,10 +156,13 @@ class Baseline:
     config: Mapping[str, str]
     means: Mapping[str, float]
     per_query: Mapping[str, Mapping[str, float]]  # metric -> query id -> value
+    # query id -> cluster (the per-query table's `cluster`); None for baselines recorded before it.
+    clusters: Mapping[str, str] | None = None
 
     @classmethod
     def from_run(cls, run: RunRecord, gate: GateConfig, *, command: str) -> Baseline:
         frame = _gated_values(run, gate.metrics)
+        clusters = run.answerable()["cluster"] if "cluster" in run.per_query.columns else None
         return cls(
             gate=gate.name,
             variant=run.variant,
@@ -141,6 +175,7 @@ class Baseline:
             config=_measured_config(run.params),
             means={m: float(frame[m].mean()) for m in gate.metrics},
             per_query={m: {q: float(v) for q, v in frame[m].items()} for m in gate.metrics},
+            clusters=None if clusters is None else {str(q): str(c) for q, c in clusters.items()},
         )
 
     def save(self, path: Path) -> None:
@@ -171,6 +206,8 @@ class MetricCheck:
     ties: int
     losses: int
     failures: tuple[str, ...]
+    mde: float = float("nan")  # minimum detectable effect at the gate's alpha and power (from the baseline)
+    design_effect: float = 1.0  # of the paired differences (1 at query level)
 
 
 @dataclass(frozen=True)
@@ -182,6 +219,9 @@ class GateResult:
     checks: tuple[MetricCheck, ...]
     regressed: pd.DataFrame  # metric, query_id, label, baseline, run, delta (worst first)
     config_changes: Mapping[str, tuple[str | None, str | None]] = field(default_factory=dict)
+    unit: str = "query"  # what the statistics resampled: cluster | query
+    n_clusters: int = 0  # clusters among the gated queries (0: not known)
+    warning: str | None = None  # too few clusters, or clusters not known
 
     @property
     def passed(self) -> bool:
@@ -195,6 +235,47 @@ def _gated_values(run: RunRecord, metrics: Sequence[str]) -> pd.DataFrame:
     return run.answerable()[list(metrics)].astype(float)
 
 
+def gated_clusters(run: RunRecord | None, baseline: Baseline, index: pd.Index) -> pd.Series | None:
+    """Each gated query's cluster: the run's per-query `cluster`, else the baseline's; None when neither
+    records it (runs and baselines made before clusters were recorded: the statistics are per query)."""
+    if run is not None and "cluster" in run.per_query.columns:
+        return run.per_query["cluster"].reindex(index)
+    if baseline.clusters:
+        return pd.Series(dict(baseline.clusters), dtype=object).reindex(index)
+    return None
+
+
+def detectable_effects(gate: GateConfig, baseline: Baseline, clusters: pd.Series | None) -> dict[str, float]:
+    """The minimum detectable effect of each gated metric, from the baseline's per-query values at the
+    gate's statistics unit, power and alpha / (number of gated metrics) (Holm's strictest step)."""
+    out = {}
+    for metric in gate.metrics:
+        values = pd.Series(baseline.per_query[metric], dtype=float)
+        groups = None if clusters is None else clusters.reindex(values.index).to_numpy()
+        unit = resolve_unit(gate.unit, groups, len(values))
+        out[metric] = minimum_detectable_effect(
+            values.to_numpy(),
+            groups if unit == "cluster" else None,
+            alpha=gate.alpha / len(gate.metrics),
+            power=gate.power,
+            correlation=gate.mde_correlation,
+        )
+    return out
+
+
+def refuse_undetectable_tolerance(gate: GateConfig, mdes: Mapping[str, float]) -> None:
+    """Exit 2 (GateError) when a tolerance is below what the suite can detect, unless the gate allows it."""
+    small = [m for m in gate.metrics if np.isfinite(mdes[m]) and gate.tolerance[m] < mdes[m]]
+    if small and not gate.allow_tolerance_below_mde:
+        listed = "; ".join(f"{m}: tolerance {gate.tolerance[m]:.4f} < MDE {mdes[m]:.4f}" for m in small)
+        raise GateError(
+            f"gate {gate.name!r} asks for a tolerance smaller than this suite can detect at "
+            f"{gate.power:.0%} power and alpha {gate.alpha} ({listed}). Raise the tolerance to the MDE, or "
+            "say `allow_tolerance_below_mde: true` in the gate config (or pass --allow-tolerance-below-mde) "
+            "to fail on drops the suite cannot tell from noise."
+        )
+
+
 def check_run(run: RunRecord, baseline: Baseline, gate: GateConfig, baseline_path: Path) -> GateResult:
     """Judge `run` against `baseline`: floors, tolerated drop, and a significant drop after Holm."""
     if run.suite_hash != baseline.suite_hash:
@@ -205,6 +286,10 @@ def check_run(run: RunRecord, baseline: Baseline, gate: GateConfig, baseline_pat
             "change is intended."
         )
     frame = _gated_values(run, gate.metrics)
+    reference_index = pd.Index(next(iter(baseline.per_query.values())).keys(), dtype=object)
+    clusters = gated_clusters(run, baseline, reference_index)
+    mdes = detectable_effects(gate, baseline, clusters)
+    refuse_undetectable_tolerance(gate, mdes)
     tables = {}
     for metric in gate.metrics:
         if metric not in baseline.per_query:
@@ -215,9 +300,15 @@ def check_run(run: RunRecord, baseline: Baseline, gate: GateConfig, baseline_pat
                 f"{metric}: the run's queries differ from the baseline's despite equal suite hash"
             )
         pair = {"baseline": reference, "run": frame[metric].reindex(reference.index)}
-        tables[metric] = compare(
-            pair, "baseline", test=gate.test, alpha=gate.alpha, n_resamples=gate.n_resamples, seed=gate.seed
-        ).loc["run"]
+        table = compare(
+            pair, "baseline", test=gate.test, alpha=gate.alpha, n_resamples=gate.n_resamples,
+            seed=gate.seed, clusters=None if clusters is None else clusters.reindex(reference.index),
+            unit=gate.unit,
+        )  # fmt: skip
+        tables[metric] = table.loc["run"]
+    unit, n_clusters, warning = table.attrs["unit"], int(table.attrs["n_clusters"]), table.attrs["warning"]
+    if clusters is None:
+        n_clusters, warning = 0, "the run and the baseline record no clusters: statistics are per query"
     p_holm = holm(np.array([tables[m]["p_value"] for m in gate.metrics]))
     checks = []
     for metric, adjusted in zip(gate.metrics, p_holm, strict=True):
@@ -225,16 +316,23 @@ def check_run(run: RunRecord, baseline: Baseline, gate: GateConfig, baseline_pat
         base_mean, run_mean = float(row["mean"] - row["delta"]), float(row["mean"])
         floor, tolerance = gate.floor(metric, run.variant), gate.tolerance[metric]
         failures = []
-        if floor is not None and run_mean < floor:
-            failures.append(f"{metric} mean {run_mean:.4f} is under the floor {floor:.4f}")
-        if base_mean - run_mean > tolerance + 1e-12:
+        # For a lower-is-better metric (harm@k: must-not memories returned) a rise is the regression and
+        # its floor is a ceiling.
+        sign = 1.0 if higher_is_better(metric) else -1.0
+        worse = "dropped" if sign > 0 else "rose"
+        if floor is not None and sign * (run_mean - floor) < 0:
+            side = "under the floor" if sign > 0 else "over the ceiling"
+            failures.append(f"{metric} mean {run_mean:.4f} is {side} {floor:.4f}")
+        if sign * (base_mean - run_mean) > tolerance + 1e-12:
             failures.append(
-                f"{metric} mean dropped by {base_mean - run_mean:.4f} (tolerance {tolerance:.4f})"
+                f"{metric} mean {worse} by {abs(base_mean - run_mean):.4f} (tolerance {tolerance:.4f})"
             )
-        # The paired test is two-sided; only a drop fails (one-sided at alpha/2: conservative for CI).
-        if row["delta"] < 0 and adjusted < gate.alpha:
+        # The paired test is two-sided; only a change for the worse fails (one-sided at alpha/2:
+        # conservative for CI).
+        if sign * row["delta"] < 0 and adjusted < gate.alpha:
+            change = "drop" if sign > 0 else "rise"
             failures.append(
-                f"{metric} drop is significant: p = {adjusted:.4g} after Holm (alpha {gate.alpha})"
+                f"{metric} {change} is significant: p = {adjusted:.4g} after Holm (alpha {gate.alpha})"
             )
         checks.append(
             MetricCheck(
@@ -242,11 +340,12 @@ def check_run(run: RunRecord, baseline: Baseline, gate: GateConfig, baseline_pat
                 (float(row["delta_ci_low"]), float(row["delta_ci_high"])),
                 float(row["p_value"]), float(adjusted), floor, tolerance,
                 int(row["wins"]), int(row["ties"]), int(row["losses"]), tuple(failures),
+                mdes[metric], float(row["design_effect"]),
             )
         )  # fmt: skip
     return GateResult(
         gate, baseline, baseline_path, run, tuple(checks), _regressed(run, baseline, frame, gate.metrics),
-        _config_changes(baseline.config, run.params),
+        _config_changes(baseline.config, run.params), unit, n_clusters, warning,
     )  # fmt: skip
 
 
@@ -258,7 +357,8 @@ def _regressed(
     for metric in metrics:
         before = pd.Series(baseline.per_query[metric], dtype=float)
         after = frame[metric].reindex(before.index)
-        worse = before.index[(after - before) < -1e-12]
+        sign = 1.0 if higher_is_better(metric) else -1.0
+        worse = before.index[sign * (after - before) < -1e-12]
         for qid in worse:
             label = " / ".join(str(run.per_query.at[qid, c]) for c in labels[:1])
             rows.append((metric, qid, label, before[qid], after[qid], after[qid] - before[qid]))
@@ -313,23 +413,28 @@ def summary_markdown(result: GateResult) -> str:
         f"Run: {_literal(result.run.source)}.",
         "",
         f"| metric | baseline | run | Δ | 95% CI of Δ | p ({gate.test}) | p Holm | floor | tolerance "
-        "| W/T/L | |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        f"| MDE ({gate.power:.0%} power) | design effect | W/T/L | |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in result.checks:
         floor = "–" if c.floor is None else f"{c.floor:.3f}"
         lines.append(
             f"| {_literal(c.metric)} | {c.baseline:.4f} | {c.run:.4f} | {c.delta:+.4f} | "
             f"[{c.delta_ci[0]:+.4f}, {c.delta_ci[1]:+.4f}] | {_p(c.p_value)} | {_p(c.p_holm)} | {floor} | "
-            f"{c.tolerance:.3f} | {c.wins}/{c.ties}/{c.losses} | {'fail' if c.failures else 'ok'} |"
+            f"{c.tolerance:.3f} | {_p(c.mde)} | {_p(round(c.design_effect, 2))} "
+            f"| {c.wins}/{c.ties}/{c.losses} | {'fail' if c.failures else 'ok'} |"
         )
+    lines += ["", *verdict_lines(result)]
     failures = [f for c in result.checks for f in c.failures]
     if failures:
         lines += ["", "Failures:", *[f"- {md(f)}" for f in failures]]
     lines += ["", f"W/T/L: queries where the run is better / equal / worse than the baseline. Test: paired "
               f"{gate.test}, two-sided, seed {gate.seed}; Holm across the {len(gate.metrics)} gated "
               "metric(s); "
-              f"a significant result fails only when the mean dropped."]  # fmt: skip
+              f"a significant result fails only when the mean dropped. {_unit_note(result)} MDE: the "
+              f"smallest true drop the paired test detects with {gate.power:.0%} power at alpha "
+              f"{gate.alpha}/{len(gate.metrics)}, from the baseline's per-query values (a variant assumed "
+              f"to correlate {gate.mde_correlation} with it per query)."]  # fmt: skip
     regressed = result.regressed
     if len(regressed):
         lines += ["", f"Queries that regressed ({len(regressed)}, worst first):", "",
@@ -358,6 +463,43 @@ def summary_markdown(result: GateResult) -> str:
             for k, (a, b) in result.config_changes.items()
         ]
     return "\n".join(lines) + "\n"
+
+
+def verdict_lines(result: GateResult) -> list[str]:
+    """One sentence per gated metric: the change with the CI of the paired difference, against what the
+    suite can detect and the tolerance, and the verdict."""
+    out = []
+    for c in result.checks:
+        low, high = c.delta_ci
+        if not np.isfinite(c.mde):
+            detectable = "detectable effect unknown"
+        elif abs(c.delta) < c.mde:
+            detectable = "smaller than the suite can detect"
+        else:
+            detectable = "at least the detectable effect"
+        out.append(
+            f"- **{c.metric}: {'FAIL' if c.failures else 'pass'}**: Δ {c.delta:+.4f} "
+            f"(95% CI [{low:+.4f}, {high:+.4f}], {_unit_short(result)}), {detectable} "
+            f"(MDE {_p(c.mde)}); tolerance {c.tolerance:.3f}."
+        )
+    return out
+
+
+def _unit_short(result: GateResult) -> str:
+    if result.unit == "cluster":
+        return f"{result.n_clusters} clusters resampled"
+    return "queries resampled"
+
+
+def _unit_note(result: GateResult) -> str:
+    if result.unit == "cluster":
+        text = (
+            f"Statistics by cluster: the bootstrap resamples and the test sign-flips whole clusters "
+            f"({result.n_clusters} clusters, each query's conversation), not single queries."
+        )
+    else:
+        text = "Statistics by query: each query resampled and sign-flipped on its own."
+    return text + (f" Warning: {result.warning}." if result.warning else "")
 
 
 def _p(value: float) -> str:
@@ -407,7 +549,8 @@ def check_baseline_before_running(
         )
     from experiments.run import load_suite_from_config
 
-    expected = Baseline.load(path).suite_hash
+    baseline = Baseline.load(path)
+    expected = baseline.suite_hash
     cfg = compose_config([*gate.overrides, f"variant={variant}", "tracking=none", *overrides])
     suite = load_suite_from_config(cfg, memoise=True)
     if suite.content_hash != expected:
@@ -416,6 +559,10 @@ def check_baseline_before_running(
             f"{suite.content_hash[:12]}: the suite changed, so the gate cannot judge; refresh the baseline "
             "on purpose (--refresh) once the change is intended"
         )
+    # A tolerance the suite cannot detect is refused before the suite is run, too.
+    clusters = pd.Series({q.id: query_cluster(q) for q in suite.queries}, dtype=object)
+    index = pd.Index(next(iter(baseline.per_query.values())).keys(), dtype=object)
+    refuse_undetectable_tolerance(gate, detectable_effects(gate, baseline, clusters.reindex(index)))
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -437,6 +584,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--summary", type=Path, help="write the Markdown verdict here too")
     parser.add_argument("--refresh", action="store_true", help="write the baseline from this run, on purpose")
+    parser.add_argument(
+        "--allow-tolerance-below-mde",
+        action="store_true",
+        help="judge even when a tolerance is below the minimum detectable effect (as the config key)",
+    )
     return parser.parse_intermixed_args(argv)  # Hydra overrides may follow the options
 
 
@@ -444,6 +596,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         gate = GateConfig.load(args.gate)
+        if args.allow_tolerance_below_mde:
+            gate = replace(gate, allow_tolerance_below_mde=True)
         path = args.baseline or baseline_path(gate, args.variant, args.baseline_dir)
         if not args.refresh and not args.run_dir:
             check_baseline_before_running(gate, args.variant, args.overrides, path)

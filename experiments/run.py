@@ -54,6 +54,7 @@ from experiments.tracking import (
     mlflow_metrics,
     package_version,
     resolve_uri,
+    statistics_tags,
 )
 from experiments.trec import write_run
 from retrieval.encoder import ModelNotFoundError
@@ -179,7 +180,10 @@ def execute(
         memo=memo,
         knowledge=suite.knowledge,
     )
-    evaluation = evaluate(suite, output, list(cfg.metrics), seed=cfg.seed)
+    evaluation = evaluate(
+        suite, output, list(cfg.metrics), seed=cfg.seed,
+        unit=cfg.get("statistics", {}).get("unit", "auto"), empty=cfg.get("empty_queries", "apart"),
+    )  # fmt: skip
     # Extra metrics.json sections (`run_reports` in the config: name -> function(suite, corpus) -> dict),
     # e.g. instruction-tagging coverage and precision: plug-ins, so the runner knows none of them.
     for name, node in (cfg.get("run_reports") or {}).items():
@@ -241,6 +245,7 @@ def run_experiment(
     config_text = yaml_text(resolved)
     # The same provenance as the MLflow tags, on disk too: reports built from run directories read it.
     tags = {**_tags(cfg, suite, pipeline), CONFIG_HASH_TAG: cfg_hash, CODE_VERSION_TAG: code_version()}
+    tags.update(statistics_tags(evaluation.metrics))
     with _writing(run_dir):
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "config.yaml").write_text(config_text)

@@ -26,8 +26,9 @@ from experiments.ranking import read_ranking
 from experiments.tracking import flatten, resolve_uri
 
 PROVENANCE_TAGS = ("suite_hash", "model_revisions", "git_commit", "memeval_version")
-# Per-query columns scored like metrics but where less is better (experiments/noise.py).
-LOWER_IS_BETTER = re.compile(r"noise@[1-9][0-9]*")
+# Per-query columns scored like metrics but where less is better (experiments/noise.py; harm@k, the
+# must-not memories returned: experiments/metrics/harm.py).
+LOWER_IS_BETTER = re.compile(r"(noise|harm)@[1-9][0-9]*")
 
 
 def higher_is_better(metric: str) -> bool:
@@ -89,7 +90,7 @@ def read_per_query(path: Path) -> pd.DataFrame:
     stays that id: pandas' default NA parsing would make the first two NaN). Only an empty cell is
     missing (what `to_csv` writes for NaN/None)."""
     header = pd.read_csv(path, nrows=0).columns
-    as_text = {c: str for c in header if c == "query_id" or c.startswith("label.")}
+    as_text = {c: str for c in header if c in ("query_id", "cluster") or c.startswith("label.")}
     frame = pd.read_csv(path, index_col="query_id", dtype=as_text, keep_default_na=False, na_values=[""])
     frame.index = frame.index.astype(str).map(original_text)  # the text the writer made spreadsheet-safe
     for column in (c for c in frame.columns if c.startswith("label.")):

@@ -243,6 +243,19 @@ def mlflow_metric_names(summary: Mapping[str, Any]) -> dict[str, str]:
     return names
 
 
+# Which unit the run's statistics resampled (cluster | query) and over how many clusters.
+STATISTICS_UNIT_TAG = "memeval.statistics_unit"
+
+
+def statistics_tags(summary: Mapping[str, Any]) -> dict[str, str]:
+    """The MLflow tag saying what the run's CIs resampled: `cluster (10 clusters)` or `query`."""
+    stats = summary.get("statistics") or {}
+    if not stats:
+        return {}
+    clusters = f" ({stats['n_clusters']} clusters)" if stats.get("unit") == "cluster" else ""
+    return {STATISTICS_UNIT_TAG: f"{stats['unit']}{clusters}"}
+
+
 def mlflow_metrics(summary: Mapping[str, Any]) -> dict[str, float]:
     """metrics.json -> flat MLflow metric keys: `R_at_10`, `ability.knowledge_update.R_at_10`...
 

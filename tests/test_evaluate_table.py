@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from experiments.evaluate import DEFAULT_METRICS, evaluate, per_query_table, scope_leaks
+from experiments.evaluate import DEFAULT_METRICS, evaluate, per_query_table, query_cluster, scope_leaks
 from experiments.metrics import per_query as relevance_per_query
 from experiments.suites.suite import Suite
 from retrieval.pipeline import Pipeline
@@ -31,6 +31,7 @@ def joined_table(suite, output, metrics) -> pd.DataFrame:
                 for name in dict.fromkeys(n for q in suite.queries for n in q.labels)
             },
             "abstention": [suite.is_abstention(q.id) for q in suite.queries],
+            "cluster": [query_cluster(q) for q in suite.queries],
         }
     ).set_index("query_id")
     by_id = {r.query_id: r for r in output.ranked}
@@ -79,3 +80,20 @@ def test_the_one_frame_table_equals_the_joined_one(which, drop):
     pd.testing.assert_frame_equal(ours, theirs, check_exact=True)
     assert list(ours.dtypes) == list(theirs.dtypes) and ours.index.equals(theirs.index)
     assert evaluate(suite, output, metrics).per_query.equals(theirs)
+
+
+def test_metrics_json_says_which_statistics_unit_and_counts_empty_queries_on_request():
+    suite = tiny_suite()  # conversations c1 (2 answerable) and c2 (1 answerable, 1 abstention)
+    output = Pipeline((BM25Retriever(top_n=5),), depth=5).run(suite.memories, suite.queries, progress=False)
+    evaluation = evaluate(suite, output, ["R@5", "AP"])
+    assert evaluation.per_query["cluster"].tolist() == ["conversation=c1"] * 2 + ["conversation=c2"] * 2
+    stats = evaluation.metrics["statistics"]
+    assert stats["unit"] == "cluster" and stats["n_clusters"] == 2 and "only 2 clusters" in stats["warning"]
+    assert set(stats["design_effect"]) == {"R@5", "AP"}
+    by_query = evaluate(suite, output, ["R@5", "AP"], unit="query").metrics["statistics"]
+    assert by_query["unit"] == "query" and by_query["warning"] is None
+    # trec_eval's convention: the abstention query scores 0 and is averaged in.
+    apart = evaluation.metrics["overall"]["AP"]
+    zero = evaluate(suite, output, ["R@5", "AP"], empty="zero")
+    assert zero.per_query.loc["c2:q1", "AP"] == 0.0
+    assert zero.metrics["overall"]["AP"] == pytest.approx(apart * 3 / 4)

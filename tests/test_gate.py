@@ -28,19 +28,26 @@ TOPICS = [
 ]  # fmt: skip
 
 
-def gate_suite(name: str = "gate-tiny", extra: str = "") -> Suite:
-    scope = MappingProxyType({"project": "p1"})
+def gate_suite(name: str = "gate-tiny", extra: str = "", conversations: int = 0) -> Suite:
+    """12 queries, one relevant memory each, in one project scope, or spread over `conversations` scopes."""
+
+    def scope(i: int) -> MappingProxyType:
+        if not conversations:
+            return MappingProxyType({"project": "p1"})
+        return MappingProxyType({"conversation": f"c{i % conversations}"})
+
     memories = [
-        Memory(id=f"m{i}", text=f"note about {t} {extra}".strip(), scope=scope) for i, t in enumerate(TOPICS)
+        Memory(id=f"m{i}", text=f"note about {t} {extra}".strip(), scope=scope(i))
+        for i, t in enumerate(TOPICS)
     ]
     memories += [
-        Memory(id=f"noise{i}", text=f"meeting notes number {i} about lunch", scope=scope) for i in range(4)
+        Memory(id=f"noise{i}", text=f"meeting notes number {i} about lunch", scope=scope(i)) for i in range(4)
     ]
     queries = [
         Query(
             id=f"q{i}",
             text=f"what about {t}",
-            scope=scope,
+            scope=scope(i),
             labels=MappingProxyType({"category": f"c{i % 3}"}),
         )
         for i, t in enumerate(TOPICS)
@@ -325,7 +332,16 @@ def test_the_markdown_summary_shows_labels_ids_and_names_as_literal_text(tmp_pat
     suite_dir = save_suite(suite, tmp_path / "suite")
     gate_file = tmp_path / "tiny.yaml"
     overrides = ["suite=jsonl", f"suite.path={suite_dir}", "cache_dir=null", "variant.name='<i>x</i>|y'"]
-    gate_file.write_text(yaml.safe_dump({"name": "tiny", "overrides": overrides, "metrics": ["P@5", "RR"]}))
+    gate_file.write_text(
+        yaml.safe_dump(
+            {
+                "name": "tiny",
+                "overrides": overrides,
+                "metrics": ["P@5", "RR"],
+                "allow_tolerance_below_mde": True,  # a tiny suite: its power is not what this test is about
+            }
+        )
+    )
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     args = [str(gate_file), "bm25", "--baseline", str(tmp_path / "baseline.json")]
     assert main([*args, "--out", str(tmp_path / "run"), "--refresh"]) == 0
@@ -340,10 +356,86 @@ def test_the_markdown_summary_shows_labels_ids_and_names_as_literal_text(tmp_pat
         # the only markup is the summary's own: headings, bold verdict, tables, lists, code spans
         for tag in ("<img", "<a ", "<em>", "<i>", "<b>"):
             assert tag not in html, tag
-        assert html.count("<strong>") == 1  # **FAIL**
+        assert html.count("<strong>") == 3  # **FAIL**, and the verdict line of each of the 2 metrics
         rows = [r for r in html.split("<tr>") if "<td>" in r and ("P@5" in r or "RR" in r)]
         regressed = [r for r in rows if r.count("<td>") == 6]  # metric query label baseline run delta
         assert len(regressed) == len(rows) - 2 > 0, "every regressed-query row keeps its 6 cells"
         for qid in HOSTILE_IDS:
             shown = qid.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
             assert shown in html, qid  # the id as text, whole
+
+
+def _independent_mde(values: list[float], alpha: float, power: float = 0.8) -> float:
+    """(t[1 - alpha/2] + t[power]) * sd / sqrt(n), n - 1 degrees of freedom: the textbook formula."""
+    from scipy import stats
+
+    n = len(values)
+    sd = float(pd.Series(values).std(ddof=1))
+    return (stats.t.ppf(1 - alpha / 2, n - 1) + stats.t.ppf(power, n - 1)) * sd / n**0.5
+
+
+@pytest.fixture
+def uneven(setup) -> dict:
+    """A baseline whose per-query values vary (half the queries lost), so its MDE is not zero."""
+    weak = _degraded_copy(setup["run"], setup["tmp"] / "weak", [f"q{i}" for i in range(6)])
+    baseline = setup["tmp"] / "baselines" / "uneven.json"
+    args = [str(setup["gate"]), "bm25", "--baseline", str(baseline)]
+    assert main([*args, "--run-dir", str(weak), "--refresh", "--allow-tolerance-below-mde"]) == 0
+    values = json.loads(baseline.read_text())["per_query"]
+    return {
+        **setup,
+        "args": args,
+        "mde": {m: _independent_mde(list(v.values()), 0.05 / 2) for m, v in values.items()},
+    }
+
+
+def test_a_tolerance_below_the_detectable_effect_is_refused_with_exit_2_unless_allowed(uneven, capsys):
+    mde = uneven["mde"]["P@5"]
+    assert mde > 0.01  # 12 queries: far coarser than the configured tolerance
+    capsys.readouterr()
+    assert main([*uneven["args"], "--run-dir", str(uneven["run"])]) == 2
+    err = capsys.readouterr().err
+    assert f"P@5: tolerance 0.0100 < MDE {mde:.4f}" in err and "allow_tolerance_below_mde" in err
+    # Refused before the suite is run, too (no run directory is made).
+    assert main([*uneven["args"], "--out", str(uneven["tmp"] / "never")]) == 2
+    assert not (uneven["tmp"] / "never").exists()
+    # Said explicitly (flag or config key): the gate judges, and prints what it can detect.
+    assert main([*uneven["args"], "--run-dir", str(uneven["run"]), "--allow-tolerance-below-mde"]) == 0
+    out = capsys.readouterr().out
+    assert f"| {mde:.3g} |" in out and "MDE (80% power)" in out
+    gate = yaml.safe_load(uneven["gate"].read_text())
+    uneven["gate"].write_text(yaml.safe_dump({**gate, "allow_tolerance_below_mde": True}))
+    assert main([*uneven["args"], "--run-dir", str(uneven["run"])]) == 0
+
+
+def test_a_tolerance_at_the_detectable_effect_is_accepted(uneven):
+    gate = yaml.safe_load(uneven["gate"].read_text())
+    gate["tolerance"] = {m: float(mde) + 1e-9 for m, mde in uneven["mde"].items()}
+    uneven["gate"].write_text(yaml.safe_dump(gate))
+    assert main([*uneven["args"], "--run-dir", str(uneven["run"])]) == 0
+
+
+def test_the_verdict_states_the_ci_of_the_paired_difference_and_resamples_conversations(tmp_path, capsys):
+    suite_dir = save_suite(gate_suite(conversations=4), tmp_path / "suite")
+    gate_file = tmp_path / "conv.yaml"
+    gate_file.write_text(
+        yaml.safe_dump(
+            {
+                "name": "conv",
+                "overrides": ["suite=jsonl", f"suite.path={suite_dir}", "cache_dir=null"],
+                "metrics": ["RR"],
+                "tolerance": {"RR": 0.05},
+            }
+        )
+    )
+    baseline = tmp_path / "conv-bm25.json"
+    args = [str(gate_file), "bm25", "--baseline", str(baseline)]
+    assert main([*args, "--out", str(tmp_path / "run"), "--refresh"]) == 0
+    clusters = json.loads(baseline.read_text())["clusters"]
+    assert set(clusters.values()) == {f"conversation=c{i}" for i in range(4)}
+    worse = _degraded_copy(tmp_path / "run", tmp_path / "worse", ["q0", "q4", "q8"])  # conversation c0
+    capsys.readouterr()
+    assert main([*args, "--run-dir", str(worse)]) == 1
+    out = capsys.readouterr().out
+    assert "4 clusters resampled" in out and "only 4 clusters" in out
+    assert "**RR: FAIL**: Δ -0.2500 (95% CI [" in out

@@ -14,8 +14,12 @@ from experiments.statistics import (
     ConfidenceInterval,
     bootstrap_ci,
     compare,
+    design_effect,
     holm,
+    mean_variance,
+    minimum_detectable_effect,
     paired_randomization_test,
+    resolve_unit,
     wilcoxon_test,
     win_tie_loss,
 )
@@ -225,7 +229,10 @@ def test_compare_tabulates_every_run_against_the_baseline(scores):
         "wins",
         "ties",
         "losses",
+        "n_clusters",
+        "design_effect",
     ]
+    assert table.attrs["unit"] == "query"  # no clusters given: every query is its own unit
     assert np.isnan(table.loc["bm25", "p_value"]) and not table.loc["bm25", "significant"]
     assert table.loc["same", "p_value"] == 1.0
     assert table.loc["same", ["wins", "ties", "losses"]].tolist() == [0, 60, 0]
@@ -317,3 +324,97 @@ def test_bootstrap_means_do_not_depend_on_the_block_of_resamples_they_are_comput
     for name, values in columns.items():
         whole = (counts @ values) / n  # every resample mean from one product over the whole matrix
         assert got[name] == tuple(np.quantile(whole, [0.025, 0.975]))
+
+
+# Cluster-aware statistics: whole clusters (conversations) are resampled and sign-flipped.
+
+
+def _clustered(n_clusters=12, size=8, icc=0.5, shift=0.0, seed=5):
+    """Per-query values of two runs, queries grouped in equal clusters sharing a random effect."""
+    rng = np.random.default_rng(seed)
+    clusters = np.repeat([f"conv-{c}" for c in range(n_clusters)], size)
+
+    def run():
+        effect = np.repeat(rng.normal(0, np.sqrt(icc), n_clusters), size)
+        return effect + rng.normal(0, np.sqrt(1 - icc), n_clusters * size)
+
+    return run(), run() + shift, clusters
+
+
+def test_cluster_bootstrap_with_one_query_per_cluster_is_the_query_bootstrap(scores):
+    values = scores[0]
+    singletons = [f"q{i}" for i in range(values.size)]
+    assert bootstrap_ci(values, seed=4, clusters=singletons) == bootstrap_ci(values, seed=4)
+
+
+def test_cluster_bootstrap_is_wider_than_the_query_bootstrap_on_clustered_values():
+    a, _, clusters = _clustered(icc=0.8)
+    query_low, query_high = bootstrap_ci(a, seed=1)
+    cluster_low, cluster_high = bootstrap_ci(a, seed=1, clusters=clusters)
+    assert cluster_high - cluster_low > 1.5 * (query_high - query_low)
+    assert cluster_low < a.mean() < cluster_high
+
+
+def test_cluster_sign_flip_test_is_the_paired_test_on_cluster_means():
+    a, b, clusters = _clustered(n_clusters=10, size=6, shift=0.3)
+    means_a = pd.Series(a).groupby(clusters).mean().to_numpy()
+    means_b = pd.Series(b).groupby(clusters).mean().to_numpy()
+    # Equal cluster sizes: flipping cluster sums is scipy's exact paired permutation test of cluster means.
+    expected = _scipy_paired_p(means_a, means_b)
+    assert paired_randomization_test(a, b, clusters=clusters) == pytest.approx(expected, rel=1e-12)
+    assert paired_randomization_test(a, b, clusters=clusters) > paired_randomization_test(a, b)
+
+
+def test_variance_of_the_mean_with_singleton_clusters_is_the_independent_one(scores):
+    values = scores[0]
+    independent = values.var(ddof=1) / values.size
+    assert mean_variance(values) == pytest.approx(independent, rel=1e-12)
+    assert mean_variance(values, np.arange(values.size)) == pytest.approx(independent, rel=1e-12)
+    assert design_effect(values, np.arange(values.size)) == pytest.approx(1.0, rel=1e-12)
+
+
+def test_design_effect_of_values_constant_within_clusters():
+    # Every query of a cluster has the cluster's value: n queries are worth C, deff = (n - 1) / (C - 1).
+    rng = np.random.default_rng(0)
+    clusters = np.repeat(np.arange(9), 7)
+    values = rng.random(9)[clusters]
+    assert design_effect(values, clusters) == pytest.approx((63 - 1) / (9 - 1), rel=1e-12)
+
+
+def test_unit_auto_clusters_only_when_some_cluster_holds_several_queries():
+    assert resolve_unit("auto", None, 10) == "query"
+    assert resolve_unit("auto", ["a"] * 10, 10) == "query"  # one cluster: nothing to resample
+    assert resolve_unit("auto", list("abcdefghij"), 10) == "query"  # one query per cluster
+    assert resolve_unit("auto", list("aabbccddee"), 10) == "cluster"
+    assert resolve_unit("query", list("aabbccddee"), 10) == "query"
+    with pytest.raises(ValueError, match="needs each query's cluster"):
+        resolve_unit("cluster", None, 10)
+    with pytest.raises(ValueError, match="unknown statistics unit"):
+        resolve_unit("conversation", None, 10)
+
+
+def test_compare_by_cluster_reports_clusters_design_effect_and_few_cluster_warning():
+    a, b, clusters = _clustered(n_clusters=6, size=10, icc=0.6)
+    table = compare({"base": a, "variant": b}, "base", clusters=clusters, n_resamples=2_000)
+    assert table.attrs["unit"] == "cluster" and table.attrs["n_clusters"] == 6
+    assert "only 6 clusters" in table.attrs["warning"]
+    assert table.loc["variant", "design_effect"] == pytest.approx(design_effect(b - a, clusters))
+    assert table.loc["variant", "p_value"] == paired_randomization_test(b, a, clusters=clusters)
+    by_query = compare({"base": a, "variant": b}, "base", clusters=clusters, unit="query", n_resamples=2_000)
+    assert by_query.attrs["unit"] == "query" and by_query.attrs["warning"] is None
+    assert by_query.loc["variant", "p_value"] == paired_randomization_test(b, a, n_resamples=2_000)
+
+
+def test_minimum_detectable_effect_grows_with_the_design_effect():
+    a, _, clusters = _clustered(n_clusters=20, size=20, icc=0.5)
+    independent = minimum_detectable_effect(a)
+    clustered = minimum_detectable_effect(a, clusters)
+    # (t + t) * SE: SE grows by sqrt(deff); the t quantiles grow too (19 df instead of 399).
+    assert clustered > independent * np.sqrt(design_effect(a, clusters)) * 0.99
+    t = stats.t.ppf(0.975, 19) + stats.t.ppf(0.8, 19)
+    assert clustered == pytest.approx(t * np.sqrt(mean_variance(a, clusters)), rel=1e-12)
+    # From already-paired differences, the variance is used as it is.
+    assert minimum_detectable_effect(a, clusters, correlation=None) == pytest.approx(clustered, rel=1e-12)
+    assert minimum_detectable_effect(a, clusters, correlation=0.75) == pytest.approx(
+        clustered * np.sqrt(0.5), rel=1e-12
+    )

@@ -5,6 +5,11 @@ numeric parameter a sweep varied, picks the baseline, and computes every table t
 means with significance marks (paired test from `experiments.statistics`, Holm across all the
 comparisons of the report), per-label deltas, per-query wins and losses, latency and provenance.
 Plots and rendering live in `plots.py` and `render.py`.
+
+Statistics resample whole clusters (each query's conversation: the per-query table's `cluster`)
+wherever the suite has several queries per cluster (`unit`, see `experiments.statistics.resolve_unit`);
+the query-level verdicts are kept beside them so a report can say which survive clustering. A study
+may compare every row against several references; the Holm family then covers all of them.
 """
 
 from __future__ import annotations
@@ -16,7 +21,14 @@ import numpy as np
 import pandas as pd
 
 from experiments.runs import RunError, RunRecord
-from experiments.statistics import bootstrap_ci, compare, holm, paired_randomization_test
+from experiments.statistics import (
+    bootstrap_ci,
+    compare,
+    few_clusters_warning,
+    holm,
+    paired_randomization_test,
+    resolve_unit,
+)
 
 # Params that say where or how a run was executed, not what was measured.
 _IGNORED_PARAM_PREFIXES = (
@@ -41,6 +53,8 @@ class Comparison:
     label_column: str | None  # e.g. label.ability
     values: dict[str, pd.DataFrame]  # metric -> (queries x run labels) per-query values
     primary: str = ""  # the metric the report leads with (see `primary_metric`)
+    # Each compared query's cluster (the baseline run's per-query `cluster`), None for runs made before it.
+    clusters: pd.Series | None = None
 
     @property
     def run_by_label(self) -> dict[str, RunRecord]:
@@ -168,9 +182,12 @@ def build_comparison(
     if label_column is None and label_columns:
         label_column = label_columns[0]
     primary = primary_metric(runs[labels.index(chosen)], metrics, primary)
+    base_table = runs[labels.index(chosen)].per_query
+    clusters = base_table["cluster"].reindex(reference) if "cluster" in base_table.columns else None
     return Comparison(
-        tuple(runs), tuple(labels), chosen, sweep, tuple(values), metrics, label_column, frames, primary
-    )
+        tuple(runs), tuple(labels), chosen, sweep, tuple(values), metrics, label_column, frames, primary,
+        clusters,
+    )  # fmt: skip
 
 
 def primary_metric(baseline: RunRecord, metrics: Sequence[str], wanted: str | None = None) -> str:
@@ -201,29 +218,94 @@ def _pick_baseline(runs, labels, values, wanted: str | None) -> str:
     return labels[0]
 
 
-def significance(
-    comp: Comparison, *, test: str = "randomization", alpha: float = 0.05, seed: int = 0
+def comparisons(
+    comp: Comparison,
+    references: Sequence[str] = (),
+    *,
+    test: str = "randomization",
+    alpha: float = 0.05,
+    seed: int = 0,
+    unit: str = "auto",
 ) -> pd.DataFrame:
-    """Every run against the baseline on every metric, one row per (metric, run), Holm across all rows.
+    """Every run against each reference (the baseline first, then `references`) on every metric: one row
+    per (reference, metric, run), Holm across every comparison in the table (a reference against itself
+    is no comparison).
+
+    Columns from `statistics.compare` (mean, CI, delta with CI, p_value, wins/ties/losses, n_clusters,
+    design_effect) plus `reference`; p_holm and significant over the whole family. When the statistics
+    are by cluster, p_query / p_holm_query / significant_query hold the query-level verdicts of the
+    same family, so a report can say which differences survive clustering. `.attrs`: test, alpha,
+    unit, n_clusters, warning, comparisons (the family's size) and family (what it covers).
+    """
+    refs = list(dict.fromkeys([comp.baseline, *references]))
+    unknown = [r for r in refs if r not in comp.labels]
+    if unknown:
+        raise RunError(f"references {unknown} are not among the runs {list(comp.labels)}")
+    clusters = comp.clusters
+    n = len(comp.values[comp.metrics[0]])
+    chosen = resolve_unit(unit, None if clusters is None else clusters.to_numpy(), n)
+    parts = []
+    for reference in refs:
+        for metric in comp.metrics:
+            table = compare(
+                comp.values[metric], reference, test=test, alpha=alpha, seed=seed,  # type: ignore[arg-type]
+                clusters=clusters, unit=chosen,
+            )  # fmt: skip
+            part = table.reset_index().assign(metric=metric, reference=reference)
+            if chosen == "cluster":
+                by_query = compare(comp.values[metric], reference, test=test, alpha=alpha, seed=seed)  # type: ignore[arg-type]
+                part["p_query"] = by_query["p_value"].to_numpy()
+            parts.append(part)
+    table = pd.concat(parts, ignore_index=True)
+    rows = table["run"] != table["reference"]
+    table.loc[rows, "p_holm"] = holm(table.loc[rows, "p_value"].to_numpy())
+    table["significant"] = rows & (table["p_holm"] < alpha)
+    if chosen == "cluster":
+        table["p_holm_query"] = np.nan
+        table.loc[rows, "p_holm_query"] = holm(table.loc[rows, "p_query"].to_numpy())
+        table["significant_query"] = rows & (table["p_holm_query"] < alpha)
+    n_clusters = int(table["n_clusters"].iloc[0])
+    family = (
+        f"{int(rows.sum())} comparisons: every run against "
+        + (f"each of {len(refs)} references ({', '.join(refs)})" if len(refs) > 1 else f"{refs[0]}")
+        + f" on {len(comp.metrics)} metric(s)"
+    )
+    table.attrs.update(
+        test=test, alpha=alpha, correction="holm", comparisons=int(rows.sum()), family=family,
+        references=refs, unit=chosen, n_clusters=n_clusters if clusters is not None else 0,
+        warning=few_clusters_warning(n_clusters) if chosen == "cluster" else None,
+    )  # fmt: skip
+    return table
+
+
+def significance(
+    comp: Comparison,
+    *,
+    test: str = "randomization",
+    alpha: float = 0.05,
+    seed: int = 0,
+    unit: str = "auto",
+    references: Sequence[str] = (),
+) -> pd.DataFrame:
+    """Every run against the baseline on every metric, one row per (metric, run), Holm across all rows
+    (and across the comparisons with the other `references`, when there are any: see `comparisons`).
 
     Columns from `statistics.compare` (mean, CI, delta with CI, p_value, wins/ties/losses), with
     p_holm and significant recomputed over the whole report's family of comparisons.
     """
-    parts = []
-    for metric in comp.metrics:
-        table = compare(comp.values[metric], comp.baseline, test=test, alpha=alpha, seed=seed)  # type: ignore[arg-type]
-        parts.append(table.reset_index().assign(metric=metric))
-    table = pd.concat(parts, ignore_index=True)
-    rows = table["run"] != comp.baseline
-    table.loc[rows, "p_holm"] = holm(table.loc[rows, "p_value"].to_numpy())
-    table["significant"] = rows & (table["p_holm"] < alpha)
-    table.attrs.update(test=test, alpha=alpha, correction="holm", comparisons=int(rows.sum()))
+    family = comparisons(comp, references, test=test, alpha=alpha, seed=seed, unit=unit)
+    table = family[family["reference"] == comp.baseline].drop(columns="reference").reset_index(drop=True)
+    table.attrs.update(family.attrs)
     return table
 
 
-def by_label(comp: Comparison, metric: str, *, alpha: float = 0.05, seed: int = 0) -> pd.DataFrame:
+def by_label(
+    comp: Comparison, metric: str, *, alpha: float = 0.05, seed: int = 0, unit: str = "auto"
+) -> pd.DataFrame:
     """Mean, CI and delta vs the baseline of `metric` per label value per run (long format), with a
-    paired randomization test per cell and Holm across every (label, run) cell of the table."""
+    paired randomization test per cell and Holm across every (label, run) cell of the table. Within a
+    label value, whole clusters are resampled and sign-flipped where `unit` resolves to clusters there
+    (n_clusters: how many carry the cell)."""
     frame = comp.values[metric]
     if comp.label_column is None:
         groups = {"all": frame.index}
@@ -233,13 +315,22 @@ def by_label(comp: Comparison, metric: str, *, alpha: float = 0.05, seed: int = 
     rows = []
     for value, index in sorted(groups.items()):
         part = frame.loc[index]
+        clusters = None if comp.clusters is None else comp.clusters.reindex(part.index).to_numpy()
+        clustered = resolve_unit(unit, clusters, len(part)) == "cluster"
+        groups_of = clusters if clustered else None
+        n_clusters = len(set(clusters)) if clustered else len(part)
         for lab in comp.labels:
-            low, high = bootstrap_ci(part[lab].to_numpy(), seed=seed)
+            low, high = bootstrap_ci(part[lab].to_numpy(), seed=seed, clusters=groups_of)
             delta = float(part[lab].mean() - part[comp.baseline].mean())
             values, base = part[lab].to_numpy(), part[comp.baseline].to_numpy()
-            p_value = np.nan if lab == comp.baseline else paired_randomization_test(values, base, seed=seed)
+            p_value = (
+                np.nan
+                if lab == comp.baseline
+                else paired_randomization_test(values, base, seed=seed, clusters=groups_of)
+            )
             rows.append(dict(label=value, run=lab, n=len(part), mean=float(part[lab].mean()),
-                             ci_low=low, ci_high=high, delta=delta, p_value=p_value))  # fmt: skip
+                             ci_low=low, ci_high=high, delta=delta, p_value=p_value,
+                             n_clusters=n_clusters))  # fmt: skip
     table = pd.DataFrame(rows)
     tested = table["run"] != comp.baseline
     table["p_holm"] = np.nan

@@ -51,6 +51,8 @@ def build_report(
     test: str = "randomization",
     alpha: float = 0.05,
     seed: int = 0,
+    unit: str = "auto",
+    references: Sequence[str] = (),
     commands: Sequence[str] = (),
     source: str = "",
     keep_repeats: bool = False,
@@ -61,7 +63,9 @@ def build_report(
     """`sections`: extra blocks (a study's named report sections), each from the comparison and its
     significance table, placed after the per-query wins and losses. `primary`: default the suite's
     (`primary` in its suite config), else the first metric. `drilldown`: which queries the per-query
-    drill-down at the end shows (None: no drill-down)."""
+    drill-down at the end shows (None: no drill-down). `unit`: what the statistics resample (auto |
+    cluster | query, experiments.statistics). `references`: more rows every run is compared against,
+    besides the baseline (one Holm family covers all the comparisons)."""
     dropped: list[RunRecord] = []
     if not keep_repeats:
         runs, dropped = analysis.drop_repeats(runs)
@@ -72,8 +76,14 @@ def build_report(
         has_ranking = any(r.ranking is not None for r in comp.runs)
         texts, why = suite_texts(comp.run_by_label[comp.baseline]) if has_ranking else (None, "")
         drilled = drilldown_blocks(comp, drilldown, texts, why)
-    sig = analysis.significance(comp, test=test, alpha=alpha, seed=seed)
-    per_label = analysis.by_label(comp, primary, alpha=alpha, seed=seed)
+    refs = [  # a run label, or a variant's first run (as the baseline is chosen)
+        analysis._pick_baseline(comp.runs, comp.labels, comp.sweep_values, r) for r in references
+    ]
+    refs = [r for r in dict.fromkeys(refs) if r != comp.baseline]
+    family = analysis.comparisons(comp, refs, test=test, alpha=alpha, seed=seed, unit=unit)
+    sig = family[family["reference"] == comp.baseline].drop(columns="reference").reset_index(drop=True)
+    sig.attrs.update(family.attrs)
+    per_label = analysis.by_label(comp, primary, alpha=alpha, seed=seed, unit=unit)
     label_name = (comp.label_column or "label").removeprefix("label.")
     base_run = comp.run_by_label[comp.baseline]
     n = len(comp.values[primary])
@@ -118,20 +128,28 @@ def build_report(
             f"Mean over the {n} answerable queries (abstention queries have no relevant memory and are "
             f"reported apart by `experiments.run`). **Bold**: best per metric (lowest for noise). "
             f"† significantly better, "
-            f"‡ significantly worse than the baseline **{baseline_md}**: {TEST_NAMES[test]} on per-query "
-            f"values, seed {seed}; Holm correction across all {sig.attrs['comparisons']} comparisons "
-            f"(runs × metrics) in this report; α = {alpha}."
+            f"‡ significantly worse than the baseline **{baseline_md}**: {TEST_NAMES[test]} on "
+            f"{_units_text(sig)}, seed {seed}; Holm correction across all {sig.attrs['comparisons']} "
+            f"comparisons in this report ({md(sig.attrs['family'])}); α = {alpha}."
         )
     )
+    blocks += _statistics_blocks(comp, family, primary, alpha)
     blocks += [
         Heading(f"{primary_md}: difference from the baseline"),
         Table(_delta_table(comp, sig, primary), "run"),
     ]
+    resampled = (
+        f"whole clusters: the {sig.attrs['n_clusters']} conversations, each with all its queries"
+        if sig.attrs["unit"] == "cluster"
+        else "queries"
+    )
     blocks.append(
         Paragraph(
-            "95% CIs are percentile bootstrap intervals (10,000 seeded resamples of queries) of the mean "
-            "and of the mean paired difference. W/T/L: queries where the run beats / ties / loses to the "
-            "baseline."
+            f"95% CIs are percentile bootstrap intervals (10,000 seeded resamples of {resampled}) of the "
+            "mean and of the mean paired difference. Design effect: the variance of the mean paired "
+            "difference with its clustering over the variance were the queries independent (1 at query "
+            "level; above 1 the queries of one conversation move together). W/T/L: queries where the run "
+            "beats / ties / loses to the baseline."
         )
     )
 
@@ -165,8 +183,14 @@ def build_report(
     blocks.append(
         Paragraph(
             "† / ‡ (outlined and marked in the heat map): significantly better / worse than the baseline "
-            f"in that {label_md}, by the paired randomization test on its queries, Holm across all {tested} "
-            f"({label_md}, run) cells; α = {alpha}. Few queries per {label_md}: only large changes show."
+            f"in that {label_md}, by the paired randomization test on its queries"
+            + (
+                " (whole conversations sign-flipped where the cell has several queries per conversation)"
+                if sig.attrs["unit"] == "cluster"
+                else ""
+            )
+            + f", Holm across all {tested} ({label_md}, run) cells; α = {alpha}. Few queries per "
+            f"{label_md}: only large changes show." + _label_survival(comp, per_label, primary, alpha, seed)
         )
     )
 
@@ -189,6 +213,115 @@ def build_report(
     blocks += drilled
     write(blocks, out_dir, title)
     return comp
+
+
+def _label_survival(
+    comp: analysis.Comparison, per_label: pd.DataFrame, primary: str, alpha: float, seed: int
+) -> str:
+    """By cluster: which (label, run) cells the query-level tests called significant, and which stay."""
+    if "n_clusters" not in per_label.columns or (per_label["n_clusters"] == per_label["n"]).all():
+        return ""
+    by_query = analysis.by_label(comp, primary, alpha=alpha, seed=seed, unit="query")
+    was = by_query[by_query["significant"]]
+    cells = [f"{md(r.run)} in {md(r.label)}" for r in was.itertuples()]
+    kept = per_label.set_index(["label", "run"])["significant"]
+    stays = [c for c, r in zip(cells, was.itertuples(), strict=True) if kept[(r.label, r.run)]]
+    if not cells:
+        return " With every question independent, no cell was significant either."
+    return (
+        f" With every question independent, {len(cells)} cell(s) were significant ({', '.join(cells)}); "
+        f"by conversation, {len(stays)} of them stay" + (f" ({', '.join(stays)})." if stays else ".")
+    )
+
+
+def _units_text(sig: pd.DataFrame) -> str:
+    if sig.attrs["unit"] == "cluster":
+        return (
+            f"per-query values with whole clusters sign-flipped (the {sig.attrs['n_clusters']} "
+            "conversations: questions about one conversation are not independent)"
+        )
+    return "per-query values"
+
+
+def _statistics_blocks(
+    comp: analysis.Comparison, family: pd.DataFrame, primary: str, alpha: float
+) -> list[Block]:
+    """What the clustering changes (the query-level verdicts beside the cluster ones, and which
+    survive), and, with several references, every run against each of them."""
+    blocks: list[Block] = []
+    attrs = family.attrs
+    if attrs.get("warning"):
+        blocks.append(Paragraph(f"**Few clusters**: {md(attrs['warning'])}."))
+    tested = family[family["run"] != family["reference"]]
+    if attrs["unit"] == "cluster":
+        rows = tested.assign(
+            cell=[f"{md(r.run)} vs {md(r.reference)}, {md(r.metric)}" for r in tested.itertuples()]
+        ).set_index("cell")
+        table = pd.DataFrame(
+            {
+                "Δ": [f"{d:+.3f}" for d in rows["delta"]],
+                "design effect": [_f(v, 2) for v in rows["design_effect"]],
+                "p Holm (queries)": [_p(v) for v in rows["p_holm_query"]],
+                "significant (queries)": ["yes" if v else "no" for v in rows["significant_query"]],
+                "p Holm (clusters)": [_p(v) for v in rows["p_holm"]],
+                "significant (clusters)": ["yes" if v else "no" for v in rows["significant"]],
+            },
+            index=rows.index,
+        )
+        was = rows["significant_query"]
+        survived = rows.index[was & rows["significant"]]
+        lost = rows.index[was & ~rows["significant"]]
+        summary = (
+            f"Of the {int(was.sum())} differences significant with queries treated as independent, "
+            f"{len(survived)} survive clustering"
+            + (f" ({', '.join(survived)})" if len(survived) else "")
+            + (f"; {len(lost)} do not ({', '.join(lost)})" if len(lost) else "")
+            + "."
+        )
+        c = attrs["n_clusters"]
+        below = rows["design_effect"] < 1
+        if below.any():
+            summary += (
+                f" {int(below.sum())} of the {len(rows)} design effects are below 1: the conversations "
+                "differ less than the questions within one conversation (each asks a similar mix of "
+                "questions), so resampling conversations narrows the intervals rather than widening them."
+            )
+        summary += (
+            f" With {c} clusters an exact sign-flip test cannot give p below 2 / 2^{c} = {2 / 2**c:.2g}, "
+            "which bounds what Holm can call significant in a large family."
+        )
+        blocks += [
+            Heading("Clustering: which differences survive"),
+            Paragraph(
+                f"The statistics of this report resample and sign-flip whole conversations "
+                f"({attrs['n_clusters']} clusters), not single questions. Beside them, the same tests "
+                "with every question independent (the earlier, query-level verdicts), Holm across the "
+                f"same {attrs['comparisons']} comparisons; α = {alpha}. " + summary
+            ),
+            Table(table, "comparison"),
+        ]
+    if len(attrs["references"]) > 1:
+        rows = tested[tested["metric"] == primary]
+        higher = higher_is_better(primary)
+        cells = rows.assign(
+            text=[
+                f"{r.delta:+.3f} [{r.delta_ci_low:+.3f}, {r.delta_ci_high:+.3f}]"
+                + ("" if not r.significant else "†" if (r.delta > 0) == higher else "‡")
+                for r in rows.itertuples()
+            ]
+        )
+        table = cells.pivot(index="run", columns="reference", values="text").reindex(list(comp.labels))
+        table = table[list(attrs["references"])].fillna("–")
+        table.columns = [f"vs {c}" for c in table.columns]
+        blocks += [
+            Heading(f"{md(primary)}: every run against each reference"),
+            Table(table, "run"),
+            Paragraph(
+                f"Δ [95% CI] of {md(primary)} against each reference; † / ‡ significantly better / worse "
+                f"after Holm across the whole family ({md(attrs['family'])}); α = {alpha}."
+            ),
+        ]
+    return blocks
 
 
 def _means_table(comp: analysis.Comparison, sig: pd.DataFrame) -> pd.DataFrame:
@@ -232,6 +365,7 @@ def _delta_table(comp: analysis.Comparison, sig: pd.DataFrame, metric: str) -> p
             ],
             "p": [_p(v) for v in part["p_value"]],
             "p Holm": [_p(v) for v in part["p_holm"]],
+            "design effect": [_f(v, 2) for v in part["design_effect"]],
             "W/T/L": [f"{r.wins}/{r.ties}/{r.losses}" for r in part.itertuples()],
         },
         index=part.index,

@@ -55,6 +55,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--run-dir", action="append", type=Path, default=[], help="a run dir, or a folder searched for them"
     )
     parser.add_argument("--baseline", help="run label or variant compared against (default: see README)")
+    parser.add_argument(
+        "--reference", action="append", default=[], metavar="RUN",
+        help="another run label or variant every run is compared against too (repeatable; one Holm family)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--unit", choices=["auto", "cluster", "query"], default="auto",
+        help="what the bootstrap and the paired test resample (default auto: whole conversations where "
+        "the suite has several queries per conversation)",
+    )  # fmt: skip
     parser.add_argument("--metrics", nargs="+", help="metrics in the table (default: all in the runs)")
     parser.add_argument(
         "--primary",
@@ -125,8 +134,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         comp = build_report(
             runs, out_dir, title=args.title or args.name, baseline=args.baseline, metrics=args.metrics,
             primary=args.primary, label=args.label, test=args.test, alpha=args.alpha, seed=args.seed,
-            commands=[*args.command, this], source=source, keep_repeats=args.keep_repeats, missing=missing,
-            drilldown=drilldown_options(args),
+            unit=args.unit, references=args.reference, commands=[*args.command, this], source=source,
+            keep_repeats=args.keep_repeats, missing=missing, drilldown=drilldown_options(args),
         )  # fmt: skip
     except (RunError, ValueError, KeyError) as err:
         print(f"report error: {err}", file=sys.stderr)

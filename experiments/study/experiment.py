@@ -274,7 +274,11 @@ def compare_rows(
         runs, baseline=baseline, metrics=plan.metrics, label=plan.label, primary=plan.primary
     )
     stats = plan.stats
-    sig = analysis.significance(comp, test=stats.test, alpha=stats.alpha, seed=stats.seed)
+    names = [r.name for r in plan.rows]  # a reference that does not run on this suite is left out
+    references = [labels[names.index(b)] for b in plan.references if b in names]
+    sig = analysis.significance(
+        comp, test=stats.test, alpha=stats.alpha, seed=stats.seed, unit=stats.unit, references=references
+    )
     return StudyResult(plan, tuple(runs), tuple(labels), comp, sig, tuple(run_dirs), parent_run_id)
 
 
@@ -325,6 +329,8 @@ def _start_parent(plan: StudyPlan, cfg: DictConfig) -> dict[str, str]:
             "metrics": ",".join(plan.metrics),
             "primary": plan.primary or "the suite's",
             "test": plan.stats.test,
+            "statistics_unit": plan.stats.unit,  # auto: by conversation where each has several queries
+            "references": ",".join(plan.references),
         },
     )
     parent, experiment = info["parent_run_id"], info["experiment_id"]

@@ -9,7 +9,9 @@ rows (one run config each: the suite, the base variant, the plan's overrides, th
     variant: exp05
     sweep: {stage.instruction_boost.weight: "range(0, 0.41, 0.1)"}
     baseline: stage.instruction_boost.weight=0
+    baselines: [stage.instruction_boost.weight=0.2]   # optional: more references, one Holm family
     metrics: [R@10, nDCG@10]
+    stats: {test: randomization, alpha: 0.05, unit: auto}   # unit: auto | cluster | query
 
 A bad plan is a `PlanError` naming the field (`study.baseline: ...`), raised before any run.
 """
@@ -26,7 +28,7 @@ from experiments.metrics import parse_metric
 from experiments.names import name_problem
 from experiments.report.drilldown import DrilldownOptions
 from experiments.runs import LOWER_IS_BETTER
-from experiments.statistics import TEST_NAMES
+from experiments.statistics import TEST_NAMES, UNITS
 
 ROW_NAME = re.compile(r"[A-Za-z0-9_.+\-]+")
 PLAN_KEYS = frozenset(
@@ -41,6 +43,7 @@ PLAN_KEYS = frozenset(
         "rows",
         "sweep",
         "baseline",
+        "baselines",
         "metrics",
         "primary",
         "label",
@@ -49,7 +52,7 @@ PLAN_KEYS = frozenset(
         "drilldown",
     }
 )
-STATS_KEYS = frozenset({"test", "alpha", "correction", "seed"})
+STATS_KEYS = frozenset({"test", "alpha", "correction", "seed", "unit"})
 CORRECTIONS = ("holm",)  # the report corrects across all its comparisons; Holm is what it implements
 
 
@@ -73,6 +76,7 @@ class Stats:
     alpha: float = 0.05
     correction: str = "holm"
     seed: int = 0
+    unit: str = "auto"  # what the statistics resample: auto | cluster | query (experiments.statistics)
 
 
 @dataclass(frozen=True)
@@ -109,6 +113,12 @@ class StudyPlan:
     description: str = ""
     drilldown: DrilldownOptions = DrilldownOptions()
     suites: tuple[SuiteRef, ...] = ()  # several suites: one paired comparison (and report) per suite
+    baselines: tuple[str, ...] = ()  # more references (row names) every row is compared against
+
+    @property
+    def references(self) -> tuple[str, ...]:
+        """The baseline, then the other references: the Holm family covers every row against each."""
+        return (self.baseline, *(b for b in self.baselines if b != self.baseline))
 
     def row_overrides(self, row: Row) -> list[str]:
         """The full override list of a row's run config (later keys replace earlier ones)."""
@@ -352,7 +362,24 @@ def _stats(raw: Any) -> Stats:
         raise _fail("stats.correction", f"{stats.correction!r} is not one of {list(CORRECTIONS)}")
     if not isinstance(stats.seed, int) or isinstance(stats.seed, bool):
         raise _fail("stats.seed", f"must be an integer, got {stats.seed!r}")
-    return Stats(stats.test, float(stats.alpha), stats.correction, stats.seed)
+    if stats.unit not in UNITS:
+        raise _fail("stats.unit", f"{stats.unit!r} is not one of {list(UNITS)}")
+    return Stats(stats.test, float(stats.alpha), stats.correction, stats.seed, stats.unit)
+
+
+def _baselines(raw: Any, rows: Sequence[Row]) -> tuple[str, ...]:
+    """More references: a list of row names or key=value selectors, each selecting one row."""
+    if raw is None:
+        return ()
+    if isinstance(raw, str) or not isinstance(raw, Sequence):
+        raise _fail("baselines", f"must be a list of row names or key=value selectors, got {raw!r}")
+    chosen = []
+    for i, item in enumerate(raw):
+        try:
+            chosen.append(_baseline(item, rows))
+        except PlanError as err:
+            raise _fail(f"baselines[{i}]", str(err).split(": ", 1)[-1]) from None
+    return tuple(dict.fromkeys(chosen))
 
 
 def _sections(raw: Any) -> tuple[Section, ...]:
@@ -442,6 +469,7 @@ def load_plan(raw: Mapping[str, Any]) -> StudyPlan:
         description=str(raw.get("description") or ""),
         drilldown=_drilldown(raw.get("drilldown")),
         suites=suites,
+        baselines=_baselines(raw.get("baselines"), rows),
     )
     _check_suite_ids(plan)
     return plan

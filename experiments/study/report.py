@@ -56,6 +56,12 @@ def write_report(
         test=plan.stats.test,
         alpha=plan.stats.alpha,
         seed=plan.stats.seed,
+        unit=plan.stats.unit,
+        references=[
+            result.labels[[r.name for r in plan.rows].index(b)]
+            for b in plan.references
+            if b in [r.name for r in plan.rows]
+        ],
         commands=commands,
         source=description,
         keep_repeats=True,

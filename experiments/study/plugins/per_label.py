@@ -24,8 +24,10 @@ def per_label(ctx: SectionContext) -> list[Block]:
         raise KeyError(f"per_label section: {unknown} not among the plan's metrics {list(comp.metrics)}")
     label = (comp.label_column or "all").removeprefix("label.")
     blocks: list[Block] = []
+    unit = ctx.significance.attrs.get("unit", "auto")  # the report's: by cluster or by query
+    resampled = "whole conversations" if unit == "cluster" else "queries"
     for metric in metrics:
-        cells = by_label(comp, metric, alpha=ctx.alpha, seed=ctx.seed)
+        cells = by_label(comp, metric, alpha=ctx.alpha, seed=ctx.seed, unit=unit)
         n_tested = int((cells["run"] != comp.baseline).sum())
         sig = ctx.significance[ctx.significance["metric"] == metric].set_index("run")
         table = pd.DataFrame(index=list(comp.labels))
@@ -50,9 +52,9 @@ def per_label(ctx: SectionContext) -> list[Block]:
             Heading(f"{metric} per {label}"),
             Paragraph(
                 f"Mean {metric} over the answerable queries, overall with a bootstrap 95% CI "
-                f"(seed {ctx.seed}) and per {label}. † / ‡: significantly better / worse than "
-                f"**{md(comp.baseline)}** in that {label} (paired randomization test, Holm "
-                f"across the {n_tested} cells, α = {ctx.alpha})."
+                f"({resampled} resampled, seed {ctx.seed}) and per {label}. † / ‡: significantly "
+                f"better / worse than **{md(comp.baseline)}** in that {label} (paired randomization "
+                f"test, {resampled} sign-flipped, Holm across the {n_tested} cells, α = {ctx.alpha})."
             ),
             Table(table, "run"),
         ]

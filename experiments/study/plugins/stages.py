@@ -36,7 +36,11 @@ def paired_primary(ctx: SectionContext, metric: str) -> tuple[pd.DataFrame, np.n
     order = _row_order(ctx)
     base = runs[order[0]].answerable().index
     values = {name: runs[name].per_query.loc[base, metric].astype(float) for name in order}
-    stats = compare(values, order[0], seed=ctx.seed)
+    table = runs[order[0]].per_query
+    clusters = table.loc[base, "cluster"] if "cluster" in table.columns else None
+    # The report's unit: whole conversations where the suite has several queries per conversation.
+    unit = ctx.significance.attrs.get("unit", "auto")
+    stats = compare(values, order[0], seed=ctx.seed, clusters=clusters, unit=unit)
     return stats, holm(stats["p_value"].to_numpy()[1:]) if len(order) > 1 else np.array([])
 
 
