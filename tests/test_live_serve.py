@@ -259,8 +259,8 @@ def test_a_live_sweep_of_a_served_flag_gives_a_parent_5_children_and_a_holm_repo
     assert sent == sorted(weights.split(","))
     assert all("system.latency_ms_p50" in c.data.metrics for c in children)
     report = subprocess.run(
-        [sys.executable, "-m", "experiments.report", "--name", "live_sweep", "--out-root", str(tmp_path / "reports"),
-         "--sweep-dir", str(sweep_dir), "--tracking-uri", uri],
+        [sys.executable, "-m", "experiments.report", "--name", "live_sweep",
+         "--out-root", str(tmp_path / "reports"), "--sweep-dir", str(sweep_dir), "--tracking-uri", uri],
         cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert report.returncode == 0, report.stdout[-3000:] + report.stderr[-3000:]
