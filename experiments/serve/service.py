@@ -149,15 +149,17 @@ class MemoryService:
         memories = [memory_from_record(r, scope) for r in records]  # all checked before any is stored
         with self._lock:
             state = self._scopes.setdefault(scope_key(scope), _Scope())
-            stored = refused = 0
+            refused = 0
+            accepted = []
             for record, memory in zip(records, memories, strict=True):
                 if memory.id in state.ids:
                     refused += 1
                     continue
                 state.ids.add(memory.id)
                 state.memories.append(memory)
-                stored += 1
-                self._append({"op": "ingest", "scope": dict(scope), "record": dict(record)})
+                accepted.append({"op": "ingest", "scope": dict(scope), "record": dict(record)})
+            stored = len(accepted)
+            self._append(*accepted)
             if stored:
                 state.version = next(self._changes)
             self._counts["ingested"] += stored
@@ -204,11 +206,12 @@ class MemoryService:
         with self._lock:
             return dict(self._counts)
 
-    def _append(self, entry: dict[str, Any]) -> None:
-        if self._log is None:
+    def _append(self, *entries: dict[str, Any]) -> None:
+        """Log changes (one write and fsync per request) before the request is answered."""
+        if self._log is None or not entries:
             return
         with open(self._log, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(entry, sort_keys=True) + "\n")
+            fh.write("".join(json.dumps(entry, sort_keys=True) + "\n" for entry in entries))
             fh.flush()
             os.fsync(fh.fileno())
 
