@@ -30,11 +30,13 @@ stores a memory twice (the service refuses ids it holds). Counts go to `stats` (
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import http.client
 import json
 import os
 import re
+import socket
 import threading
 import time
 import urllib.parse
@@ -82,10 +84,15 @@ def _text(value: Any) -> str:
     return "" if value is None else value if isinstance(value, str) else json.dumps(value)
 
 
+@functools.lru_cache(maxsize=256)
+def _path_parts(path: str) -> tuple[str, ...]:
+    return tuple(re.findall(r"[^.\[\]]+|\[\d+\]", path))
+
+
 def read_path(document: Any, path: str, where: str) -> Any:
     """The value at a dotted JSON path (`data.results[0].id`); missing -> SystemError_ naming it."""
     value = document
-    for part in re.findall(r"[^.\[\]]+|\[\d+\]", path):
+    for part in _path_parts(path):
         if part.startswith("["):
             i = int(part[1:-1])
             if not isinstance(value, list) or i >= len(value):
@@ -180,6 +187,9 @@ class HttpSystem:
         if connection is None:
             kind = http.client.HTTPSConnection if url.scheme == "https" else http.client.HTTPConnection
             connection = kind(url.hostname, url.port, timeout=self.timeout_s)
+            connection.connect()
+            # No Nagle delay: a request is small and its answer is awaited at once.
+            connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if not hasattr(_CONNECTIONS, "by_adapter"):
                 _CONNECTIONS.by_adapter = {}
             _CONNECTIONS.by_adapter[id(self)] = connection
