@@ -69,6 +69,7 @@ def make_app(service: MemoryService, faults: Faults | None = None) -> Any:
         return Response(body, status_code=status, media_type="application/json", headers=headers)
 
     async def handle(request: Request, work: Any, *, search: bool = False) -> Response:
+        raw = await request.body()  # read first: a kept-alive connection must be left clean
         if faults.reject():
             return answer(
                 {"error": "rate limited (test fault injection)"},
@@ -76,7 +77,7 @@ def make_app(service: MemoryService, faults: Faults | None = None) -> Any:
                 {"Retry-After": f"{faults.retry_after_s:g}"},
             )
         try:
-            body = json.loads(await request.body() or b"{}")
+            body = json.loads(raw or b"{}")
             if not isinstance(body, dict):
                 raise ServiceError("the request body must be a JSON object")
             if search and faults.search_delay_ms:
