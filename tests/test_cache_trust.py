@@ -1,0 +1,194 @@
+"""Trust, round two: a cache key covers the whole model and the libraries, no cache file can run code,
+resume verifies the run it reuses, and a degenerate export is refused.
+
+Real components throughout: a tiny randomly initialised BERT saved as a sentence-transformers folder
+(modules.json, sentence_bert_config.json, pooling), the BM25 pipeline, the runner composed from the
+project's Hydra configs. A library upgrade is simulated by reporting another installed version
+(`retrieval.code_version.library_versions`, where every key reads it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import re
+import shutil
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from retrieval import cache_io, code_version
+from retrieval.cache_io import CacheWarning
+from retrieval.encoder import SentenceEncoder
+from retrieval.pipeline import CandidateCache, Pipeline
+from retrieval.reranker import CrossEncoderScorer
+from retrieval.retrievers.bm25 import BM25Retriever
+from tests.support import REPO, build_tiny_bert, tiny_suite
+
+TEXTS = [
+    "always use type hints in every python module of the project",
+    "the deployment budget is two thousand dollars for the whole quarter",
+    "lunch with the design team moved from friday to monday at noon",
+]
+
+
+def set_max_seq_length(folder: Path, length: int) -> None:
+    config = folder / "sentence_bert_config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "max_seq_length": length}))
+
+
+@pytest.fixture(scope="module")
+def tiny_st_folder(tmp_path_factory) -> Path:
+    """A tiny bi-encoder saved the way sentence-transformers saves one (so it reads max_seq_length)."""
+    from sentence_transformers import SentenceTransformer
+
+    raw = build_tiny_bert(tmp_path_factory.mktemp("tiny_raw"), cross_encoder=False)
+    folder = tmp_path_factory.mktemp("tiny_st") / "model"
+    SentenceTransformer(str(raw), device="cpu").save(str(folder))
+    set_max_seq_length(folder, 64)  # as in MiniLM's folder (256 there)
+    return folder
+
+
+@pytest.fixture
+def model_copy(tiny_st_folder, tmp_path) -> Path:
+    """A copy each test may edit."""
+    return Path(shutil.copytree(tiny_st_folder, tmp_path / "model"))
+
+
+def newer_library(monkeypatch, distribution: str = "sentence-transformers") -> None:
+    """From now on, `distribution` reports another version (as after `pip install -U`)."""
+    real = code_version.library_versions
+
+    def upgraded(*names: str) -> str:
+        return real(*names).replace(f"{distribution}=", f"{distribution}=99.0+upgraded-")
+
+    monkeypatch.setattr(code_version, "library_versions", upgraded)
+
+
+# --- the model is all of its files -----------------------------------------------------------------------
+
+
+def test_a_changed_max_seq_length_misses_the_embedding_cache_and_gives_the_cold_vectors(model_copy, tmp_path):
+    cache = str(tmp_path / "embeddings")
+    warm = SentenceEncoder(model=str(model_copy), cache_dir=cache, show_progress=False)
+    before, fingerprint = warm.encode(TEXTS, role="document"), warm.fingerprint()
+    set_max_seq_length(model_copy, 4)  # weights untouched: only sentence-transformers' config changes
+    stale = SentenceEncoder(model=str(model_copy), cache_dir=cache, show_progress=False)
+    after = stale.encode(TEXTS, role="document")
+    cold_encoder = SentenceEncoder(model=str(model_copy), cache_dir=None, show_progress=False)
+    cold = cold_encoder.encode(TEXTS, role="document")
+    assert stale.stats == {"hits": 0, "misses": len(TEXTS)}
+    np.testing.assert_array_equal(after, cold)
+    assert not np.allclose(after, before, atol=1e-3)  # truncated to 4 tokens: other vectors
+    assert stale.fingerprint() != fingerprint  # so the candidates' key changes too
+
+
+@pytest.mark.parametrize("edit", ["tokenizer_config.json", "1_Pooling/config.json", "modules.json"])
+def test_any_file_the_model_loads_is_in_its_key(model_copy, edit):
+    encoder = SentenceEncoder(model=str(model_copy), cache_dir=None, show_progress=False)
+    before = encoder.fingerprint()
+    path = model_copy / edit
+    path.write_text(path.read_text() + "\n")  # any byte: the key is the content, not a parsed value
+    assert encoder.fingerprint() != before
+    assert code_version.model_hash(str(model_copy)) in encoder.fingerprint()
+
+
+def test_a_changed_cross_encoder_file_misses_the_rerank_score_cache(tmp_path):
+    model = build_tiny_bert(tmp_path / "ce", cross_encoder=True)
+    cache = str(tmp_path / "scores")
+    CrossEncoderScorer(model=str(model), max_length=32, cache_dir=cache).score("q", TEXTS)
+    config = model / "tokenizer_config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "do_lower_case": False}))
+    again = CrossEncoderScorer(model=str(model), max_length=32, cache_dir=cache)
+    again.score("q", TEXTS)
+    assert again.stats == {"hits": 0, "misses": len(TEXTS)}
+
+
+# --- library versions are in every key -------------------------------------------------------------------
+
+
+def run_bm25(cache: CandidateCache):
+    suite = tiny_suite()
+    pipeline = Pipeline((BM25Retriever(top_n=5),))
+    hashed = suite.content_hash
+    return pipeline.run(suite.memories, suite.queries, suite_hash=hashed, cache=cache, progress=False)
+
+
+@pytest.mark.parametrize("library", ["sentence-transformers", "bm25s", "numpy"])
+def test_a_new_library_version_misses_the_candidate_cache(tmp_path, monkeypatch, library):
+    cache = CandidateCache(tmp_path / "candidates")
+    first = run_bm25(cache)
+    assert run_bm25(cache).prefix_cache_hit
+    newer_library(monkeypatch, library)
+    upgraded = run_bm25(cache)
+    assert not upgraded.prefix_cache_hit and upgraded.prefix_fingerprint != first.prefix_fingerprint
+
+
+def test_a_new_library_version_misses_the_embedding_and_rerank_caches(tiny_st_folder, tmp_path, monkeypatch):
+    encoder = SentenceEncoder(model=str(tiny_st_folder), cache_dir=str(tmp_path / "e"), show_progress=False)
+    scorer = CrossEncoderScorer(model=str(tiny_st_folder), max_length=32, cache_dir=str(tmp_path / "s"))
+    before = (encoder._folder("document", ""), scorer._folder())
+    newer_library(monkeypatch, "transformers")
+    assert encoder._folder("document", "") != before[0] and scorer._folder() != before[1]
+
+
+# --- no cache file can run code --------------------------------------------------------------------------
+
+
+class Payload:
+    """Unpickling this creates a marker file: what a planted cache entry would do."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_planted_pickle_where_candidates_live_never_runs_and_the_entry_is_recomputed(tmp_path):
+    suite = tiny_suite()
+    pipeline = Pipeline((BM25Retriever(top_n=5),))
+    fresh = run_bm25(None)
+    folder = tmp_path / "candidates"
+    key = pipeline.prefix_fingerprint(suite.content_hash, [q.id for q in suite.queries])
+    marker = tmp_path / "payload-ran"
+    payload = pickle.dumps(Payload(marker))
+    # A checksum anyone can compute: planted under every name a candidates entry has had.
+    for name in (f"{key}.npz", f"{key}.pkl"):
+        assert cache_io.write_verified(folder / name, payload)
+    with pytest.warns(CacheWarning, match=f"{key}.npz"):
+        again = run_bm25(CandidateCache(folder))
+    assert not marker.exists()
+    assert not again.prefix_cache_hit  # recomputed, not trusted
+    for x, y in zip(again.ranked, fresh.ranked, strict=True):
+        assert x.memory_ids == y.memory_ids and np.array_equal(x.scores, y.scores)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CacheWarning)
+        assert run_bm25(CandidateCache(folder)).prefix_cache_hit  # the rewritten entry is plain arrays
+
+
+def test_a_planted_npz_holding_an_object_array_is_refused_unread(tmp_path):
+    import io
+
+    marker = tmp_path / "payload-ran"
+    buffer = io.BytesIO()
+    np.savez(buffer, layout=np.array([Payload(marker)], dtype=object))  # pickled inside the .npz
+    path = tmp_path / "entry.npz"
+    cache_io.write_verified(path, buffer.getvalue())
+    with pytest.warns(CacheWarning, match="entry.npz"):
+        assert CandidateCache(tmp_path).load("entry") is None
+    assert not marker.exists() and not path.exists()
+
+
+def test_no_cache_file_is_read_with_pickle():
+    """`grep -rn pickle retrieval experiments`: the only load is a copy of an in-memory config."""
+    loads = []
+    for path in [*REPO.glob("retrieval/**/*.py"), *REPO.glob("experiments/**/*.py")]:
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if re.search(r"pickle\.loads?\(|allow_pickle=True|load_pickle", line):
+                loads.append((path.relative_to(REPO).as_posix(), number, line.strip()))
+    assert [where for where in loads if "pickle.loads(pickle.dumps(" not in where[2]] == []
+    assert {path for path, _, _ in loads} <= {"experiments/configs.py"}
