@@ -192,3 +192,108 @@ def test_no_cache_file_is_read_with_pickle():
                 loads.append((path.relative_to(REPO).as_posix(), number, line.strip()))
     assert [where for where in loads if "pickle.loads(pickle.dumps(" not in where[2]] == []
     assert {path for path, _, _ in loads} <= {"experiments/configs.py"}
+
+
+# --- resume: keyed by code, libraries and model files, and only a whole run answers ----------------------
+
+
+def run_job(tmp_path: Path, name: str, *overrides: str) -> dict:
+    from experiments.run import run_experiment
+    from tests.test_caches import compose
+
+    cfg = compose(f"cache_dir={tmp_path / 'cache'}", "resume=true", *overrides)
+    return run_experiment(cfg, tmp_path / name)
+
+
+@pytest.mark.slow
+def test_resume_recomputes_when_the_model_files_change(model_copy, tmp_path):
+    dense = ("variant=dense", f"encoder.model={model_copy}")
+    run_job(tmp_path, "first", *dense)
+    assert "skipped" in run_job(tmp_path, "second", *dense)
+    set_max_seq_length(model_copy, 4)
+    changed = run_job(tmp_path, "third", *dense)
+    assert "skipped" not in changed
+    cold = run_job(tmp_path / "cold", "run", *dense, "cache_dir=null", "resume=false")
+    for metric in ("P@5", "nDCG@10", "RR"):
+        assert changed["overall"][metric] == cold["overall"][metric]
+    third = json.loads((tmp_path / "third" / "metrics.json").read_text())
+    assert third["cache"]["embeddings"]["hits"] == 0  # nothing embedded by the old model answers
+
+
+def test_resume_recomputes_with_a_new_library_version(tmp_path, monkeypatch):
+    run_job(tmp_path, "first")
+    assert "skipped" in run_job(tmp_path, "second")
+    newer_library(monkeypatch, "sentence-transformers")
+    upgraded = run_job(tmp_path, "third")
+    assert "skipped" not in upgraded
+    assert json.loads((tmp_path / "third" / "metrics.json").read_text())["cache"]["prefix_candidates"] == {
+        "hit": False,
+        "source": None,
+    }
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        ("delete per_query.csv", "per_query.csv is missing"),
+        ("truncate run.trec", "run.trec does not match its checksum"),
+    ],
+)
+def test_a_damaged_finished_run_is_recomputed_with_a_warning(tmp_path, damage, message):
+    first = run_job(tmp_path, "first")
+    action, name = damage.split()
+    path = tmp_path / "first" / name
+    if action == "delete":
+        path.unlink()
+    else:
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    with pytest.warns(CacheWarning, match=f"{tmp_path / 'first'}.*{message}"):
+        again = run_job(tmp_path, "second")
+    assert "skipped" not in again and (tmp_path / "second" / name).is_file()
+    assert again["overall"]["P@5"] == first["overall"]["P@5"]
+    reused = run_job(tmp_path, "third")  # the recomputed run is whole: it answers now
+    assert reused["skipped"]["run_dir"] == str((tmp_path / "second").resolve())
+
+
+# --- exports are compared with fp32 -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_ce_reference(tmp_path_factory):
+    """The fp32 logits of a tiny real cross-encoder on the export check sample."""
+    from retrieval.backends import CHECK_PAIRS
+    from retrieval.reranker import load_cross_encoder
+
+    model = build_tiny_bert(tmp_path_factory.mktemp("ce_ref"), cross_encoder=True)
+    return load_cross_encoder(str(model), 32).predict(list(CHECK_PAIRS), activation_fn=None)
+
+
+def test_a_degenerate_export_is_refused_and_a_faithful_one_kept(tiny_ce_reference):
+    from retrieval.backends import DegenerateExportError, check_export, export_problem
+
+    reference = np.asarray(tiny_ce_reference, dtype=np.float64)
+    assert reference.std() > 0
+    noise = np.random.default_rng(0).normal(0, 0.01 * reference.std(), reference.shape)
+    assert export_problem(reference, reference + noise) is None  # int8-like error: kept
+    with pytest.raises(DegenerateExportError, match="refusing the export.*int8.*relative error"):
+        check_export(reference, np.zeros_like(reference), what="model-int8.onnx")  # the [0, 0, 0, 0] case
+    assert "constant outputs" in export_problem(reference, np.full_like(reference, reference.mean()))
+    assert "correlation" in export_problem(reference, reference.mean() + (reference - reference.mean())[::-1])
+    assert "non-finite" in export_problem(reference, np.full_like(reference, np.nan))
+
+
+@pytest.mark.slow
+def test_an_export_of_another_network_is_refused_when_loaded(tmp_path):
+    from retrieval.backends import DegenerateExportError, export_folder
+    from retrieval.code_version import model_hash
+    from retrieval.reranker import load_cross_encoder
+
+    exports = str(tmp_path / "exports")
+    ours = str(build_tiny_bert(tmp_path / "ours", cross_encoder=True, seed=0))
+    other = str(build_tiny_bert(tmp_path / "other", cross_encoder=True, seed=1))
+    onnx_path = load_cross_encoder(other, 32, "cpu", "onnx", exports)[0].model.onnx_path
+    planted = export_folder(exports, ours, model_hash(ours), "cross-encoder")  # stale or planted file
+    planted.mkdir(parents=True)
+    shutil.copy(onnx_path, planted / "model.onnx")
+    with pytest.raises(DegenerateExportError, match="model.onnx"):
+        load_cross_encoder(ours, 32, "cpu", "onnx", exports)
