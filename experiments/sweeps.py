@@ -22,8 +22,7 @@ and agree by construction:
   index entry `<cache_dir>/finished/<config_hash>-<suite_hash>-<run version>.json` naming the run
   directory, whose `metrics.json` (written last and atomically by the runner) must exist and carry
   the same hashes, and whose files must match their checksums. A corrupt entry is reported and deleted
-  (retrieval/cache_io.py); an unwritable
-  cache folder only warns.
+  (retrieval/cache_io.py); an unwritable cache folder only warns.
 
 When the store answers, it decides (a run on disk but missing from MLflow is re-run, so it gets
 logged); when it does not, the disk decides.

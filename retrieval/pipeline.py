@@ -10,8 +10,8 @@ Caching: the candidate lists after the retrieval prefix (ingest + channels + fus
 disk, as plain arrays, under the prefix's fingerprint (KEY_RULES["candidates"] in
 retrieval/code_version.py: suite content hash + query ids + the `retrieval` package's source hash + the
 versions of the libraries it computes with + every prefix stage's fingerprint), so a sweep over a later
-stage's weight re-runs only the rank
-stages, and a code change never reads an old entry. Entries are checksummed (retrieval/cache_io.py).
+stage's weight re-runs only the rank stages, and a code, library or model change never reads an old
+entry. Entries are checksummed (retrieval/cache_io.py).
 Timings come only from work done in this run: a stage whose output was reused (prefix cache, process
 memo) has a NaN timing, so its query latency is NaN (absent), never an earlier run's figure replayed.
 """

@@ -6,8 +6,8 @@ sweep over the stage's mode or weight re-scores nothing. Entries live in append-
 `.npz` shards (retrieval/cache_io.py) under one folder per key (KEY_RULES["rerank_scores"] in
 retrieval/code_version.py: name, the model's content hash over all its files, max_length, backend, the
 versions of the libraries that run the model and this module's own source, as in `encoder.py`), so
-parallel sweep workers never write the same file and a code or library change never
-reads old scores. A torn or corrupt shard is dropped with a warning and its pairs are scored again.
+parallel sweep workers never write the same file and a code, library or model change never reads old
+scores. A torn or corrupt shard is dropped with a warning and its pairs are scored again.
 
 The model is loaded lazily, once per process. No trained cross-encoder ships on PyPI, so the
 default is a local directory written by `memeval-train-reranker`; users with hub access may name
