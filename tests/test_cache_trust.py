@@ -328,3 +328,38 @@ def test_a_changed_max_seq_length_fails_the_gate_with_a_warm_cache(tmp_path, mon
     assert cold["overall"]["P@5"] < warm["overall"]["P@5"]
     for metric in ("P@5", "nDCG@10", "RR", "AP"):
         assert stale["overall"][metric] == cold["overall"][metric]
+
+
+def test_candidates_round_trip_through_plain_arrays_bit_for_bit(tmp_path):
+    rng = np.random.default_rng(0)
+    prefix = {
+        f"q{i}": (
+            rng.permutation(n).astype(np.int64),
+            {
+                "bm25": rng.random(n),
+                "dense": rng.random(n).astype(np.float32),
+                "bm25_rank": np.arange(1, n + 1),
+                "kept": rng.random(n) > 0.5,
+                "score": rng.random(n),
+            },
+            {"bm25": float(i), "rrf": float("nan")},
+        )
+        for i, n in enumerate([5, 0, 3])
+    }
+    prefix["q3"] = (np.array([2, 1]), {"bm25": np.array([1.0, 0.5])}, {})  # other columns per query
+    cache = CandidateCache(tmp_path)
+    assert cache.save("key", prefix)
+    import io
+
+    with np.load(io.BytesIO(cache_io.read_verified(tmp_path / "key.npz")), allow_pickle=False) as data:
+        assert all(data[name].dtype != object for name in data.files)  # plain arrays only
+    loaded = cache.load("key")
+    assert list(loaded) == list(prefix)
+    for qid, (index, columns, timings) in prefix.items():
+        got_index, got_columns, got_timings = loaded[qid]
+        assert got_index.dtype == index.dtype and np.array_equal(got_index, index)
+        assert list(got_columns) == list(columns)
+        for name, values in columns.items():
+            assert got_columns[name].dtype == values.dtype and np.array_equal(got_columns[name], values)
+        assert got_timings.keys() == timings.keys()
+        assert all(np.isnan(v) if np.isnan(timings[k]) else v == timings[k] for k, v in got_timings.items())
