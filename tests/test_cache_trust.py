@@ -9,6 +9,7 @@ project's Hydra configs. A library upgrade is simulated by reporting another ins
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import pickle
@@ -171,8 +172,6 @@ def test_a_planted_pickle_where_candidates_live_never_runs_and_the_entry_is_reco
 
 
 def test_a_planted_npz_holding_an_object_array_is_refused_unread(tmp_path):
-    import io
-
     marker = tmp_path / "payload-ran"
     buffer = io.BytesIO()
     np.savez(buffer, layout=np.array([Payload(marker)], dtype=object))  # pickled inside the .npz
@@ -349,8 +348,6 @@ def test_candidates_round_trip_through_plain_arrays_bit_for_bit(tmp_path):
     prefix["q3"] = (np.array([2, 1]), {"bm25": np.array([1.0, 0.5])}, {})  # other columns per query
     cache = CandidateCache(tmp_path)
     assert cache.save("key", prefix)
-    import io
-
     with np.load(io.BytesIO(cache_io.read_verified(tmp_path / "key.npz")), allow_pickle=False) as data:
         assert all(data[name].dtype != object for name in data.files)  # plain arrays only
     loaded = cache.load("key")
