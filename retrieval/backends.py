@@ -98,6 +98,10 @@ CHECK_TEXTS = (
 CHECK_PAIRS = tuple((CHECK_TEXTS[0], t) for t in CHECK_TEXTS) + ((CHECK_TEXTS[1], CHECK_TEXTS[1]),)
 MIN_CORRELATION = 0.9  # int8 exports measured 0.99+ (cosine 0.995 to fp32 on BEAM messages)
 MAX_RELATIVE_ERROR = 0.5  # ||exported - fp32|| / ||fp32||: int8 exports measured ~0.1
+# The outputs' variation is compared only when fp32's is above numeric noise: a std under 1% of the largest
+# output (e.g. a randomly initialised cross-encoder's logits, 0.00395-0.00398) is not a signal an exact
+# fp32 runtime can reproduce (OpenVINO fp32 correlated 0.52 with torch on such logits).
+MIN_SPREAD = 0.01
 
 
 def export_problem(reference, exported) -> str | None:
@@ -112,14 +116,15 @@ def export_problem(reference, exported) -> str | None:
         return f"output shape {np.shape(exported)} where fp32 gives {np.shape(reference)}"
     if not np.isfinite(out).all():
         return "non-finite outputs (NaN or inf)"
+    spread = float(ref.std())
+    varies = len(ref) > 1 and spread > MIN_SPREAD * float(np.abs(ref).max())
+    if varies and float(out.std()) == 0.0:
+        return f"constant outputs ({out[0]:.4g}) where fp32's vary (std {spread:.3g})"
     scale = float(np.linalg.norm(ref))
     error = float(np.linalg.norm(out - ref)) / scale if scale > 0 else float(np.linalg.norm(out))
     if error > MAX_RELATIVE_ERROR:
         return f"outputs far from fp32: relative error {error:.3g} > {MAX_RELATIVE_ERROR}"
-    spread = float(ref.std())
-    if spread > 1e-6 * max(1.0, float(np.abs(ref).max())) and len(ref) > 1:
-        if float(out.std()) == 0.0:
-            return f"constant outputs ({out[0]:.4g}) where fp32's vary (std {spread:.3g})"
+    if varies:
         correlation = float(np.corrcoef(ref, out)[0, 1])
         if not correlation >= MIN_CORRELATION:
             return f"outputs no longer follow fp32: correlation {correlation:.3f} < {MIN_CORRELATION}"
