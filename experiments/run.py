@@ -36,12 +36,12 @@ from experiments.sweep_tracking import JobFailed, job_failed, job_started, read_
 from experiments.sweeps import (
     CODE_VERSION_TAG,
     CONFIG_HASH_TAG,
-    code_version,
     config_hash,
     find_finished,
     process_memo,
     record_finished,
     resume_enabled,
+    run_version,
 )
 from experiments.tracking import (
     MlflowTracker,
@@ -243,6 +243,7 @@ def run_experiment(
     if resolved is None:
         resolved = OmegaConf.to_container(cfg, resolve=True)
     cfg_hash = config_hash(resolved)
+    version = run_version(pipeline)  # code, libraries and model files: a change to any re-runs the job
     tracker: MlflowTracker | None = (
         instantiate(cfg.tracking.tracker, **(parent or {})) if cfg.tracking.enabled else None
     )
@@ -256,6 +257,7 @@ def run_experiment(
             suite_hash=suite.content_hash,
             tracker=tracker,
             names=names,
+            code=version,
         )
         if finished is not None:
             return _skip(run_dir, cfg_hash, finished, tracker)
@@ -277,10 +279,10 @@ def run_experiment(
     }
     evaluation.metrics["variant"] = cfg.variant.name
     evaluation.metrics["config_hash"] = cfg_hash
-    evaluation.metrics["code_version"] = code_version()
+    evaluation.metrics["code_version"] = version
     config_text = yaml_text(resolved)
     # The same provenance as the MLflow tags, on disk too: reports built from run directories read it.
-    tags = {**_tags(cfg, suite, pipeline), CONFIG_HASH_TAG: cfg_hash, CODE_VERSION_TAG: code_version()}
+    tags = {**_tags(cfg, suite, pipeline), CONFIG_HASH_TAG: cfg_hash, CODE_VERSION_TAG: version}
     tags.update(statistics_tags(evaluation.metrics))
     with _writing(run_dir):
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -290,7 +292,7 @@ def run_experiment(
             run_dir, suite, output, evaluation, tag=str(cfg.variant.name), metrics=list(cfg.metrics)
         )
         _keep_cassettes(output, run_dir)
-    record_finished(cfg.cache_dir, cfg_hash, suite.content_hash, run_dir, None)
+    record_finished(cfg.cache_dir, cfg_hash, suite.content_hash, run_dir, None, code=version)
 
     print(results_table(evaluation, list(cfg.metrics), cfg.report_label))
     overall = evaluation.metrics["overall"]
@@ -323,7 +325,7 @@ def run_experiment(
             ),
         )
         print(f"MLflow run {run_id} in {tracker.experiment}")
-        record_finished(cfg.cache_dir, cfg_hash, suite.content_hash, run_dir, run_id)
+        record_finished(cfg.cache_dir, cfg_hash, suite.content_hash, run_dir, run_id, code=version)
     return evaluation.metrics
 
 

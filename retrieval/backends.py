@@ -12,8 +12,12 @@ Only the transformer's forward changes backend: sentence-transformers still toke
 and normalises (bi-encoder) or reads the logits (cross-encoder), so truncation, prompts and pooling are
 identical across backends. For openvino-int8 the network is exported with eager attention: its
 attention matmuls then stand as plain MatMuls, which quantize more faithfully than the fused SDPA op
-(cosine to fp32 on BEAM messages 0.9969 vs 0.9951). The exported files live in
-`<export_dir>/<model name>-<weights hash>-<kind>/` (model.onnx, model-int8.onnx, model-eager.onnx,
+(cosine to fp32 on BEAM messages 0.9969 vs 0.9951). Before an exported network replaces the torch one, its
+outputs on a small check sample are compared with fp32 torch's, and a degenerate export (constant or
+all-zero outputs, non-finite values, outputs far from fp32's or uncorrelated with them) is refused with
+`DegenerateExportError`. The exported files live in
+`<export_dir>/<model name>-<key>-<kind>/` (key: KEY_RULES["exports"], over the model's content hash)
+(model.onnx, model-int8.onnx, model-eager.onnx,
 ov-int8-<calibration hash>-<max length>.xml/.bin), written once: the export runs under
 a file lock and each file lands by an atomic rename, so parallel processes never read or write half a
 model.
@@ -30,6 +34,7 @@ import contextlib
 import fcntl
 import hashlib
 import importlib.util
+import inspect
 import logging
 import os
 import shutil
@@ -71,8 +76,70 @@ def check_backend(backend: str) -> None:
 
 
 def export_folder(export_dir: str | os.PathLike, model: str, revision: str, kind: str) -> Path:
+    """Where the exports of a model live: named by KEY_RULES["exports"] over the model's content hash
+    (`revision`), this module's source and the exporting libraries' versions."""
+    from retrieval.code_version import KEY_RULES
+
     slug = Path(model.rstrip("/")).name[-60:] or "model"
-    return Path(export_dir) / f"{slug}-{revision}-{kind}"
+    return Path(export_dir) / f"{slug}-{KEY_RULES['exports'].key(model=revision, kind=kind)[:16]}-{kind}"
+
+
+class DegenerateExportError(RuntimeError):
+    """An exported (or quantized) network whose outputs no longer follow the fp32 network's."""
+
+
+# A sample the export is checked on (bi-encoder: these texts; cross-encoder: these pairs).
+CHECK_TEXTS = (
+    "always use type hints in python code",
+    "the deployment budget is 2000 dollars a month",
+    "lunch with the design team on friday",
+    "black formats code to a line length of 88",
+)
+CHECK_PAIRS = tuple((CHECK_TEXTS[0], t) for t in CHECK_TEXTS) + ((CHECK_TEXTS[1], CHECK_TEXTS[1]),)
+MIN_CORRELATION = 0.9  # int8 exports measured 0.99+ (cosine 0.995 to fp32 on BEAM messages)
+MAX_RELATIVE_ERROR = 0.5  # ||exported - fp32|| / ||fp32||: int8 exports measured ~0.1
+# The outputs' variation is compared only when fp32's is above numeric noise: a std under 1% of the largest
+# output (e.g. a randomly initialised cross-encoder's logits, 0.00395-0.00398) is not a signal an exact
+# fp32 runtime can reproduce (OpenVINO fp32 correlated 0.52 with torch on such logits).
+MIN_SPREAD = 0.01
+
+
+def export_problem(reference, exported) -> str | None:
+    """Why outputs `exported` of an export do not stand for the fp32 `reference` on the same inputs (None
+    when they do): non-finite values, a different shape, outputs far from fp32 (relative error), or
+    outputs that no longer vary with the input as fp32's do (constant, all zero: correlation)."""
+    import numpy as np
+
+    ref = np.asarray(reference, dtype=np.float64).reshape(-1)
+    out = np.asarray(exported, dtype=np.float64).reshape(-1)
+    if ref.shape != out.shape:
+        return f"output shape {np.shape(exported)} where fp32 gives {np.shape(reference)}"
+    if not np.isfinite(out).all():
+        return "non-finite outputs (NaN or inf)"
+    spread = float(ref.std())
+    varies = len(ref) > 1 and spread > MIN_SPREAD * float(np.abs(ref).max())
+    if varies and float(out.std()) == 0.0:
+        return f"constant outputs ({out[0]:.4g}) where fp32's vary (std {spread:.3g})"
+    scale = float(np.linalg.norm(ref))
+    error = float(np.linalg.norm(out - ref)) / scale if scale > 0 else float(np.linalg.norm(out))
+    if error > MAX_RELATIVE_ERROR:
+        return f"outputs far from fp32: relative error {error:.3g} > {MAX_RELATIVE_ERROR}"
+    if varies:
+        correlation = float(np.corrcoef(ref, out)[0, 1])
+        if not correlation >= MIN_CORRELATION:
+            return f"outputs no longer follow fp32: correlation {correlation:.3f} < {MIN_CORRELATION}"
+    return None
+
+
+def check_export(reference, exported, *, what: str) -> None:
+    """Refuse an export whose outputs on the check sample degenerate (`export_problem`)."""
+    problem = export_problem(reference, exported)
+    if problem is not None:
+        raise DegenerateExportError(
+            f"refusing the export {what}: on its check sample (retrieval/backends.py CHECK_TEXTS) it gives "
+            f"{problem}, compared with the fp32 torch network. "
+            "Delete it to export again, or use backend: torch (the fp32 reference)"
+        )
 
 
 @contextlib.contextmanager
@@ -200,8 +267,6 @@ def ensure_openvino_int8(onnx_path: Path, tokenizer, texts: Sequence[str], max_l
 
 
 def _export(net, tokenizer, path: Path, task: str) -> None:
-    import inspect
-
     import torch
 
     sample = tokenizer(["a short text", "a longer text to export"], padding=True, return_tensors="pt")
@@ -256,6 +321,34 @@ def _runtime(path: Path, backend: str, threads: int | None):
     return names, run_ort
 
 
+def _check_against_torch(net, tokenizer, names: list[str], run, task: str, *, what: str) -> None:
+    """Run the check sample through the fp32 torch network and the runtime; refuse a degenerate export.
+    Hidden states are compared at real tokens only (padding positions are never pooled)."""
+    import numpy as np
+    import torch
+
+    if task == "sequence-classification":
+        feed = tokenizer(
+            [q for q, _ in CHECK_PAIRS], [d for _, d in CHECK_PAIRS], padding=True, return_tensors="pt"
+        )
+    else:
+        feed = tokenizer(list(CHECK_TEXTS), padding=True, return_tensors="pt")
+    given = {k: v for k, v in feed.items() if k in INPUTS}
+    if "token_type_ids" in names and "token_type_ids" not in given:
+        given["token_type_ids"] = torch.zeros_like(given["input_ids"])
+    accepted = set(inspect.signature(net.forward).parameters)
+    with torch.inference_mode():
+        reference = getattr(
+            net(**{k: v for k, v in given.items() if k in accepted}, return_dict=True), OUTPUTS[task]
+        )
+    exported = run({n: given[n].numpy().astype(np.int64) for n in names})
+    reference = reference.float().numpy()
+    if task == "feature-extraction":
+        real = given["attention_mask"].numpy().astype(bool)
+        reference, exported = reference[real], np.asarray(exported)[real]
+    check_export(reference, exported, what=what)
+
+
 def accelerate(
     transformer_module,
     *,
@@ -289,6 +382,7 @@ def accelerate(
         path = ensure_openvino_int8(path, transformer_module.tokenizer, calibration, max_length)
     names, run = _runtime(path, backend, threads)
     output, config = OUTPUTS[task], net.config
+    _check_against_torch(net, transformer_module.tokenizer, names, run, task, what=f"{path} ({backend})")
     del net  # the torch weights are no longer needed
 
     class RuntimeNetwork(torch.nn.Module):

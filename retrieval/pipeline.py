@@ -7,9 +7,11 @@ dropped before anything runs, so a variant with a stage switched off is the same
 same fingerprints and the same numbers, as one without it.
 
 Caching: the candidate lists after the retrieval prefix (ingest + channels + fusion) are stored on
-disk under the prefix's fingerprint (suite content hash + query ids + the `retrieval` package's source
-hash + every prefix stage's fingerprint), so a sweep over a later stage's weight re-runs only the rank
-stages, and a code change never reads an old entry. Entries are checksummed (retrieval/cache_io.py).
+disk, as plain arrays, under the prefix's fingerprint (KEY_RULES["candidates"] in
+retrieval/code_version.py: suite content hash + query ids + the `retrieval` package's source hash + the
+versions of the libraries it computes with + every prefix stage's fingerprint), so a sweep over a later
+stage's weight re-runs only the rank stages, and a code, library or model change never reads an old
+entry. Entries are checksummed (retrieval/cache_io.py).
 Timings come only from work done in this run: a stage whose output was reused (prefix cache, process
 memo) has a NaN timing, so its query latency is NaN (absent), never an earlier run's figure replayed.
 """
@@ -35,7 +37,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from retrieval import cache_io
-from retrieval.code_version import source_hash
+from retrieval.code_version import KEY_RULES, source_hash
 from retrieval.stage import (
     BatchRankStage,
     FieldError,
@@ -78,21 +80,76 @@ class RunOutput:
 
 @dataclass(frozen=True)
 class CandidateCache:
-    """On-disk store of retrieval-prefix candidates, one checksummed pickle per prefix fingerprint.
+    """On-disk store of retrieval-prefix candidates, one checksummed `.npz` per prefix fingerprint.
 
-    A torn or corrupt entry is reported, deleted and recomputed; an unwritable folder means no caching.
+    The candidates `{query id: (index, columns, timings)}` are stored as plain arrays: one array per
+    (column, dtype), the queries' rows end to end, and a JSON layout (query ids, row counts, column
+    names, timings) in a text array. Nothing is pickled, so a planted entry cannot run code; one that
+    does not decode to that layout is corrupt. A torn or corrupt entry is reported, deleted and
+    recomputed; an unwritable folder means no caching.
     """
 
     folder: str | Path
 
     def _path(self, key: str) -> Path:
-        return Path(self.folder) / f"{key}.pkl"
+        return Path(self.folder) / f"{key}.npz"
 
     def load(self, key: str) -> dict | None:
-        return cache_io.load_pickle(self._path(key))
+        path = self._path(key)
+        arrays = cache_io.load_arrays(path)
+        if arrays is None:
+            return None
+        try:
+            return _candidates_from_arrays(arrays)
+        except (KeyError, ValueError, TypeError, IndexError) as err:
+            cache_io.discard(path, f"not a candidates layout: {err}")
+            return None
 
     def save(self, key: str, value: dict) -> bool:
-        return cache_io.save_pickle(self._path(key), value)
+        arrays = _candidates_to_arrays(value)
+        return arrays is not None and cache_io.save_arrays(self._path(key), **arrays)
+
+
+_PLAIN_KINDS = frozenset("biufcUS")  # dtypes np.load reads without pickle
+
+
+def _candidates_to_arrays(prefix: Mapping[str, tuple]) -> dict[str, np.ndarray] | None:
+    """{query id: (index, columns, timings)} -> plain arrays; None when a column is not a plain 1-D
+    array of the candidates' length (not cacheable, so not cached)."""
+    groups: dict[tuple[str, str], list[np.ndarray]] = {}
+    queries = []
+    for qid, (index, columns, timings) in prefix.items():
+        named = {"\0index": np.asarray(index), **{k: np.asarray(v) for k, v in columns.items()}}
+        refs = []
+        for name, values in named.items():
+            if values.dtype.kind not in _PLAIN_KINDS or values.shape != (len(index),):
+                return None
+            group = (name, values.dtype.str)
+            refs.append([name, list(groups).index(group) if group in groups else len(groups)])
+            groups.setdefault(group, []).append(values)
+        queries.append([qid, len(index), refs, {k: float(v) for k, v in timings.items()}])
+    layout = {"queries": queries, "groups": [list(g) for g in groups]}
+    arrays = {f"g{i}": np.concatenate(parts) for i, parts in enumerate(groups.values())}
+    return {"layout": np.array(json.dumps(layout)), **arrays}
+
+
+def _candidates_from_arrays(arrays: Mapping[str, np.ndarray]) -> dict:
+    layout = json.loads(str(arrays["layout"][()]))
+    cursor = [0] * len(layout["groups"])
+    out = {}
+    for qid, n, refs, timings in layout["queries"]:
+        named = {}
+        for name, group in refs:
+            values = arrays[f"g{group}"][cursor[group] : cursor[group] + n]
+            if len(values) != n:
+                raise ValueError(f"column {name!r} of query {qid!r} is cut short")
+            named[name] = values.copy()  # owned arrays, as computed ones are: stages may edit them
+            cursor[group] += n
+        index = named.pop("\0index")
+        out[qid] = (index, named, {k: float(v) for k, v in timings.items()})
+    if any(c != len(arrays[f"g{i}"]) for i, c in enumerate(cursor)):
+        raise ValueError("rows left over after the last query")
+    return out
 
 
 @dataclass(frozen=True)
@@ -208,12 +265,17 @@ class Pipeline:
                 todo += list(value)
 
     def prefix_fingerprint(self, suite_hash: str, query_ids: Sequence[str]) -> str:
-        """Suite, queries, the code (the `retrieval` package's source) and every prefix stage's config."""
+        """The candidates' key (KEY_RULES["candidates"]): suite, queries, the `retrieval` package's source,
+        the libraries it computes with, and every prefix stage's fingerprint (models' content included)."""
         prefix = [*self.ingest, *self.retrievers, *([self.fusion] if self.fusion else [])]
         queries = hashlib.sha256("\n".join(query_ids).encode()).hexdigest()
-        chain = [suite_hash, queries, source_hash("retrieval")]
-        chain += [s.fingerprint() for s in prefix]
-        return hashlib.sha256("|".join(chain).encode()).hexdigest()[:24]
+        stages = [s.fingerprint() for s in prefix]
+        return KEY_RULES["candidates"].key(suite=suite_hash, queries=queries, stages=stages)[:24]
+
+    def fingerprint(self) -> str:
+        """Every stage's fingerprint (models' content included, through their components) and the depth."""
+        parts = [*(s.fingerprint() for s in self.stages), f"depth={self.depth}"]
+        return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
     @property
     def live(self) -> tuple[str, ...]:

@@ -3,10 +3,11 @@
 A cross-encoder reads (query, memory) together and returns one relevance logit per pair. It is the
 costly part of a rerank, so scores are cached by (model fingerprint, query text, memory text): a
 sweep over the stage's mode or weight re-scores nothing. Entries live in append-only, checksummed
-`.npz` shards (retrieval/cache_io.py) under one folder per model fingerprint (name, weights hash,
-max_length) plus the versions of the libraries that run the model and this module's own source, as in
-`encoder.py`, so parallel sweep workers never write the same file and a code or library change never
-reads old scores. A torn or corrupt shard is dropped with a warning and its pairs are scored again.
+`.npz` shards (retrieval/cache_io.py) under one folder per key (KEY_RULES["rerank_scores"] in
+retrieval/code_version.py: name, the model's content hash over all its files, max_length, backend, the
+versions of the libraries that run the model and this module's own source, as in `encoder.py`), so
+parallel sweep workers never write the same file and a code, library or model change never reads old
+scores. A torn or corrupt shard is dropped with a warning and its pairs are scored again.
 
 The model is loaded lazily, once per process. No trained cross-encoder ships on PyPI, so the
 default is a local directory written by `memeval-train-reranker`; users with hub access may name
@@ -27,8 +28,8 @@ import numpy as np
 
 from retrieval import cache_io
 from retrieval.backends import accelerate, check_backend, export_folder
-from retrieval.code_version import MODEL_LIBRARIES, library_versions, source_hash
-from retrieval.encoder import EXPORT_DIR, ModelNotFoundError, model_revision, require_local_or_online
+from retrieval.code_version import KEY_RULES, model_hash
+from retrieval.encoder import EXPORT_DIR, ModelNotFoundError, require_local_or_online
 
 TRAINED_DEFAULT = "./models/cross-encoder-beam500k"
 
@@ -56,7 +57,6 @@ def resolve_cross_encoder_path(model: str) -> str:
     return model  # a hub name
 
 
-@functools.lru_cache(maxsize=4)
 def load_cross_encoder(
     path: str,
     max_length: int,
@@ -65,10 +65,24 @@ def load_cross_encoder(
     export_dir: str = EXPORT_DIR,
     threads: int | None = None,
 ):
+    """The model at `path`, loaded once per process per content: an edited folder is loaded again."""
+    return _load_cross_encoder(path, model_hash(path), max_length, device, backend, export_dir, threads)
+
+
+@functools.lru_cache(maxsize=4)
+def _load_cross_encoder(
+    path: str,
+    revision: str,
+    max_length: int,
+    device: str,
+    backend: str,
+    export_dir: str,
+    threads: int | None,
+):
     check_backend(backend)  # a missing runtime package fails before the model loads
     model = _load_torch_cross_encoder(path, max_length, device)
     if backend != "torch":
-        folder = export_folder(export_dir, path, model_revision(path), "cross-encoder")
+        folder = export_folder(export_dir, path, revision, "cross-encoder")
         accelerate(model[0], backend=backend, folder=folder, task="sequence-classification", threads=threads)
     return model
 
@@ -123,9 +137,10 @@ class CrossEncoderScorer:
             raise ModelNotFoundError(_how_to_provide(self.model)) from err
 
     def fingerprint(self) -> str:
-        """What changes a score: model, weights, truncation length (not batch size or cache dir)."""
+        """What changes a score: the model's content, truncation length, backend (not batch size or cache
+        dir); a stage's fingerprint carries it."""
         try:
-            revision = model_revision(self.path)
+            revision = model_hash(self.path)
         except ModelNotFoundError:
             revision = "missing"
         # torch adds nothing, so scores cached before backends existed keep their keys.
@@ -177,11 +192,13 @@ class CrossEncoderScorer:
         if not self.cache_dir:
             return None
         slug = Path(self.model).name[-60:] or "model"
-        key = (
-            f"{self.fingerprint()}|{library_versions(*MODEL_LIBRARIES)}"
-            f"|code={source_hash('retrieval.reranker', 'retrieval.backends')}"
+        key = KEY_RULES["rerank_scores"].key(
+            model=model_hash(self.path),
+            name=self.model,
+            max_length=self.max_length,
+            backend=self.backend,
         )
-        return Path(self.cache_dir) / f"{slug}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+        return Path(self.cache_dir) / f"{slug}-{key[:16]}"
 
     def _store(self) -> dict[str, float]:
         slot = ("store", self.fingerprint())  # keyed by model too: belt and braces

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from experiments.evaluate import evaluate
-from experiments.sweeps import code_version, finished_on_disk, record_finished
+from experiments.sweeps import code_version, finished_on_disk, record_finished, run_version
 from retrieval import cache_io
 from retrieval.cache_io import CacheWarning
 from retrieval.code_version import library_versions, source_hash
@@ -98,7 +98,7 @@ def test_the_finished_run_index_answers_only_for_the_same_code(tmp_path):
     assert finished_on_disk(tmp_path / "cache", "cfg", "sh", code="old-code").overall == {"P@5": 0.5}
     assert finished_on_disk(tmp_path / "cache", "cfg", "sh", code="new-code") is None
     assert finished_on_disk(tmp_path / "cache", "cfg", "sh") is None  # this process's code is neither
-    assert code_version() == source_hash("retrieval", "experiments")
+    assert source_hash("retrieval", "experiments") not in code_version()  # libraries are in it too
 
 
 # --- verified entries: torn or altered files are recomputed, with a warning -------------------------------
@@ -110,11 +110,11 @@ def test_a_damaged_candidate_entry_is_recomputed_with_a_warning(tmp_path, damage
     fresh = run(bm25_boost(), suite)  # no cache at all
     cache = CandidateCache(tmp_path / "candidates")
     run(bm25_boost(), suite, cache=cache)
-    path = only_entry(tmp_path / "candidates", "*.pkl")
+    path = only_entry(tmp_path / "candidates", "*.npz")
     data = bytearray(path.read_bytes())
     if damage == "torn":
         path.write_bytes(bytes(data[: len(data) // 2]))
-    else:  # a loadable pickle still, one score changed: only the checksum can tell
+    else:  # one byte changed: only the checksum can tell
         data[-20] ^= 0x01
         path.write_bytes(bytes(data))
     with pytest.warns(CacheWarning, match=f"{path.name}.*checksum mismatch"):
@@ -273,7 +273,9 @@ def test_a_second_run_with_the_same_cache_states_what_came_from_it(tmp_path):
     assert second["cache"]["prefix_candidates"] == {"hit": True, "source": "disk"}
     assert second["overall"]["latency_ms_p50"] is None and second["overall"]["latency_measured"] is False
     assert second["overall"]["P@5"] == first["overall"]["P@5"]
-    assert first["code_version"] == code_version()
+    from experiments.run import build_pipeline
+
+    assert first["code_version"] == run_version(build_pipeline(cfg)) != code_version()
 
 
 # --- the stale-cache scenario end to end (slow: five subprocesses) ----------------------------------------
@@ -304,7 +306,7 @@ def test_a_changed_tokenizer_fails_the_gate_with_the_same_cache(tmp_path):
     assert not (root / ".memeval_cache" / "candidates").exists()  # the gate reads and writes no prefix cache
     warm = in_copy(root, *run_args, "hydra.run.dir=outputs/warm")  # fills the prefix cache and the index
     assert warm.returncode == 0, warm.stderr[-2000:]
-    assert list((root / ".memeval_cache" / "candidates").glob("*.pkl"))
+    assert list((root / ".memeval_cache" / "candidates").glob("*.npz"))
 
     tokenize = root / "retrieval" / "tokenize.py"
     source = tokenize.read_text()

@@ -241,7 +241,7 @@ def test_the_gate_measures_fresh_even_with_a_warm_cache_and_resume_asked_for(set
             "config", overrides=[*suite_overrides, "variant=bm25", "tracking=none", "progress=false", *asked]
         )
     run_experiment(cfg, setup["tmp"] / "warm")  # fills the candidate cache and the finished-run index
-    assert list((cache / "candidates").glob("*.pkl")) and list((cache / "finished").glob("*.json"))
+    assert list((cache / "candidates").glob("*.npz")) and list((cache / "finished").glob("*.json"))
     out = setup["tmp"] / "gated"
     assert main([*setup["args"], "--out", str(out), *asked]) == 0
     assert not (out / "skipped.json").exists()  # not answered by the finished run

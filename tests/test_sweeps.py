@@ -69,6 +69,7 @@ def test_disk_index_needs_a_complete_metrics_json_with_the_same_hashes(tmp_path)
     assert finished_on_disk(tmp_path / "cache", "abc", "suitehash") is None  # killed before metrics.json
     metrics = {"config_hash": "abc", "suite": {"content_hash": "suitehash"}, "overall": {"nDCG@10": 0.5}}
     (run_dir / "metrics.json").write_text(json.dumps(metrics))
+    record_finished(tmp_path / "cache", "abc", "suitehash", run_dir, None)  # as the runner does, after it
     found = finished_on_disk(tmp_path / "cache", "abc", "suitehash")
     assert found is not None and found.overall["nDCG@10"] == 0.5 and found.source == "disk"
     assert finished_on_disk(tmp_path / "cache", "abc", "othersuite") is None
