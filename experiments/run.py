@@ -55,6 +55,7 @@ from experiments.tracking import (
 from experiments.trec import write_run
 from retrieval.encoder import ModelNotFoundError
 from retrieval.pipeline import CandidateCache, Pipeline, PipelineConfigError, ProcessMemo, RunOutput
+from retrieval.systems.protocol import SystemError_
 
 if TYPE_CHECKING:  # evaluation needs pandas and scipy (~2 s to import): imported when a run evaluates, so
     # `memeval-run --help` and a config error answer at once (tests/test_entry_points.py checks the imports)
@@ -179,7 +180,42 @@ def execute(
     # e.g. instruction-tagging coverage and precision: plug-ins, so the runner knows none of them.
     for name, node in (cfg.get("run_reports") or {}).items():
         evaluation.metrics[str(name)] = instantiate(node)(suite, output.corpus)
+    _system_section(evaluation.metrics, output, suite.k)
     return output, evaluation
+
+
+# The live-system figures that also go to MLflow (as `system.<name>` beside the overall metrics).
+_SYSTEM_METRICS = (
+    "latency_ms_p50",
+    "latency_ms_p95",
+    "ingest_per_s",
+    "until_searchable_s",
+    "errors",
+    "timeouts",
+    "retries",
+    "rate_limited",
+    "unknown_ids",
+    "scope_leaks",
+    "returned_words_at_k_mean",
+)
+
+
+def _system_section(metrics: dict[str, Any], output: RunOutput, k: int) -> None:
+    """A live system's cost (retrieval/retrievers/system.py) as metrics.json's `system` section, its
+    numbers also in `overall` as `system.<name>` (so MLflow and reports have them), its notes printed."""
+    from retrieval.retrievers.system import cost_section
+
+    sections = {ch: cost_section(r, k) for ch, r in output.channel_reports.items() if r.get("mode")}
+    if not sections:
+        return
+    metrics["system"] = next(iter(sections.values())) if len(sections) == 1 else sections
+    for channel, section in sections.items():
+        prefix = "system." if len(sections) == 1 else f"system.{channel}."
+        for name in _SYSTEM_METRICS:
+            if isinstance(section.get(name), (int, float)):
+                metrics["overall"][prefix + name] = float(section[name])
+        for note in section["notes"]:
+            print(f"  {channel}: {note}")
 
 
 def run_experiment(
@@ -240,6 +276,7 @@ def run_experiment(
     tags = {**_tags(cfg, suite, pipeline), CONFIG_HASH_TAG: cfg_hash, CODE_VERSION_TAG: code_version()}
     (run_dir / "tags.json").write_text(json.dumps(tags, indent=2))
     write_outputs(run_dir, suite, output, evaluation, tag=str(cfg.variant.name), metrics=list(cfg.metrics))
+    _keep_cassettes(output, run_dir)
     record_finished(cfg.cache_dir, cfg_hash, suite.content_hash, run_dir, None)
 
     print(results_table(evaluation, list(cfg.metrics), cfg.report_label))
@@ -275,6 +312,15 @@ def run_experiment(
         print(f"MLflow run {run_id} in {tracker.experiment}")
         record_finished(cfg.cache_dir, cfg_hash, suite.content_hash, run_dir, run_id)
     return evaluation.metrics
+
+
+def _keep_cassettes(output: RunOutput, run_dir: Path) -> None:
+    """A recorded or replayed live channel's cassette, copied into the run folder (so MLflow logs it too)."""
+    for channel, report in output.channel_reports.items():
+        cassette = (report.get("cassette") or {}).get("path")
+        if cassette and Path(cassette).is_file() and Path(cassette).resolve().parent != run_dir.resolve():
+            name = "cassette.jsonl" if len(output.channel_reports) == 1 else f"cassette.{channel}.jsonl"
+            shutil.copyfile(cassette, run_dir / name)
 
 
 def _resolved(cfg: DictConfig) -> dict[str, Any] | None:
@@ -364,7 +410,14 @@ def run_app(cfg: DictConfig) -> float | None:
                 "its start failed or its callback is not configured); the job refuses to log without one"
             )
         metrics = run_experiment(cfg, run_dir, multirun=multirun, parent=parent)
-    except (ConfigError, SuiteError, PipelineConfigError, TrackingError, ModelNotFoundError) as err:
+    except (
+        ConfigError,
+        SuiteError,
+        PipelineConfigError,
+        TrackingError,
+        ModelNotFoundError,
+        SystemError_,  # a live system unreachable at start, a replay miss, a malformed answer
+    ) as err:
         print(f"error: {err}", file=sys.stderr)
         if not multirun:
             _discard_if_unused(run_dir)

@@ -71,6 +71,9 @@ class RunOutput:
     # What came from a cache (prefix candidates, rank levels, embeddings, rerank scores) and whether the
     # latencies were all measured in this run: the `cache` section of metrics.json.
     cache: Mapping[str, Any] = field(default_factory=dict)
+    # What a channel's index reports of its own cost (a live system's latency, ingest, errors...), by
+    # channel: only indexes with a `report()` (retrieval/retrievers/system.py) have one.
+    channel_reports: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -212,6 +215,13 @@ class Pipeline:
         chain += [s.fingerprint() for s in prefix]
         return hashlib.sha256("|".join(chain).encode()).hexdigest()[:24]
 
+    @property
+    def live(self) -> tuple[str, ...]:
+        """The channels answered by a live system (a retriever whose `live` is true): their answers may
+        change while their config does not, so such a pipeline is never answered from the candidate
+        cache or the process memo, only from the service (or its cassette, through the channel)."""
+        return tuple(r.channel for r in self.retrievers if getattr(r, "live", False))
+
     def ingest_memories(self, memories: Sequence[Memory]) -> list[Memory]:
         out = list(memories)
         for stage in self.ingest:
@@ -232,7 +242,10 @@ class Pipeline:
         """`memo` (needs `suite_hash`) reuses this process's corpus, indexes and candidates across runs.
         `knowledge` is the suite's concept graphs and feedback records (part of its `suite_hash`)."""
         memo = memo if suite_hash else None
+        if self.live:  # a service's answers are never reused across runs: see `live`
+            memo, cache = None, None
         build_ms: dict[str, float] = {}
+        channel_reports: dict[str, Any] = {}
         counts_before = dict(cache_io.COUNTS)
         t0 = time.perf_counter()
         ingest_key = (suite_hash, source_hash("retrieval"), tuple(s.fingerprint() for s in self.ingest))
@@ -248,7 +261,7 @@ class Pipeline:
         if cached is None and cache is not None and suite_hash:
             cached, source = cache.load(key), "disk"
         if cached is None:
-            prefix = self._retrieve(corpus, queries, build_ms, progress, memo, ingest_key)
+            prefix = self._retrieve(corpus, queries, build_ms, progress, memo, ingest_key, channel_reports)
             if cache is not None and suite_hash:
                 cache.save(key, prefix)
         else:
@@ -317,11 +330,12 @@ class Pipeline:
                 for kind in ("embeddings", "rerank_scores")
             },
             "latency_measured": not reused,
+            "live_channels": list(self.live),
             "unmeasured_stages": sorted(
                 {s for r in ranked for s, ms in r.timings_ms.items() if math.isnan(ms)}
             ),
         }
-        return RunOutput(ranked, corpus, build_ms, cached is not None, key, report)
+        return RunOutput(ranked, corpus, build_ms, cached is not None, key, report, channel_reports)
 
     def _retrieve(
         self,
@@ -331,6 +345,7 @@ class Pipeline:
         progress: bool,
         memo: ProcessMemo | None = None,
         ingest_key: tuple = (),
+        channel_reports: dict | None = None,
     ) -> dict:
         indexes = {}
         for retriever in self.retrievers:
@@ -345,13 +360,23 @@ class Pipeline:
             # An index built from outside data (a TREC run file) checks the queries it will be asked.
             if callable(getattr(indexes[retriever.channel], "check_queries", None)):
                 indexes[retriever.channel].check_queries(queries)
+        # An index that answers from a service asks it for every query at once, concurrently
+        # (`prefetch`), and then times each query by its own wall latency (`latency_ms`), not by the
+        # lookup of the prefetched answer.
+        measured = {}
+        for channel, index in indexes.items():
+            if callable(getattr(index, "prefetch", None)):
+                index.prefetch(queries)
+                measured[channel] = index.latency_ms
         out = {}
         for query in tqdm(queries, desc="retrieve", disable=not progress, leave=False):
             timings, channels = {}, {}
             for retriever in self.retrievers:
                 t = time.perf_counter()
                 channels[retriever.channel] = indexes[retriever.channel].search(query)
-                timings[retriever.name] = (time.perf_counter() - t) * 1000
+                elapsed = (time.perf_counter() - t) * 1000
+                latency = measured.get(retriever.channel)
+                timings[retriever.name] = latency(query) if latency is not None else elapsed
             t = time.perf_counter()
             if self.fusion is not None:
                 candidates = self.fusion(corpus, channels)
@@ -359,6 +384,9 @@ class Pipeline:
             else:
                 candidates = _single_channel(corpus, *next(iter(channels.items())))
             out[query.id] = (candidates.index, dict(candidates.columns), timings)
+        for channel, index in indexes.items():
+            if channel_reports is not None and callable(getattr(index, "report", None)):
+                channel_reports[channel] = index.report()
         return out
 
 

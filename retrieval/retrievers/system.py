@@ -1,0 +1,264 @@
+"""System channel: a live memory service (HTTP, MCP, a Python library) as one retrieval channel.
+
+    memeval-run variant=system system=memeval_serve system.base_url=http://127.0.0.1:8000
+
+`build(corpus)` puts the suite into the service, scope by scope: `reset`, `ingest` (the suite's own ids,
+so a retry or a resumed run never stores a memory twice), `wait_until_searchable`, each timed. The
+pipeline then calls `prefetch(queries)` once: every query is sent to the service from a pool of
+`concurrency` threads, and each query's own wall latency (network and retries included) becomes the
+channel's timing for it (retrieval/pipeline.py). `search(query)` hands back the prefetched answer as
+corpus indices and scores, so fusion, rank stages, metrics, reports and the gate apply unchanged.
+
+What the service returns is checked, never trusted silently: an id the suite does not hold counts as
+not relevant (dropped from the ranking, counted: "12 returned ids are not in the suite"); a memory of
+another scope than the query's is a leak (counted and dropped); a repeated id keeps its first rank.
+`report()` is the cost: latency p50/p95, ingest throughput, time until searchable, errors, timeouts,
+retries, unknown ids, leaks and the words of the returned texts (the `system` section of metrics.json).
+
+Caching: a system channel is `live`: its answers may change while its config does not (the service is
+redeployed), so the pipeline never answers it from the candidate cache or the process memo, in any
+mode. A replay (`mode=replay`) is answered by its cassette, which is itself the record
+(retrieval/systems/cassette.py); a record run re-asks only what its cassette lacks.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from retrieval.stage import Range, Retriever, fingerprint_of
+from retrieval.systems.cassette import Cassette, RecordedSystem
+from retrieval.systems.protocol import Hit, MemorySystem, SearchRequest, SystemError_
+from retrieval.types import Corpus, Query
+
+Mode = Literal["live", "record", "replay"]
+
+
+def system_identity(system: Any) -> str:
+    """What an adapter answers by (endpoints, templates, paths; never a secret nor the base URL): its own
+    `fingerprint()` when it has one, else its dataclass config."""
+    fingerprint = getattr(system, "fingerprint", None)
+    return fingerprint() if callable(fingerprint) else fingerprint_of(system)
+
+
+def words(text: str | None) -> int:
+    """Whitespace-separated words of a returned text: the size of the context an agent would pay for."""
+    return len(text.split()) if text else 0
+
+
+class _SystemIndex:
+    def __init__(self, corpus: Corpus, retriever: SystemRetriever):
+        self._retriever = retriever
+        self._corpus = corpus
+        self._position = {str(mid): i for i, mid in enumerate(corpus.ids)}
+        self._scope_of = [m.scope_key for m in corpus.memories]
+        system: Any = retriever.system
+        self._recorded: RecordedSystem | None = None
+        if retriever.mode != "live":
+            cassette = Cassette(retriever.cassette or "", writable=retriever.mode == "record")
+            system = self._recorded = RecordedSystem(
+                retriever.system,
+                cassette,
+                system_identity(retriever.system),
+                replay=retriever.mode == "replay",
+            )
+        self._system = system
+        stats = getattr(retriever.system, "stats", None)
+        self._stats_before = stats.snapshot() if stats is not None else None
+        self._answers: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._latency: dict[str, float] = {}
+        self._words: dict[str, list[int]] = {}
+        self._problems = {"unknown_ids": 0, "scope_leaks": 0, "duplicate_ids": 0, "hits_without_text": 0}
+        self._unknown_examples: list[str] = []
+        self._lock = threading.Lock()
+        self._ingest_s = 0.0
+        self._searchable_s = 0.0
+        self._ingested = 0
+        for key in corpus.scopes:
+            part = corpus.partition(key)
+            memories = [corpus.memories[i] for i in part]
+            scope = memories[0].scope
+            t = time.perf_counter()
+            system.reset(scope)
+            system.ingest(scope, memories)
+            self._ingest_s += time.perf_counter() - t
+            t = time.perf_counter()
+            system.wait_until_searchable(scope, memories)
+            self._searchable_s += time.perf_counter() - t
+            self._ingested += len(memories)
+
+    def _ask(self, query: Query) -> None:
+        request = SearchRequest(
+            query_id=query.id,
+            text=query.text,
+            scope=dict(query.scope),
+            k=self._retriever.top_n,
+            as_of=query.now,
+            overrides=dict(self._retriever.override),
+        )
+        t = time.perf_counter()
+        hits = self._system.search(request)
+        elapsed = (time.perf_counter() - t) * 1000
+        answer, texts = self._to_candidates(query, hits)
+        with self._lock:
+            self._answers[query.id] = answer
+            self._latency[query.id] = elapsed
+            self._words[query.id] = texts
+
+    def _to_candidates(
+        self, query: Query, hits: Sequence[Hit]
+    ) -> tuple[tuple[np.ndarray, np.ndarray], list[int]]:
+        index: list[int] = []
+        scores: list[float] = []
+        texts: list[int] = []
+        seen: set[int] = set()
+        problems = dict.fromkeys(self._problems, 0)
+        for rank, hit in enumerate(hits[: self._retriever.top_n], 1):
+            position = self._position.get(str(hit.id))
+            if position is None:
+                problems["unknown_ids"] += 1
+                if len(self._unknown_examples) < 5:
+                    self._unknown_examples.append(f"{query.id}: {hit.id}")
+                continue
+            if self._scope_of[position] != query.scope_key:
+                problems["scope_leaks"] += 1
+                continue
+            if position in seen:
+                problems["duplicate_ids"] += 1
+                continue
+            seen.add(position)
+            index.append(position)
+            # A system that gives no score: its order is its ranking (1/rank keeps it for fusion).
+            scores.append(float(hit.score) if hit.score is not None else 1.0 / rank)
+            texts.append(words(hit.text))
+            problems["hits_without_text"] += hit.text is None
+        with self._lock:
+            for name, n in problems.items():
+                self._problems[name] += n
+        return (np.array(index, dtype=np.int64), np.array(scores, dtype=np.float64)), texts
+
+    def prefetch(self, queries: Sequence[Query]) -> None:
+        """Ask the service for every query, `concurrency` at a time; the first failure stops the run."""
+        todo = [q for q in queries if q.id not in self._answers]
+        with ThreadPoolExecutor(max_workers=self._retriever.concurrency, thread_name_prefix="system") as pool:
+            futures = [pool.submit(self._ask, q) for q in todo]
+            done, pending = wait(futures, return_when=FIRST_EXCEPTION)
+            for future in pending:
+                future.cancel()
+            for future in futures:
+                if future.done() and not future.cancelled() and future.exception() is not None:
+                    raise future.exception()  # type: ignore[misc]
+
+    def search(self, query: Query) -> tuple[np.ndarray, np.ndarray]:
+        if query.id not in self._answers:
+            self._ask(query)
+        index, scores = self._answers[query.id]
+        return index.copy(), scores.copy()
+
+    def latency_ms(self, query: Query) -> float:
+        """The query's own wall time at the service (prefetched concurrently), network included."""
+        return self._latency.get(query.id, math.nan)
+
+    def report(self) -> dict[str, Any]:
+        """What the system cost and what it returned wrong (see `cost_section` for metrics.json)."""
+        latency = np.array(list(self._latency.values()), dtype=np.float64)
+        stats = getattr(self._retriever.system, "stats", None)
+        counts = (
+            stats.since(self._stats_before) if stats is not None and self._stats_before is not None else {}
+        )
+        out: dict[str, Any] = {
+            "channel": self._retriever.channel,
+            "mode": self._retriever.mode,
+            "concurrency": self._retriever.concurrency,
+            "override": dict(self._retriever.override),
+            "n_queries": len(self._latency),
+            "latency_ms_p50": float(np.percentile(latency, 50)) if len(latency) else None,
+            "latency_ms_p95": float(np.percentile(latency, 95)) if len(latency) else None,
+            "memories_ingested": self._ingested,
+            "ingest_s": self._ingest_s,
+            "ingest_per_s": self._ingested / self._ingest_s if self._ingest_s > 0 else None,
+            "until_searchable_s": self._searchable_s,
+            **{
+                name: counts.get(name, 0)
+                for name in ("requests", "errors", "timeouts", "retries", "rate_limited")
+            },
+            **self._problems,
+            "unknown_id_examples": list(self._unknown_examples),
+            "words_per_query": {q: list(w) for q, w in self._words.items()},
+        }
+        if self._recorded is not None:
+            recorded = np.array(self._recorded.recorded_latency_ms(), dtype=np.float64)
+            out["cassette"] = {
+                "path": str(self._recorded.cassette.path),
+                "answered_from_cassette": self._recorded.answered["cassette"],
+                "answered_live": self._recorded.answered["live"],
+                "torn_tail_dropped": self._recorded.cassette.dropped_tail,
+                "recorded_latency_ms_p50": float(np.percentile(recorded, 50)) if len(recorded) else None,
+            }
+        return out
+
+
+def cost_section(report: Mapping[str, Any], k: int) -> dict[str, Any]:
+    """The `system` section of metrics.json from a channel's `report()`: per-query lists reduced, the
+    returned texts' words at the suite's cutoff k (mean and p95 per query), and a plain-words summary."""
+    words_at_k = np.array([sum(w[:k]) for w in report.get("words_per_query", {}).values()], dtype=np.float64)
+    out = {key: value for key, value in report.items() if key != "words_per_query"}
+    out["k"] = k
+    out["returned_words_at_k_mean"] = float(words_at_k.mean()) if len(words_at_k) else None
+    out["returned_words_at_k_p95"] = float(np.percentile(words_at_k, 95)) if len(words_at_k) else None
+    notes = []
+    if report.get("unknown_ids"):
+        notes.append(f"{report['unknown_ids']} returned ids are not in the suite (counted as not relevant)")
+    if report.get("scope_leaks"):
+        notes.append(f"{report['scope_leaks']} returned memories belong to another scope (dropped)")
+    if report.get("duplicate_ids"):
+        notes.append(f"{report['duplicate_ids']} returned ids repeat an earlier one (kept once)")
+    if report.get("hits_without_text"):
+        notes.append(f"{report['hits_without_text']} results came without text (0 words counted)")
+    out["notes"] = notes
+    return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class SystemRetriever(Retriever):
+    """A live memory system as a channel. `system`: the adapter (the `system` config group builds it);
+    `override`: the per-request config overrides sent with every search (AtomicMemory's
+    `config_override`); `top_n`: the k asked of the service."""
+
+    name = "system"
+    ranges = {"concurrency": Range(ge=1)}
+    channel: str = "system"
+    system: MemorySystem
+    mode: Mode = "live"
+    cassette: str | None = None
+    concurrency: int = 4
+    override: Mapping[str, Any] = field(default_factory=dict)
+
+    live = True  # never answered from the candidate cache or the process memo (module docstring)
+
+    def config_problems(self) -> list[tuple[str, str]]:
+        if self.mode != "live" and not self.cassette:
+            return [("cassette", f"mode {self.mode} needs a cassette file (system.cassette=PATH)")]
+        return []
+
+    def check_available(self) -> None:
+        """Before any work: a replay's cassette exists; a live service answers its health check."""
+        if self.mode == "replay":
+            Cassette(self.cassette or "", writable=False)
+            return
+        check = getattr(self.system, "check_available", None)
+        if callable(check):
+            check()
+
+    def build(self, corpus: Corpus) -> _SystemIndex:
+        return _SystemIndex(corpus, self)
+
+
+__all__ = ["SystemError_", "SystemRetriever", "cost_section"]
