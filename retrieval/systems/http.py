@@ -1,0 +1,334 @@
+"""An HTTP memory service as a `MemorySystem`, described in YAML, with no code (experiments/conf/system/).
+
+    memeval-run variant=system system=memeval_serve system.base_url=http://127.0.0.1:8000
+
+Each operation (`ingest`, `search`, `reset`, and optionally `count` for the searchable wait, `health` for
+the check at start) is `{method, path, body}`. A body is a JSON template: a string that is exactly one
+placeholder (`"{overrides}"`) becomes that value as JSON (an object, a list, a number, null); placeholders
+inside longer strings are replaced by their text. Placeholders:
+
+    search   {query_id} {text} {scope} {scope.<name>} {k} {as_of} {overrides}
+    ingest   {scope} {scope.<name>} {memories}  (the list of `memory` templates, one per memory:
+             {id} {text} {created_at} {role} {metadata} {record} = the whole suite record)
+    reset, count   {scope} {scope.<name>}
+
+`results` names JSON paths (dots, `[i]` for list items) into the search response: `hits` (the list),
+and in each hit `id`, `score` (optional) and `text` (optional); `count.path` reads the stored count.
+A path that is missing is an error naming the query id and the path.
+
+Headers may hold secrets as `{env:NAME}`: read from the environment at request time, never part of
+the adapter's fingerprint, a log line, an error, the run's config or a cassette (the config holds the
+placeholder, not the value).
+
+Transport: stdlib `http.client`, one connection per request (loopback costs ~0.1 ms; a killed and
+restarted service needs no reconnect logic). A request is retried (`retries` times, exponential backoff
+from `backoff_s`, capped at `max_backoff_s`) on a connection error, a timeout, 429 and 5xx; a
+`Retry-After` header (seconds) is honoured. Ingest carries the suite's ids, so a retried ingest never
+stores a memory twice (the service refuses ids it holds). Counts go to `stats` (retrieval/systems/stats.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import json
+import os
+import re
+import time
+import urllib.parse
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from retrieval.systems.protocol import Hit, SearchRequest, SystemError_
+from retrieval.systems.stats import SystemStats
+from retrieval.types import Memory
+
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_.]*)\}")
+_ENV = re.compile(r"\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
+_RETRY_STATUS = {429, 500, 502, 503, 504}
+ENDPOINTS = ("search", "ingest", "reset", "count", "health")
+
+
+def fill(template: Any, values: Mapping[str, Any]) -> Any:
+    """The template with its placeholders replaced (module docstring); an unknown placeholder is an error."""
+    if isinstance(template, str):
+        whole = _PLACEHOLDER.fullmatch(template)
+        if whole:
+            return _value(whole[1], values)
+        return _PLACEHOLDER.sub(lambda m: _text(_value(m[1], values)), template)
+    if isinstance(template, Mapping):
+        return {str(k): fill(v, values) for k, v in template.items()}
+    if isinstance(template, (list, tuple)):
+        return [fill(v, values) for v in template]
+    return template
+
+
+def _value(name: str, values: Mapping[str, Any]) -> Any:
+    head, _, rest = name.partition(".")
+    if head not in values:
+        raise SystemError_(f"body template names {{{name}}}; known here: {', '.join(sorted(values))}")
+    value = values[head]
+    return value if not rest else (value or {}).get(rest)
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else value if isinstance(value, str) else json.dumps(value)
+
+
+def read_path(document: Any, path: str, where: str) -> Any:
+    """The value at a dotted JSON path (`data.results[0].id`); missing -> SystemError_ naming it."""
+    value = document
+    for part in re.findall(r"[^.\[\]]+|\[\d+\]", path):
+        if part.startswith("["):
+            i = int(part[1:-1])
+            if not isinstance(value, list) or i >= len(value):
+                raise SystemError_(f"{where}: JSON path {path!r}: no item {i} at {part!r}")
+            value = value[i]
+        else:
+            if not isinstance(value, Mapping) or part not in value:
+                raise SystemError_(f"{where}: JSON path {path!r}: no key {part!r} in the response")
+            value = value[part]
+    return value
+
+
+def memory_values(memory: Memory) -> dict[str, Any]:
+    from experiments.suites.suite import memory_record  # the suite format's canonical record
+
+    record = memory_record(memory)
+    return {
+        "id": memory.id,
+        "text": memory.text,
+        "created_at": memory.created_at,
+        "role": memory.role,
+        "metadata": dict(memory.metadata),
+        "record": record,
+    }
+
+
+@dataclass(frozen=True, kw_only=True)
+class HttpSystem:
+    """A memory service over HTTP+JSON, configured by endpoints, body templates and JSON paths."""
+
+    base_url: str
+    # search, ingest (required), reset, count ({method, path, body, path_in_response}: the searchable
+    # wait), health (the check at start): each {method, path, body}
+    endpoints: Mapping[str, Mapping[str, Any]]
+    # One memory as the service takes it: a template (or "{record}": the suite format's whole record).
+    memory: Mapping[str, Any] | str = field(default_factory=lambda: {"id": "{id}", "text": "{text}"})
+    results: Mapping[str, str | None] = field(
+        default_factory=lambda: {"hits": "results", "id": "id", "score": "score", "text": "text"}
+    )
+    headers: Mapping[str, str] = field(default_factory=dict)
+    timeout_s: float = 30.0
+    retries: int = 5
+    backoff_s: float = 0.1
+    max_backoff_s: float = 10.0
+    ingest_batch: int = 500
+    searchable_timeout_s: float = 60.0
+    searchable_poll_s: float = 0.05
+    stats: SystemStats = field(default_factory=SystemStats, init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        problems = []
+        parsed = urllib.parse.urlsplit(self.base_url)
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+            problems.append(f"base_url: expected http(s)://host[:port][/prefix], got {self.base_url!r}")
+        for name in ("search", "ingest"):
+            if name not in self.endpoints:
+                problems.append(f"endpoints.{name}: required")
+        for name, spec in self.endpoints.items():
+            if name not in ENDPOINTS:
+                problems.append(f"endpoints.{name}: not an operation ({', '.join(ENDPOINTS)})")
+            elif not isinstance(spec, Mapping) or not isinstance(spec.get("path"), str):
+                problems.append(f"endpoints.{name}: expected {{method, path, body}}, got {spec!r}")
+        for key in ("hits", "id"):
+            if not self.results.get(key):
+                problems.append(f"results.{key}: a JSON path is required")
+        for number, name in ((self.timeout_s, "timeout_s"), (self.ingest_batch, "ingest_batch")):
+            if number <= 0:
+                problems.append(f"{name}: must be > 0, got {number}")
+        if self.retries < 0:
+            problems.append(f"retries: must be >= 0, got {self.retries}")
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    def fingerprint(self) -> str:
+        """What the service answers by: endpoints, templates, paths, header names. Not the base URL (a
+        cassette recorded against one host replays for another), nor timeouts and retries (transport),
+        nor any header value (secrets)."""
+        identity = {
+            "endpoints": {k: v for k, v in self.endpoints.items() if k != "health"},
+            "memory": self.memory,
+            "results": self.results,
+            "headers": sorted(self.headers),
+        }
+        text = json.dumps(identity, sort_keys=True, default=str)
+        return hashlib.sha256(f"HttpSystem|{text}".encode()).hexdigest()[:16]
+
+    # --- transport --------------------------------------------------------------------------------
+
+    def _headers(self) -> dict[str, str]:
+        out = {"Content-Type": "application/json", "Accept": "application/json"}
+        for name, template in self.headers.items():
+
+            def secret(match: re.Match, header: str = name) -> str:
+                if match[1] not in os.environ:
+                    raise SystemError_(f"header {header}: environment variable {match[1]} is not set")
+                return os.environ[match[1]]
+
+            out[str(name)] = _ENV.sub(secret, str(template))
+        return out
+
+    def _request(self, spec: Mapping[str, Any], values: Mapping[str, Any], what: str) -> Any:
+        """Send one operation (with retries) and return its JSON answer (None for an empty body)."""
+        url = urllib.parse.urlsplit(self.base_url)
+        path = url.path.rstrip("/") + fill(str(spec["path"]), values)
+        body = spec.get("body")
+        data = None if body is None else json.dumps(fill(body, values), allow_nan=False).encode()
+        method = str(spec.get("method", "POST" if data is not None else "GET")).upper()
+        headers = self._headers()
+        delay = self.backoff_s
+        for attempt in range(self.retries + 1):
+            self.stats.add("requests")
+            wait = None
+            try:
+                connection_type = (
+                    http.client.HTTPSConnection if url.scheme == "https" else http.client.HTTPConnection
+                )
+                connection = connection_type(url.hostname, url.port, timeout=self.timeout_s)
+                try:
+                    connection.request(method, path, body=data, headers=headers)
+                    response = connection.getresponse()
+                    payload = response.read()
+                    status = response.status
+                    retry_after = response.getheader("Retry-After")
+                finally:
+                    connection.close()
+            except TimeoutError:
+                self.stats.add("timeouts")
+                problem = f"{what}: no answer within {self.timeout_s:g} s from {self.base_url}{path}"
+            except (ConnectionError, OSError, http.client.HTTPException) as err:
+                problem = f"{what}: {self.base_url}{path} unreachable ({type(err).__name__}: {err})"
+            else:
+                if 200 <= status < 300:
+                    try:
+                        return json.loads(payload) if payload.strip() else None
+                    except ValueError:
+                        self.stats.add("errors")
+                        raise SystemError_(
+                            f"{what}: {method} {path} answered {status} with a body that is not JSON"
+                        ) from None
+                if status == 429:
+                    self.stats.add("rate_limited")
+                said = payload[:300].decode(errors="replace")
+                problem = f"{what}: {method} {path} answered HTTP {status}: {said}"
+                if status not in _RETRY_STATUS:
+                    self.stats.add("errors")
+                    raise SystemError_(problem)
+                if retry_after is not None:
+                    try:
+                        wait = max(0.0, float(retry_after))
+                    except ValueError:  # an HTTP date: fall back to the backoff
+                        wait = None
+            if attempt == self.retries:
+                self.stats.add("errors")
+                raise SystemError_(f"{problem} (after {self.retries} retries)")
+            self.stats.add("retries")
+            time.sleep(min(self.max_backoff_s, wait if wait is not None else delay))
+            delay = min(self.max_backoff_s, delay * 2)
+        raise AssertionError("unreachable")
+
+    # --- the MemorySystem protocol ------------------------------------------------------------------
+
+    def check_available(self) -> None:
+        """At start, before any work: the service answers (its health endpoint, else a reset-less probe)."""
+        health = self.endpoints.get("health")
+        spec = health or {"method": "GET", "path": "/"}
+        url = urllib.parse.urlsplit(self.base_url)
+        try:
+            connection = http.client.HTTPConnection(url.hostname, url.port, timeout=min(self.timeout_s, 5.0))
+            try:
+                connection.request(str(spec.get("method", "GET")), url.path.rstrip("/") + str(spec["path"]))
+                status = connection.getresponse().status
+            finally:
+                connection.close()
+        except (OSError, http.client.HTTPException) as err:
+            raise SystemError_(
+                f"the memory system at {self.base_url} is not reachable ({type(err).__name__}: {err}); "
+                "start it, or set system.base_url (nothing was run)"
+            ) from None
+        if health is not None and not 200 <= status < 300:
+            raise SystemError_(
+                f"the memory system at {self.base_url} is unhealthy: {spec['path']} answered {status}"
+            )
+
+    def reset(self, scope: Mapping[str, str]) -> None:
+        if "reset" in self.endpoints:
+            self._request(self.endpoints["reset"], {"scope": dict(scope)}, f"reset of scope {dict(scope)}")
+
+    def ingest(self, scope: Mapping[str, str], memories: Sequence[Memory]) -> None:
+        for start in range(0, len(memories), self.ingest_batch):
+            batch = memories[start : start + self.ingest_batch]
+            records = [fill(self.memory, memory_values(m)) for m in batch]
+            self._request(
+                self.endpoints["ingest"],
+                {"scope": dict(scope), "memories": records},
+                f"ingest of scope {dict(scope)} (memories {start + 1}-{start + len(batch)})",
+            )
+
+    def wait_until_searchable(self, scope: Mapping[str, str], memories: Sequence[Memory]) -> float:
+        """Poll `count` until it reaches the memories ingested (bounded by searchable_timeout_s)."""
+        count = self.endpoints.get("count")
+        if count is None:
+            return 0.0
+        started = time.perf_counter()
+        where = f"count of scope {dict(scope)}"
+        while True:
+            answer = self._request(count, {"scope": dict(scope)}, where)
+            stored = read_path(answer, str(count.get("path_in_response", "count")), where)
+            if isinstance(stored, int) and stored >= len(memories):
+                return time.perf_counter() - started
+            if time.perf_counter() - started > self.searchable_timeout_s:
+                raise SystemError_(
+                    f"scope {dict(scope)}: {stored} of {len(memories)} memories searchable after "
+                    f"{self.searchable_timeout_s:g} s (system.adapter.searchable_timeout_s)"
+                )
+            time.sleep(self.searchable_poll_s)
+
+    def search(self, request: SearchRequest) -> list[Hit]:  # type: ignore[override]
+        values = {
+            "query_id": request.query_id,
+            "text": request.text,
+            "scope": dict(request.scope),
+            "k": request.k,
+            "as_of": request.as_of,
+            "overrides": {k: v for k, v in request.overrides.items() if v is not None},
+        }
+        where = f"query {request.query_id}"
+        answer = self._request(self.endpoints["search"], values, where)
+        hits = read_path(answer, str(self.results["hits"]), where)
+        if not isinstance(hits, list):
+            self.stats.add("errors")
+            raise SystemError_(f"{where}: JSON path {self.results['hits']!r} is not a list")
+        out = []
+        for i, item in enumerate(hits):
+            here = f"{where}, result {i}"
+            try:
+                mid = read_path(item, str(self.results["id"]), here)
+                score_path, text_path = self.results.get("score"), self.results.get("text")
+                score = read_path(item, str(score_path), here) if score_path else None
+                text = read_path(item, str(text_path), here) if text_path else None
+            except SystemError_:
+                self.stats.add("errors")
+                raise
+            if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))):
+                self.stats.add("errors")
+                raise SystemError_(f"{here}: JSON path {score_path!r} is not a number: {score!r}")
+            out.append(
+                Hit(str(mid), None if score is None else float(score), None if text is None else str(text))
+            )
+        return out
+
+    def close(self) -> None:
+        """Nothing held: one connection per request."""
