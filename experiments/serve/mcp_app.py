@@ -1,7 +1,7 @@
 """memeval-serve's MCP face: a memeval variant served as Model Context Protocol tools.
 
-    python -m experiments.serve.mcp_app --transport stdio variant=dense suite=spark25
-    python -m experiments.serve.mcp_app --transport http --port 8765 variant=hybrid
+    memeval-serve --mcp stdio variant=dense          (what the MCP adapter starts as its subprocess)
+    memeval-serve --mcp http --port 8765 variant=hybrid    (streamable HTTP at http://127.0.0.1:8765/mcp)
 
 Where it sits: the same `MemoryService` core as the HTTP face (experiments/serve/service.py), exposed
 with the official `mcp` SDK's `MCPServer` as four tools, so `retrieval/systems/mcp.py` (the MCP
@@ -22,14 +22,10 @@ float, so scores cross the wire exactly (the parity test compares run.trec byte 
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import sys
-from collections.abc import Sequence
 from typing import Any
 
 from experiments.serve.service import MemoryService, ServiceError
-from retrieval.pipeline import PipelineConfigError
 
 TRANSPORTS = ("stdio", "http")
 
@@ -93,38 +89,3 @@ def serve(service: MemoryService, transport: str, *, host: str = "127.0.0.1", po
     else:
         print(f"memeval-serve (MCP, streamable HTTP): http://{host}:{port}/mcp", file=sys.stderr, flush=True)
         app.run("streamable-http", host=host, port=port)
-
-
-def parse_args(argv: Sequence[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m experiments.serve.mcp_app",
-        description="Serve a memeval variant as MCP tools (ingest, search, reset, count).",
-    )
-    parser.add_argument("--transport", choices=TRANSPORTS, default="stdio")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8765)
-    parser.add_argument("--state-dir", default=None, help="keep stored memories across restarts")
-    parser.add_argument("overrides", nargs="*", help="Hydra overrides of memeval-run (variant=dense ...)")
-    return parser.parse_args(list(argv))
-
-
-def make_service(overrides: Sequence[str], state_dir: str | None = None) -> MemoryService:
-    """The service of `memeval-run <overrides>`'s variant. Built with stdout sent to stderr: on stdio,
-    stdout is the protocol's wire and a model-loading message there would corrupt it."""
-    with contextlib.redirect_stdout(sys.stderr):
-        return MemoryService.from_overrides(list(overrides), state_dir=state_dir)
-
-
-def main(argv: Sequence[str] | None = None, *, service: MemoryService | None = None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    try:
-        service = service or make_service(args.overrides, args.state_dir)
-    except (ServiceError, PipelineConfigError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    serve(service, args.transport, host=args.host, port=args.port)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -24,6 +24,7 @@ over one session.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import hashlib
 import json
 import os
@@ -194,6 +195,8 @@ class McpSystem:
             if "session" not in self._state:
                 try:
                     self._state["session"] = _Session(self._target(), self.timeout_s, self.connect_timeout_s)
+                    # Nothing in a run calls close(): at exit, the stdio server is stopped cleanly.
+                    atexit.register(self.close)
                 except SystemError_:
                     raise
                 except BaseException as err:  # noqa: BLE001 (the SDK raises ExceptionGroups, OSErrors...)

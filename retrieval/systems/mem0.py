@@ -24,6 +24,7 @@ default 0.1; 0 here, the lowest it accepts, so only negative cosines are dropped
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import logging
 import os
@@ -149,6 +150,7 @@ class Mem0System:
             memory = mem0.Memory.from_config(config)
         except Exception as err:  # mem0 raises ValueError, OSError, qdrant errors...
             raise SystemError_(f"mem0: cannot start with store {folder}: {err}") from err
+        atexit.register(self.close)  # nothing in a run calls close(): the temporary folder goes at exit
         guard = _ForbiddenLLM()
         memory.llm = guard
         self._state["llm"] = guard
