@@ -43,7 +43,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    args = parser().parse_args(argv)
+    args = parser().parse_intermixed_args(argv)  # overrides and options in any order
     import uvicorn
 
     from experiments.serve.http_face import Faults, make_app

@@ -26,6 +26,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from fastapi import FastAPI, Request  # at module level: FastAPI resolves the handlers' annotations here
+from fastapi.responses import Response
+from starlette.concurrency import run_in_threadpool
+
 from experiments.serve.service import MemoryService, ServiceError
 
 
@@ -56,10 +60,6 @@ class Faults:
 
 def make_app(service: MemoryService, faults: Faults | None = None) -> Any:
     """The FastAPI app serving `service` (with `faults`, for tests)."""
-    from fastapi import FastAPI, Request
-    from fastapi.responses import Response
-    from starlette.concurrency import run_in_threadpool
-
     faults = faults or Faults()
     app = FastAPI(title="memeval-serve", description="a memeval variant as a memory service")
 

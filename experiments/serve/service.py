@@ -163,9 +163,15 @@ class MemoryService:
             return {"stored": stored, "duplicates_refused": refused}
 
     def count(self, scope: Mapping[str, str]) -> int:
-        """Memories stored under the scope (what `wait_until_searchable` polls)."""
+        """Memories stored and searchable under the scope (what `wait_until_searchable` polls): the
+        variant's indexes of the scope are built before it answers, so a first search does not pay it."""
         with self._lock:
-            return len(self._scopes.get(scope_key(scope), _Scope()).memories)
+            state = self._scopes.get(scope_key(scope))
+            if state is None or not state.memories:
+                return 0
+            memories, version = tuple(state.memories), (scope_key(scope), state.version)
+        self._indexes(self.pipeline, version, memories)
+        return len(memories)
 
     def counts(self) -> dict[str, int]:
         """Lifetime counts: memories stored, duplicates refused, resets, searches (a restart keeps the
