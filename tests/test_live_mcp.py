@@ -80,6 +80,25 @@ def test_a_variant_served_over_mcp_stdio_scores_exactly_as_in_process(in_process
     _assert_same_run(tmp_path, metrics, reference_dir, reference)
 
 
+@pytest.mark.slow
+def test_beam_100k_conversation_1_over_mcp_stdio_scores_exactly_as_in_process(beam_100k, tmp_path):
+    suite = ["suite=beam", f"suite.path={beam_100k / '1'}", f"encoder.cache_dir={EMBEDDINGS}"]
+    reference = _run([*suite, "variant=hybrid", f"cache_dir={tmp_path / 'cache_in'}"], tmp_path / "in_process")
+    served = "[" + ",".join(f"'{a}'" for a in SERVED) + "]"
+    metrics = _run(
+        [
+            *suite,
+            "variant=system",
+            "system=mcp_memeval_serve",
+            f"system.adapter.args={served}",
+            "variant.name=hybrid",
+            f"cache_dir={tmp_path / 'cache_mcp'}",
+        ],
+        tmp_path / "mcp",
+    )
+    _assert_same_run(tmp_path / "mcp", metrics, tmp_path / "in_process", reference)
+
+
 @pytest.fixture
 def http_server(tmp_path):
     port = _free_port()
