@@ -57,7 +57,12 @@ def _assert_same_run(live_dir: Path, metrics: dict, reference_dir: Path, referen
 def in_process(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("in_process")
     return run_dir, _run(
-        ["suite=spark25", "variant=hybrid", f"cache_dir={run_dir / 'cache'}", f"encoder.cache_dir={EMBEDDINGS}"],
+        [
+            "suite=spark25",
+            "variant=hybrid",
+            f"cache_dir={run_dir / 'cache'}",
+            f"encoder.cache_dir={EMBEDDINGS}",
+        ],
         run_dir,
     )
 
@@ -83,7 +88,9 @@ def test_a_variant_served_over_mcp_stdio_scores_exactly_as_in_process(in_process
 @pytest.mark.slow
 def test_beam_100k_conversation_1_over_mcp_stdio_scores_exactly_as_in_process(beam_100k, tmp_path):
     suite = ["suite=beam", f"suite.path={beam_100k / '1'}", f"encoder.cache_dir={EMBEDDINGS}"]
-    reference = _run([*suite, "variant=hybrid", f"cache_dir={tmp_path / 'cache_in'}"], tmp_path / "in_process")
+    reference = _run(
+        [*suite, "variant=hybrid", f"cache_dir={tmp_path / 'cache_in'}"], tmp_path / "in_process"
+    )
     served = "[" + ",".join(f"'{a}'" for a in SERVED) + "]"
     metrics = _run(
         [
@@ -201,5 +208,10 @@ def test_a_bad_adapter_config_names_each_field():
     with pytest.raises(ValueError) as err:
         McpSystem(transport="stdio", tools={"search": {"name": "s"}, "forget": {"tool": "f"}})
     message = str(err.value)
-    for field in ("command", "tools.ingest: required", "tools.search: expected", "tools.forget: not an operation"):
+    for field in (
+        "command",
+        "tools.ingest: required",
+        "tools.search: expected",
+        "tools.forget: not an operation",
+    ):
         assert field in message, field

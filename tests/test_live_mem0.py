@@ -25,7 +25,9 @@ def test_scope_user_ids_are_distinct_and_whitespace_free():
 
 def test_unknown_override_is_refused_before_mem0_starts():
     system = Mem0System()
-    request = SearchRequest(query_id="q7", text="x", scope={"conversation": "c1"}, k=3, overrides={"boost": 1})
+    request = SearchRequest(
+        query_id="q7", text="x", scope={"conversation": "c1"}, k=3, overrides={"boost": 1}
+    )
     with pytest.raises(SystemError_, match=r"query 'q7'.*\['boost'\]"):
         system.search(request)
     assert "memory" not in system._state  # refused before any model or store was loaded
@@ -72,9 +74,10 @@ def test_mem0_ranks_like_memeval_dense_with_the_same_model(loaded):
     encoder = SentenceEncoder(cache_dir=None, show_progress=False)
     for q in suite.queries:
         memories = scopes[q.scope["conversation"]]
-        cosine = encoder.encode([m.text for m in memories], role="document") @ encoder.encode(
-            [q.text], role="query"
-        )[0]
+        cosine = (
+            encoder.encode([m.text for m in memories], role="document")
+            @ encoder.encode([q.text], role="query")[0]
+        )
         hits = system.search(SearchRequest(query_id=q.id, text=q.text, scope=q.scope, k=len(memories)))
         positive = [memories[i].id for i in np.argsort(-cosine) if cosine[i] > 0]
         assert [h.id for h in hits] == positive, q.id  # mem0 drops negative cosines (threshold 0)

@@ -31,7 +31,7 @@ def parser() -> argparse.ArgumentParser:
         "--mcp",
         choices=("stdio", "http"),
         default=None,
-        help="serve the MCP face instead (tools ingest/search/reset/count): over stdio, or streamable HTTP at /mcp",
+        help="serve the MCP face instead (tools ingest, search, reset, count): stdio, or HTTP at /mcp",
     )
     p.add_argument("--override-keys", default=None, help="YAML table config_override key -> stage field")
     faults = p.add_argument_group("fault injection (tests and benchmarks only)")
@@ -55,7 +55,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         keys = load_override_keys(args.override_keys) if args.override_keys else None
         with quiet:
-            service = MemoryService.from_overrides(args.overrides, override_keys=keys, state_dir=args.state_dir)
+            service = MemoryService.from_overrides(
+                args.overrides, override_keys=keys, state_dir=args.state_dir
+            )
     except (ServiceError, PipelineConfigError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)

@@ -1,4 +1,4 @@
-"""An MCP memory server as a `MemorySystem`: tools named and mapped in YAML (experiments/conf/system/mcp_*.yaml).
+"""An MCP memory server as a `MemorySystem`: tools named and mapped in YAML (conf/system/mcp_*.yaml).
 
     memeval-run variant=system system=mcp_memeval_serve
 
@@ -100,7 +100,7 @@ class _Session:
             self.loop.call_soon_threadsafe(self._stop.set)
             try:
                 self._owner.result(10.0)  # the client's context exits: the stdio subprocess ends
-            except BaseException:  # noqa: BLE001, S110 (closing: a failed exit must not hide the caller's error)
+            except Exception:  # noqa: BLE001, S110 (closing: a failed exit must not hide the caller's error)
                 pass
         if self.loop.is_running():
             self.loop.call_soon_threadsafe(self.loop.stop)
@@ -199,7 +199,7 @@ class McpSystem:
                     atexit.register(self.close)
                 except SystemError_:
                     raise
-                except BaseException as err:  # noqa: BLE001 (the SDK raises ExceptionGroups, OSErrors...)
+                except Exception as err:  # noqa: BLE001 (the SDK raises ExceptionGroups, OSErrors...)
                     raise SystemError_(
                         f"the MCP memory server ({self.transport}: {self._where()}) is not reachable: "
                         f"{_reason(err)} (nothing was run)"
@@ -218,8 +218,10 @@ class McpSystem:
             raise
         except (TimeoutError, FutureTimeout):
             self.stats.add("timeouts")
-            raise SystemError_(f"{what}: tool {spec['tool']!r} gave no answer within {self.timeout_s:g} s") from None
-        except BaseException as err:  # noqa: BLE001 (MCPError, a dead subprocess's stream errors...)
+            raise SystemError_(
+                f"{what}: tool {spec['tool']!r} gave no answer within {self.timeout_s:g} s"
+            ) from None
+        except Exception as err:  # noqa: BLE001 (MCPError, a dead subprocess's stream errors...)
             self.stats.add("errors")
             if "timed out" in str(err).lower():
                 self.stats.add("timeouts")
@@ -234,7 +236,9 @@ class McpSystem:
             return json.loads(text) if text.strip() else None
         except ValueError:
             self.stats.add("errors")
-            raise SystemError_(f"{what}: tool {spec['tool']!r} answered text that is not JSON: {text[:200]!r}") from None
+            raise SystemError_(
+                f"{what}: tool {spec['tool']!r} answered text that is not JSON: {text[:200]!r}"
+            ) from None
 
     # --- the MemorySystem protocol ------------------------------------------------------------------
 
@@ -244,8 +248,10 @@ class McpSystem:
             offered = self.session.tool_names()
         except SystemError_:
             raise
-        except BaseException as err:  # noqa: BLE001
-            raise SystemError_(f"the MCP memory server ({self._where()}) cannot list its tools: {_reason(err)}") from None
+        except Exception as err:  # noqa: BLE001
+            raise SystemError_(
+                f"the MCP memory server ({self._where()}) cannot list its tools: {_reason(err)}"
+            ) from None
         missing = sorted({str(s["tool"]) for s in self.tools.values()} - offered)
         if missing:
             raise SystemError_(
@@ -310,7 +316,9 @@ class McpSystem:
             if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))):
                 self.stats.add("errors")
                 raise SystemError_(f"{here}: JSON path {score_path!r} is not a number: {score!r}")
-            out.append(Hit(str(mid), None if score is None else float(score), None if text is None else str(text)))
+            out.append(
+                Hit(str(mid), None if score is None else float(score), None if text is None else str(text))
+            )
         return out
 
     def close(self) -> None:
