@@ -21,6 +21,7 @@ SCRIPTS = {
     "memeval-report": "usage: memeval-report",
     "memeval-train-reranker": "memeval-train-reranker: fine-tune a cross-encoder",
     "memeval-study": "memeval-study: run a study plan",
+    "memeval-serve": "usage: memeval-serve",
 }
 
 

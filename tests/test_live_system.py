@@ -41,8 +41,7 @@ class ServiceSystem:
         self.service.ingest(scope, [memory_record(m) for m in memories])
 
     def wait_until_searchable(self, scope: Mapping[str, str], memories: Sequence[Memory]) -> float:
-        assert self.service.count(scope) == len(memories)
-        return 0.0
+        return searchable(self.service, scope, len(memories))
 
     def search(self, request: SearchRequest) -> list[Hit]:
         self.searches += 1
@@ -53,6 +52,15 @@ class ServiceSystem:
 
     def close(self) -> None:
         pass
+
+
+def searchable(service: MemoryService, scope: Mapping[str, str], n: int) -> float:
+    """Poll the service's count until its n memories are searchable (it indexes in the background)."""
+    started = time.perf_counter()
+    while service.count(scope) < n:
+        assert time.perf_counter() - started < 60, f"scope {scope} not searchable in 60 s"
+        time.sleep(0.01)
+    return time.perf_counter() - started
 
 
 def _bm25_service() -> MemoryService:
@@ -212,6 +220,7 @@ def test_ingest_is_idempotent_by_id_and_counted_on_the_service(tmp_path):
     assert service.ingest(scope, records) == {"stored": 3, "duplicates_refused": 0}
     assert service.ingest(scope, records[:2]) == {"stored": 0, "duplicates_refused": 2}
     restarted = MemoryService(compose_config(["variant=bm25", "tracking=none"]), state_dir=tmp_path)
+    searchable(restarted, scope, 3)
     assert restarted.count(scope) == 3 and restarted.counts()["ingested"] == 3
     assert [h.id for h in restarted.search("alpha", scope, 5)] == ["a"]
 

@@ -10,8 +10,10 @@
     GET  /health              -> {"status": "ok", "variant", "stages", "counts"}
 
 Bodies are read and written with the stdlib json module (no model coercion), so a score crosses the
-wire as its shortest repr and reads back as the same float. A search runs in a worker thread, so
-searches are served concurrently. A refused request answers 400 with the reason.
+wire as its shortest repr and reads back as the same float. Requests are answered one at a time on
+the event loop (a search is ~1 ms of CPU; a scope's index is built in the background after ingest);
+the test fault delay is an asynchronous wait, so delayed searches overlap as a slow service's would.
+A refused request answers 400 with the reason.
 
 Fault injection, for tests and benchmarks only (`Faults`): reject a fraction of requests with 429 and a
 `Retry-After`, and delay every search, as a rate-limited or slow production service would.
@@ -19,16 +21,15 @@ Fault injection, for tests and benchmarks only (`Faults`): reject a fraction of 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import FastAPI, Request  # at module level: FastAPI resolves the handlers' annotations here
 from fastapi.responses import Response
-from starlette.concurrency import run_in_threadpool
 
 from experiments.serve.service import MemoryService, ServiceError
 
@@ -68,6 +69,7 @@ def make_app(service: MemoryService, faults: Faults | None = None) -> Any:
         return Response(body, status_code=status, media_type="application/json", headers=headers)
 
     async def handle(request: Request, work: Any, *, search: bool = False) -> Response:
+        raw = await request.body()  # read first: a kept-alive connection must be left clean
         if faults.reject():
             return answer(
                 {"error": "rate limited (test fault injection)"},
@@ -75,12 +77,15 @@ def make_app(service: MemoryService, faults: Faults | None = None) -> Any:
                 {"Retry-After": f"{faults.retry_after_s:g}"},
             )
         try:
-            body = json.loads(await request.body() or b"{}")
+            body = json.loads(raw or b"{}")
             if not isinstance(body, dict):
                 raise ServiceError("the request body must be a JSON object")
             if search and faults.search_delay_ms:
-                await run_in_threadpool(time.sleep, faults.search_delay_ms / 1000)
-            return answer(await run_in_threadpool(work, body))
+                await asyncio.sleep(faults.search_delay_ms / 1000)  # a slow service, waiting concurrently
+            # Inline, not in a worker thread: a search is ~1 ms of CPU under the GIL either way, and the
+            # thread hop cost more than that on a loaded machine (reports/benchmarks/live_system.md).
+            # Index builds run in the background (service.count), so nothing here waits on one.
+            return answer(work(body))
         except (ServiceError, ValueError, KeyError, TypeError) as err:
             return answer({"error": f"{type(err).__name__}: {err}"}, 400)
 

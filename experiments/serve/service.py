@@ -114,10 +114,12 @@ class MemoryService:
         # Stages, corpora and channel indexes shared between the pipelines of different overrides.
         self._memo = ProcessMemo(max_entries=256)
         self._pipelines: OrderedDict[str, Pipeline] = OrderedDict()
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # the stored memories and counts
+        self._build_lock = threading.Lock()  # corpora and channel indexes: one build at a time
         self.pipeline = self._pipeline({})  # the variant as configured: a bad variant fails at start
         self._scopes: dict[str, _Scope] = {}
         self._changes = itertools.count(1)  # each change of a scope's content gets a new number
+        self._building: set[tuple] = set()  # scope contents whose indexes are being built (`count`)
         self._counts = {"ingested": 0, "duplicates_refused": 0, "resets": 0, "searches": 0}
         self._log: Path | None = None
         if state_dir is not None:
@@ -147,15 +149,17 @@ class MemoryService:
         memories = [memory_from_record(r, scope) for r in records]  # all checked before any is stored
         with self._lock:
             state = self._scopes.setdefault(scope_key(scope), _Scope())
-            stored = refused = 0
+            refused = 0
+            accepted = []
             for record, memory in zip(records, memories, strict=True):
                 if memory.id in state.ids:
                     refused += 1
                     continue
                 state.ids.add(memory.id)
                 state.memories.append(memory)
-                stored += 1
-                self._append({"op": "ingest", "scope": dict(scope), "record": dict(record)})
+                accepted.append({"op": "ingest", "scope": dict(scope), "record": dict(record)})
+            stored = len(accepted)
+            self._append(*accepted)
             if stored:
                 state.version = next(self._changes)
             self._counts["ingested"] += stored
@@ -163,15 +167,38 @@ class MemoryService:
             return {"stored": stored, "duplicates_refused": refused}
 
     def count(self, scope: Mapping[str, str]) -> int:
-        """Memories stored and searchable under the scope (what `wait_until_searchable` polls): the
-        variant's indexes of the scope are built before it answers, so a first search does not pay it."""
+        """Memories searchable under the scope (what `wait_until_searchable` polls): 0 until the variant's
+        indexes of the scope's current content are built. The first call starts that build in the
+        background, so a poll never waits on it (a cold embedding of a scope can take minutes)."""
         with self._lock:
             state = self._scopes.get(scope_key(scope))
             if state is None or not state.memories:
                 return 0
             memories, version = tuple(state.memories), (scope_key(scope), state.version)
-        self._indexes(self.pipeline, version, memories)
-        return len(memories)
+            if self._built(self.pipeline, version):
+                return len(memories)
+            if version in self._building:
+                return 0
+            self._building.add(version)
+
+        def build() -> None:
+            try:
+                self._indexes(self.pipeline, version, memories)
+            finally:
+                with self._lock:
+                    self._building.discard(version)
+
+        threading.Thread(target=build, name="memeval-serve-index", daemon=True).start()
+        return 0
+
+    def _built(self, pipeline: Pipeline, version: tuple) -> bool:
+        ingest = tuple(s.fingerprint() for s in pipeline.ingest)
+        if self._memo.get("corpus", (version, ingest)) is None:
+            return False
+        return all(
+            self._memo.get("index", (version, ingest, r.fingerprint())) is not None
+            for r in pipeline.retrievers
+        )
 
     def counts(self) -> dict[str, int]:
         """Lifetime counts: memories stored, duplicates refused, resets, searches (a restart keeps the
@@ -179,11 +206,12 @@ class MemoryService:
         with self._lock:
             return dict(self._counts)
 
-    def _append(self, entry: dict[str, Any]) -> None:
-        if self._log is None:
+    def _append(self, *entries: dict[str, Any]) -> None:
+        """Log changes (one write and fsync per request) before the request is answered."""
+        if self._log is None or not entries:
             return
         with open(self._log, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(entry, sort_keys=True) + "\n")
+            fh.write("".join(json.dumps(entry, sort_keys=True) + "\n" for entry in entries))
             fh.flush()
             os.fsync(fh.fileno())
 
@@ -252,7 +280,7 @@ class MemoryService:
     ) -> tuple[Corpus, dict]:
         """The scope's ingested corpus and channel indexes, built once per scope content and stage config."""
         ingest = tuple(s.fingerprint() for s in pipeline.ingest)
-        with self._lock:  # one build at a time: concurrent first searches of a scope share it
+        with self._build_lock:  # one build at a time: concurrent first searches of a scope share it
             corpus = self._memo.get_or_make(
                 "corpus", (version, ingest), lambda: Corpus(tuple(pipeline.ingest_memories(memories)))
             )

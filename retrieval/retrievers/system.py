@@ -74,7 +74,7 @@ class _SystemIndex:
         self._stats_before = stats.snapshot() if stats is not None else None
         self._answers: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._latency: dict[str, float] = {}
-        self._words: dict[str, list[int]] = {}
+        self._texts: dict[str, list[str | None]] = {}
         self._problems = {"unknown_ids": 0, "scope_leaks": 0, "duplicate_ids": 0, "hits_without_text": 0}
         self._unknown_examples: list[str] = []
         self._lock = threading.Lock()
@@ -110,14 +110,15 @@ class _SystemIndex:
         with self._lock:
             self._answers[query.id] = answer
             self._latency[query.id] = elapsed
-            self._words[query.id] = texts
+            self._texts[query.id] = texts
 
     def _to_candidates(
         self, query: Query, hits: Sequence[Hit]
-    ) -> tuple[tuple[np.ndarray, np.ndarray], list[int]]:
+    ) -> tuple[tuple[np.ndarray, np.ndarray], list[str | None]]:
         index: list[int] = []
         scores: list[float] = []
-        texts: list[int] = []
+        texts: list[str | None] = []  # kept as they came: words are counted at the suite's k only
+        scope = query.scope_key
         seen: set[int] = set()
         problems = dict.fromkeys(self._problems, 0)
         for rank, hit in enumerate(hits[: self._retriever.top_n], 1):
@@ -127,7 +128,7 @@ class _SystemIndex:
                 if len(self._unknown_examples) < 5:
                     self._unknown_examples.append(f"{query.id}: {hit.id}")
                 continue
-            if self._scope_of[position] != query.scope_key:
+            if self._scope_of[position] != scope:
                 problems["scope_leaks"] += 1
                 continue
             if position in seen:
@@ -137,7 +138,7 @@ class _SystemIndex:
             index.append(position)
             # A system that gives no score: its order is its ranking (1/rank keeps it for fusion).
             scores.append(float(hit.score) if hit.score is not None else 1.0 / rank)
-            texts.append(words(hit.text))
+            texts.append(hit.text)
             problems["hits_without_text"] += hit.text is None
         with self._lock:
             for name, n in problems.items():
@@ -191,7 +192,7 @@ class _SystemIndex:
             },
             **self._problems,
             "unknown_id_examples": list(self._unknown_examples),
-            "words_per_query": {q: list(w) for q, w in self._words.items()},
+            "texts_per_query": dict(self._texts),  # reduced to words at k by `cost_section`
         }
         if self._recorded is not None:
             recorded = np.array(self._recorded.recorded_latency_ms(), dtype=np.float64)
@@ -208,8 +209,9 @@ class _SystemIndex:
 def cost_section(report: Mapping[str, Any], k: int) -> dict[str, Any]:
     """The `system` section of metrics.json from a channel's `report()`: per-query lists reduced, the
     returned texts' words at the suite's cutoff k (mean and p95 per query), and a plain-words summary."""
-    words_at_k = np.array([sum(w[:k]) for w in report.get("words_per_query", {}).values()], dtype=np.float64)
-    out = {key: value for key, value in report.items() if key != "words_per_query"}
+    texts = report.get("texts_per_query", {}).values()
+    words_at_k = np.array([sum(words(t) for t in top[:k]) for top in texts], dtype=np.float64)
+    out = {key: value for key, value in report.items() if key != "texts_per_query"}
     out["k"] = k
     out["returned_words_at_k_mean"] = float(words_at_k.mean()) if len(words_at_k) else None
     out["returned_words_at_k_p95"] = float(np.percentile(words_at_k, 95)) if len(words_at_k) else None

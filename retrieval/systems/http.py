@@ -20,8 +20,9 @@ Headers may hold secrets as `{env:NAME}`: read from the environment at request t
 the adapter's fingerprint, a log line, an error, the run's config or a cassette (the config holds the
 placeholder, not the value).
 
-Transport: stdlib `http.client`, one connection per request (loopback costs ~0.1 ms; a killed and
-restarted service needs no reconnect logic). A request is retried (`retries` times, exponential backoff
+Transport: stdlib `http.client`, a kept-alive connection per thread (remade after any failure; a kept
+connection the service closed while idle is remade and the request re-sent at once, not counted as a
+retry). A request is retried (`retries` times, exponential backoff
 from `backoff_s`, capped at `max_backoff_s`) on a connection error, a timeout, 429 and 5xx; a
 `Retry-After` header (seconds) is honoured. Ingest carries the suite's ids, so a retried ingest never
 stores a memory twice (the service refuses ids it holds). Counts go to `stats` (retrieval/systems/stats.py).
@@ -29,11 +30,14 @@ stores a memory twice (the service refuses ids it holds). Counts go to `stats` (
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import http.client
 import json
 import os
 import re
+import socket
+import threading
 import time
 import urllib.parse
 from collections.abc import Mapping, Sequence
@@ -47,6 +51,10 @@ from retrieval.types import Memory
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_.]*)\}")
 _ENV = re.compile(r"\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
 _RETRY_STATUS = {429, 500, 502, 503, 504}
+# Kept-alive connections, one per thread and adapter: the retriever asks from a pool of threads, and an
+# http.client connection is not thread-safe. A killed and restarted service costs one failed attempt
+# (counted and retried), after which a new connection is made.
+_CONNECTIONS = threading.local()
 ENDPOINTS = ("search", "ingest", "reset", "count", "health")
 
 
@@ -76,10 +84,15 @@ def _text(value: Any) -> str:
     return "" if value is None else value if isinstance(value, str) else json.dumps(value)
 
 
+@functools.lru_cache(maxsize=256)
+def _path_parts(path: str) -> tuple[str, ...]:
+    return tuple(re.findall(r"[^.\[\]]+|\[\d+\]", path))
+
+
 def read_path(document: Any, path: str, where: str) -> Any:
     """The value at a dotted JSON path (`data.results[0].id`); missing -> SystemError_ naming it."""
     value = document
-    for part in re.findall(r"[^.\[\]]+|\[\d+\]", path):
+    for part in _path_parts(path):
         if part.startswith("["):
             i = int(part[1:-1])
             if not isinstance(value, list) or i >= len(value):
@@ -168,6 +181,49 @@ class HttpSystem:
 
     # --- transport --------------------------------------------------------------------------------
 
+    def _connection(self, url: urllib.parse.SplitResult) -> http.client.HTTPConnection:
+        """This thread's kept-alive connection to the service (made on first use, or after a failure)."""
+        connection = getattr(_CONNECTIONS, "by_adapter", {}).get(id(self))
+        if connection is None:
+            kind = http.client.HTTPSConnection if url.scheme == "https" else http.client.HTTPConnection
+            connection = kind(url.hostname, url.port, timeout=self.timeout_s)
+            connection.connect()
+            # No Nagle delay: a request is small and its answer is awaited at once.
+            connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if not hasattr(_CONNECTIONS, "by_adapter"):
+                _CONNECTIONS.by_adapter = {}
+            _CONNECTIONS.by_adapter[id(self)] = connection
+        return connection
+
+    def _exchange(
+        self, url: urllib.parse.SplitResult, method: str, path: str, data: bytes | None, headers: dict
+    ) -> tuple[int, bytes, str | None]:
+        """One request and its answer: (status, body, Retry-After)."""
+        for fresh in (False, True):
+            reused = not fresh and id(self) in getattr(_CONNECTIONS, "by_adapter", {})
+            connection = self._connection(url)
+            try:
+                connection.request(method, path, body=data, headers=headers)
+                response = connection.getresponse()
+                payload = response.read()
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+                self._drop_connection()
+                if reused:  # the service closed the idle kept-alive connection: send again, fresh
+                    continue
+                raise
+            except BaseException:
+                self._drop_connection()  # a failed exchange leaves the connection unusable
+                raise
+            if response.will_close:
+                self._drop_connection()
+            return response.status, payload, response.getheader("Retry-After")
+        raise AssertionError("unreachable")
+
+    def _drop_connection(self) -> None:
+        connection = getattr(_CONNECTIONS, "by_adapter", {}).pop(id(self), None)
+        if connection is not None:
+            connection.close()
+
     def _headers(self) -> dict[str, str]:
         out = {"Content-Type": "application/json", "Accept": "application/json"}
         for name, template in self.headers.items():
@@ -193,18 +249,7 @@ class HttpSystem:
             self.stats.add("requests")
             wait = None
             try:
-                connection_type = (
-                    http.client.HTTPSConnection if url.scheme == "https" else http.client.HTTPConnection
-                )
-                connection = connection_type(url.hostname, url.port, timeout=self.timeout_s)
-                try:
-                    connection.request(method, path, body=data, headers=headers)
-                    response = connection.getresponse()
-                    payload = response.read()
-                    status = response.status
-                    retry_after = response.getheader("Retry-After")
-                finally:
-                    connection.close()
+                status, payload, retry_after = self._exchange(url, method, path, data, headers)
             except TimeoutError:
                 self.stats.add("timeouts")
                 problem = f"{what}: no answer within {self.timeout_s:g} s from {self.base_url}{path}"
@@ -331,4 +376,5 @@ class HttpSystem:
         return out
 
     def close(self) -> None:
-        """Nothing held: one connection per request."""
+        """Close this thread's connection (the pool threads' connections close with their threads)."""
+        self._drop_connection()
