@@ -86,6 +86,41 @@ def test_a_variant_served_over_mcp_stdio_scores_exactly_as_in_process(in_process
 
 
 @pytest.mark.slow
+def test_recorded_over_mcp_then_replayed_with_no_server_is_byte_identical(in_process, tmp_path):
+    reference_dir, reference = in_process
+    cassette = tmp_path / "mcp.cassette.jsonl"
+    args = "[" + ",".join(f"'{a}'" for a in SERVED) + "]"
+    common = ["suite=spark25", "variant=system", "system=mcp_memeval_serve", "variant.name=hybrid"]
+    _run(
+        [
+            *common,
+            f"system.adapter.args={args}",
+            "system.mode=record",
+            f"system.cassette={cassette}",
+            f"cache_dir={tmp_path / 'cache_rec'}",
+        ],
+        tmp_path / "record",
+    )
+    # No server can start: the command does not exist, so every answer must come from the cassette.
+    metrics = _run(
+        [
+            *common,
+            "system.adapter.command=[/nonexistent/mcp-server]",
+            "system.adapter.args=[]",
+            "system.mode=replay",
+            f"system.cassette={cassette}",
+            f"cache_dir={tmp_path / 'cache_rep'}",
+        ],
+        tmp_path / "replay",
+    )
+    assert (tmp_path / "replay" / "run.trec").read_bytes() == (reference_dir / "run.trec").read_bytes()
+    assert metrics["system"]["cassette"]["answered_live"] == 0
+    # every search, and the reset, ingest and count of each scope
+    assert metrics["system"]["cassette"]["answered_from_cassette"] > metrics["n_queries"]
+    assert metrics["overall"]["nDCG@10"] == reference["overall"]["nDCG@10"]
+
+
+@pytest.mark.slow
 def test_beam_100k_conversation_1_over_mcp_stdio_scores_exactly_as_in_process(beam_100k, tmp_path):
     suite = ["suite=beam", f"suite.path={beam_100k / '1'}", f"encoder.cache_dir={EMBEDDINGS}"]
     reference = _run(
