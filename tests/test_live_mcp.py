@@ -9,6 +9,7 @@ suite ids back, scopes apart, a refused request named, a server that is not ther
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import socket
@@ -223,6 +224,15 @@ def test_the_adapter_returns_suite_ids_within_scope_and_names_refusals(dense_ove
     with pytest.raises(SystemError_, match=r"query q9: tool 'search' answered an error: .*'nope'"):
         system.search(bad)
     assert system.stats.snapshot()["errors"] == before + 1
+    # A result mapping that does not fit the answer names the query and the JSON path.
+    misread = dataclasses.replace(system, results={"hits": "results", "id": "memory_id"})  # its own server
+    try:
+        query = suite.queries[0]
+        misread.ingest(query.scope, [m for m in suite.memories if m.scope == query.scope])
+        with pytest.raises(SystemError_, match=rf"query {query.id}, result 0: JSON path 'memory_id'"):
+            misread.search(SearchRequest(query_id=query.id, text=query.text, scope=query.scope, k=3))
+    finally:
+        misread.close()
 
 
 def test_a_server_that_is_not_there_is_an_error_at_start():
