@@ -2,6 +2,7 @@
 
     memeval-serve variant=exp05 --port 8000
     memeval-serve variant=hybrid --port 8000 --state-dir /tmp/serve-state     # survives a restart
+    memeval-serve --mcp stdio variant=dense       # the MCP face instead (experiments/serve/mcp_app.py)
 
 Positional arguments are `memeval-run` config overrides (variant=..., stage.x.y=..., cache_dir=...): the
 served variant is the one `memeval-run <overrides>` would score, so a served run gives the in-process
@@ -12,6 +13,7 @@ benchmarks only. Exit 2 on a bad config (nothing served).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from collections.abc import Sequence
 
@@ -25,6 +27,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--state-dir", default=None, help="keep stored memories here across restarts")
+    p.add_argument(
+        "--mcp",
+        choices=("stdio", "http"),
+        default=None,
+        help="serve the MCP face instead (tools ingest, search, reset, count): stdio, or HTTP at /mcp",
+    )
     p.add_argument("--override-keys", default=None, help="YAML table config_override key -> stage field")
     faults = p.add_argument_group("fault injection (tests and benchmarks only)")
     faults.add_argument("--reject-fraction", type=float, default=0.0, help="answer this share with 429")
@@ -42,9 +50,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     from experiments.serve.service import MemoryService, ServiceError, load_override_keys
     from retrieval.pipeline import PipelineConfigError
 
+    # On MCP's stdio, stdout is the protocol's wire: whatever building the service prints goes to stderr.
+    quiet = contextlib.redirect_stdout(sys.stderr) if args.mcp == "stdio" else contextlib.nullcontext()
     try:
         keys = load_override_keys(args.override_keys) if args.override_keys else None
-        service = MemoryService.from_overrides(args.overrides, override_keys=keys, state_dir=args.state_dir)
+        with quiet:
+            service = MemoryService.from_overrides(
+                args.overrides, override_keys=keys, state_dir=args.state_dir
+            )
     except (ServiceError, PipelineConfigError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
@@ -53,6 +66,11 @@ def main(argv: Sequence[str] | None = None) -> None:
             print(f"error: {err}", file=sys.stderr)
             sys.exit(2)
         raise
+    if args.mcp:
+        from experiments.serve.mcp_app import serve
+
+        serve(service, args.mcp, host=args.host, port=args.port)
+        return
     faults = Faults(args.reject_fraction, args.retry_after, args.search_delay_ms, args.fault_seed)
     described = service.describe()
     print(
