@@ -9,7 +9,7 @@ gated metrics, their absolute floors, the largest tolerated drop of the mean, an
 The baseline (reports/baselines/<gate>-<variant>.json) holds the per-query values of the gated
 metrics plus the suite hash, config and commit they came from. The gate fails (exit 1) when a mean
 is under its floor, drops by more than the tolerance, or drops significantly (paired test from
-`experiments.statistics`, Holm across the gated metrics); it never writes its own baseline.
+`experiments.evaluate.statistics`, Holm across the gated metrics); it never writes its own baseline.
 Exit 2: the gate cannot judge (baseline for another suite version, missing files, bad config).
 """
 
@@ -31,11 +31,11 @@ import pandas as pd
 import yaml
 
 from experiments import PROJECT_ROOT
-from experiments.configs import CONF_DIR, compose_config
-from experiments.metrics import parse_metric
-from experiments.runs import RunError, RunRecord, load_run_dir
-from experiments.statistics import compare, holm
-from experiments.tracking import git_commit
+from experiments.evaluate.metrics import parse_metric
+from experiments.evaluate.statistics import compare, holm
+from experiments.run.compose import CONF_DIR, compose_config
+from experiments.track.finished_runs import RunError, RunRecord, load_run_dir
+from experiments.track.mlflow_tracker import git_commit
 from retrieval.encoder import ModelNotFoundError
 
 BASELINE_ENV = "MEMEVAL_BASELINE_DIR"
@@ -351,7 +351,7 @@ def run_variant(gate: GateConfig, variant: str, overrides: Sequence[str], out_di
     answering for this one (`resume` off), whatever the overrides say. The embedding cache stays where
     it was: its key is complete (model weights, library versions, code, role, prompt, text).
     """
-    from experiments.run import run_experiment
+    from experiments.run.app import run_experiment
 
     fixed = [*gate.overrides, f"variant={variant}", "tracking=none", "progress=false"]
     cfg = compose_config([*fixed, *overrides])
@@ -385,7 +385,7 @@ def check_baseline_before_running(
             f"no baseline {path} for gate {gate.name!r} and variant {variant!r}; write one on purpose with "
             f"`memeval-gate {gate.name} {variant} --refresh`, or name one with --baseline"
         )
-    from experiments.run import load_suite_from_config
+    from experiments.run.app import load_suite_from_config
 
     expected = Baseline.load(path).suite_hash
     cfg = compose_config([*gate.overrides, f"variant={variant}", "tracking=none", *overrides])

@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from experiments.evaluate import evaluate
-from experiments.sweeps import code_version, finished_on_disk, record_finished
+from experiments.evaluate.table import evaluate
+from experiments.run.resume import code_version, finished_on_disk, record_finished
 from retrieval import cache_io
 from retrieval.cache_io import CacheWarning
 from retrieval.code_version import library_versions, source_hash
@@ -202,7 +202,7 @@ def compose(*overrides: str):
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
-    from experiments.configs import CONF_DIR
+    from experiments.run.compose import CONF_DIR
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         base = ["suite=spark25", "variant=bm25", "tracking=none", "progress=false"]
@@ -210,7 +210,7 @@ def compose(*overrides: str):
 
 
 def test_an_unwritable_cache_dir_warns_and_the_run_still_writes_its_results(tmp_path):
-    from experiments.run import run_experiment
+    from experiments.run.app import run_experiment
 
     blocker = tmp_path / "not_a_folder"
     blocker.write_text("a file where the cache folder should be")
@@ -262,7 +262,7 @@ def test_reused_rank_levels_of_the_process_memo_are_not_timed_again():
 
 
 def test_a_second_run_with_the_same_cache_states_what_came_from_it(tmp_path):
-    from experiments.run import run_experiment
+    from experiments.run.app import run_experiment
 
     cfg = compose(f"cache_dir={tmp_path / 'cache'}", "resume=false")
     run_experiment(cfg, tmp_path / "first")

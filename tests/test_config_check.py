@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from experiments.config_check import ConfigError, check_config
-from experiments.configs import CONF_DIR, compose_config
-from experiments.run import build_pipeline, run_experiment
-from experiments.sweeps import config_hash
+from experiments.run.app import build_pipeline, run_experiment
+from experiments.run.compose import CONF_DIR, compose_config
+from experiments.run.config_check import ConfigError, check_config
+from experiments.run.resume import config_hash
 from retrieval.fusion import RRFFusion
 from retrieval.pipeline import PipelineConfigError
 from retrieval.retrievers.bm25 import BM25Retriever

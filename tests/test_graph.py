@@ -8,7 +8,7 @@ from types import MappingProxyType
 
 import pytest
 
-from experiments.evaluate import evaluate
+from experiments.evaluate.table import evaluate
 from experiments.suites.generators.graph_synth import graph_synth
 from experiments.suites.jsonl import load_suite, save_suite
 from experiments.suites.suite import SuiteError

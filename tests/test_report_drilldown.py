@@ -12,17 +12,17 @@ from types import MappingProxyType
 import numpy as np
 import pytest
 
-from experiments.configs import compose_config
-from experiments.ranking import read_ranking, saved_depth, write_ranking
 from experiments.report import build_report
 from experiments.report.analysis import build_comparison
 from experiments.report.cli import main
 from experiments.report.drilldown import DrilldownOptions, clip, visible
-from experiments.runs import RunError, load_run_dir
+from experiments.run.compose import compose_config
+from experiments.run.ranking import read_ranking, saved_depth, write_ranking
+from experiments.run.trec import read_run
 from experiments.study import PlanError, load_plan
 from experiments.suites.jsonl import save_suite
 from experiments.suites.suite import Suite
-from experiments.trec import read_run
+from experiments.track.finished_runs import RunError, load_run_dir
 from retrieval.types import Memory, Query, RankedList
 from tests.test_report import TOPICS, run
 
@@ -236,7 +236,7 @@ def test_primary_metric_comes_from_the_plan_or_cli_then_the_suite_then_the_first
 
 
 def test_a_bad_suite_primary_is_a_config_error():
-    from experiments.config_check import suite_problems
+    from experiments.run.config_check import suite_problems
 
     cfg = compose_config(["suite=spark25", "suite.primary=P@0"])
     assert any(p.startswith("suite.primary") for p in suite_problems(cfg))

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
 
-from experiments.configs import CONF_DIR
-from experiments.sweeps import config_hash, finished_on_disk, record_finished, resume_enabled
+from experiments.run.compose import CONF_DIR
+from experiments.run.resume import config_hash, finished_on_disk, record_finished, resume_enabled
 from retrieval.pipeline import Pipeline, ProcessMemo
 from retrieval.retrievers.bm25 import BM25Retriever
 from retrieval.stage import RankStage
@@ -47,7 +47,7 @@ def test_config_hash_ignores_key_order_and_nested_progress_flags():
 
 def test_config_hash_is_the_same_in_another_process():
     code = (
-        "from hydra import compose, initialize_config_dir; from experiments.sweeps import config_hash\n"
+        "from hydra import compose, initialize_config_dir; from experiments.run.resume import config_hash\n"
         f"with initialize_config_dir(config_dir={str(CONF_DIR)!r}, version_base='1.3'):\n"
         "    print(config_hash(compose(config_name='config', overrides=['variant=bm25'])))"
     )

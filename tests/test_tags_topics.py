@@ -6,7 +6,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from experiments.configs import CONF_DIR
+from experiments.run.compose import CONF_DIR
 from retrieval.stages.topic_tags import TopicTags
 from retrieval.types import Memory
 

@@ -7,7 +7,7 @@ from types import MappingProxyType
 import numpy as np
 import pytest
 
-from experiments.configs import CONF_DIR
+from experiments.run.compose import CONF_DIR
 from experiments.suites.generators.tiered_synth import tiered_synth
 from retrieval.pipeline import Pipeline
 from retrieval.retrievers.bm25 import BM25Retriever

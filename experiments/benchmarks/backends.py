@@ -43,7 +43,7 @@ from experiments.benchmarks.pipeline import (
     wait_for_quiet,
     wait_note,
 )
-from experiments.run import load_suite_from_config
+from experiments.run.app import load_suite_from_config
 from retrieval.encoder import MINILM, resolve_model_path
 
 BACKENDS = ("torch", "onnx-int8", "onnx", "openvino", "openvino-int8")
@@ -63,7 +63,7 @@ def timed(fn):
 
 
 def compose(overrides: list[str]):
-    from experiments.configs import compose_config
+    from experiments.run.compose import compose_config
 
     return compose_config(["suite=beam", "tracking=none", "progress=false", *SUITE_OVERRIDES, *overrides])
 
@@ -130,7 +130,7 @@ def dense_quality(backend: str, work: Path) -> dict[str, Any]:
 
 def evaluate(cfg, pipeline) -> dict[str, Any]:
 
-    from experiments.metrics import per_query
+    from experiments.evaluate.metrics import per_query
 
     suite = load_suite_from_config(cfg, memoise=True)
     output, wall, cpu = timed(
@@ -236,8 +236,8 @@ def spark_latency(backend: str, suite_path: str | None = None) -> dict[str, Any]
     the whole `Pipeline.run` call."""
     from dataclasses import replace
 
-    from experiments.configs import compose_config
-    from experiments.metrics import per_query
+    from experiments.evaluate.metrics import per_query
+    from experiments.run.compose import compose_config
     from retrieval.pipeline import Pipeline, ProcessMemo
 
     overrides = ["suite=spark25", "variant=spark_phase3", "tracking=none", "progress=false"]

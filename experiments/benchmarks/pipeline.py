@@ -48,7 +48,7 @@ import numpy as np
 
 from experiments import PROJECT_ROOT
 from experiments.benchmarks.pipeline_report import VARIANTS, write_report
-from experiments.configs import CONF_DIR
+from experiments.run.compose import CONF_DIR
 
 REPO = PROJECT_ROOT
 TRAINED_CE = REPO / "models" / "cross-encoder-beam500k"
@@ -435,10 +435,11 @@ def measure(
 
 # ------------------------------------------------------------------------------------------ metrics
 def metrics_vs_ir_measures(n_queries: int = 10_000, depth: int = 100, seed: int = 0) -> dict[str, Any]:
-    """One seeded graded run of `n_queries` queries: time and compare experiments.metrics and ir_measures."""
+    """One seeded graded run of `n_queries` queries: time and compare experiments.evaluate.metrics and
+    ir_measures."""
     import ir_measures
 
-    from experiments.metrics import per_query
+    from experiments.evaluate.metrics import per_query
 
     rng = np.random.default_rng(seed)
     qrels, run, scored = {}, {}, {}

@@ -2,7 +2,7 @@
 
 Runs come in as `RunRecord`s (run directories or MLflow runs); this module names them, finds the
 numeric parameter a sweep varied, picks the baseline, and computes every table the report shows:
-means with significance marks (paired test from `experiments.statistics`, Holm across all the
+means with significance marks (paired test from `experiments.evaluate.statistics`, Holm across all the
 comparisons of the report), per-label deltas, per-query wins and losses, latency and provenance.
 Plots and rendering live in `plots.py` and `render.py`.
 """
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from experiments.runs import RunError, RunRecord
-from experiments.statistics import bootstrap_ci, compare, holm, paired_randomization_test
+from experiments.evaluate.statistics import bootstrap_ci, compare, holm, paired_randomization_test
+from experiments.track.finished_runs import RunError, RunRecord
 
 # Params that say where or how a run was executed, not what was measured.
 _IGNORED_PARAM_PREFIXES = (

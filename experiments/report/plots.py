@@ -18,7 +18,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from experiments.report.analysis import Comparison  # noqa: E402
-from experiments.runs import higher_is_better  # noqa: E402
+from experiments.track.finished_runs import higher_is_better  # noqa: E402
 
 
 def _png(fig: plt.Figure) -> bytes:

@@ -33,7 +33,7 @@ def _demote(markdown: str, levels: int = 2) -> str:
 
 def variants_list(root: Path = ROOT) -> str:
     rows = ["| variant | what it is |", "|---|---|"]
-    for path in sorted((root / "experiments" / "conf" / "variant").glob("*.yaml")):
+    for path in sorted((root / "conf" / "variant").glob("*.yaml")):
         comments = [
             ln.lstrip("# ").strip()
             for ln in path.read_text().splitlines()

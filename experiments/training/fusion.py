@@ -26,9 +26,9 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.metrics import per_query
+from experiments.evaluate.metrics import per_query
 from experiments.suites.suite import Suite, SuiteError
-from experiments.tracking import git_commit
+from experiments.track.mlflow_tracker import git_commit
 from experiments.training.reranker import split_by_conversation
 from retrieval.encoder import ModelNotFoundError
 from retrieval.fusion_model import LinearFusionModel, fusion_features, source_columns
@@ -136,7 +136,7 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     return provenance
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="train_fusion")
+@hydra.main(version_base="1.3", config_path="pkg://experiments.conf", config_name="train_fusion")
 def main(cfg: DictConfig) -> float:
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     try:

@@ -40,10 +40,10 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
-from experiments.configs import answer_help
-from experiments.metrics import per_query
+from experiments.evaluate.metrics import per_query
+from experiments.run.compose import answer_help
 from experiments.suites.suite import Suite, SuiteError
-from experiments.tracking import MlflowTracker, TrackingError, flatten, git_commit
+from experiments.track.mlflow_tracker import MlflowTracker, TrackingError, flatten, git_commit
 from retrieval.encoder import EXPORT_DIR, resolve_model_path
 from retrieval.pipeline import CandidateCache, Pipeline, PipelineConfigError
 from retrieval.types import Query
@@ -335,7 +335,7 @@ def _log(cfg: DictConfig, summary: dict[str, Any], run_dir: Path) -> None:
     print(f"MLflow run {run_id} in {tracker.experiment}")
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="train_reranker")
+@hydra.main(version_base="1.3", config_path="pkg://experiments.conf", config_name="train_reranker")
 def run_app(cfg: DictConfig) -> float:
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     try:

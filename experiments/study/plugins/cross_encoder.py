@@ -1,4 +1,4 @@
-"""Report sections of the cross-encoder study (experiments/conf/study/cross_encoder.yaml).
+"""Report sections of the cross-encoder study (conf/study/cross_encoder.yaml).
 
 `rerank_model`: what the reranker is: its training record (models/<name>/training.json, written by
 `memeval-train-reranker`): suite, pairs, steps, why training stopped, validation curve.

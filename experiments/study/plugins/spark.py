@@ -1,4 +1,4 @@
-"""Report section of the spark25 phases study (experiments/conf/study/spark25_phases.yaml).
+"""Report section of the spark25 phases study (conf/study/spark25_phases.yaml).
 
 `spark_phases`: the advisory phases against the plan's targets: per phase and category P@5, noise@5,
 nDCG@5, R@5 and p95 latency; overall means with bootstrap 95% CIs; paired randomization tests against
@@ -21,10 +21,10 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from experiments.evaluate.statistics import bootstrap_ci, compare, holm
 from experiments.report.render import Block, Heading, Paragraph, Table, code
-from experiments.runs import RunRecord
-from experiments.statistics import bootstrap_ci, compare, holm
 from experiments.study.sections import SectionContext, register_section
+from experiments.track.finished_runs import RunRecord
 
 REPORTED = ("P@5", "noise@5", "nDCG@5", "R@5")
 

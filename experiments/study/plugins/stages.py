@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from experiments.evaluate.statistics import compare, holm
 from experiments.report.render import Block, Heading, Paragraph, Table, code
-from experiments.statistics import compare, holm
 from experiments.study.sections import SectionContext, register_section
 
 
@@ -116,7 +116,7 @@ def _label_table(ctx: SectionContext, order: list[str], label: str, metric: str)
 
 def evidence_age(ctx: SectionContext) -> str:
     """Median age in days (query now - created_at) of relevant memories and of all in-scope memories."""
-    from experiments.run import load_suite_from_config
+    from experiments.run.app import load_suite_from_config
     from experiments.study.live import row_run_config
     from retrieval.decay import epoch_days
 
@@ -142,7 +142,7 @@ def evidence_age(ctx: SectionContext) -> str:
 @register_section("tier_cost")
 def tier_cost(ctx: SectionContext) -> list[Block]:
     """Per-query retrieval time, high-order tiers on vs off, re-timed live over interleaved repeats."""
-    from experiments.run import load_suite_from_config
+    from experiments.run.app import load_suite_from_config
     from experiments.study.live import (
         interleaved_passes,
         latency_summary,

@@ -30,13 +30,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from experiments.metrics.average_precision import average_precision
-from experiments.metrics.hit import hit
-from experiments.metrics.ndcg import ndcg
-from experiments.metrics.precision import precision
-from experiments.metrics.recall import recall
-from experiments.metrics.recall_all import recall_all
-from experiments.metrics.reciprocal_rank import reciprocal_rank
+from experiments.evaluate.metrics.average_precision import average_precision
+from experiments.evaluate.metrics.hit import hit
+from experiments.evaluate.metrics.ndcg import ndcg
+from experiments.evaluate.metrics.precision import precision
+from experiments.evaluate.metrics.recall import recall
+from experiments.evaluate.metrics.recall_all import recall_all
+from experiments.evaluate.metrics.reciprocal_rank import reciprocal_rank
 
 if TYPE_CHECKING:  # pandas only when a table is built: metric names are parsed by light modules too
     import pandas as pd

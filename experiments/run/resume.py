@@ -181,7 +181,7 @@ def finished_in_mlflow(
     )
     if not runs:
         return None
-    from experiments.tracking import overall_from_mlflow
+    from experiments.track.mlflow_tracker import overall_from_mlflow
 
     run = runs[0]
     # metrics.json names (`nDCG@10`) through the run's recorded key mapping, so a sweeper reads its objective.
@@ -213,7 +213,7 @@ def find_finished(
 ) -> FinishedRun | None:
     """MLflow decides when tracking is on and the store answers; otherwise the disk index does."""
     if tracker is not None:
-        from experiments.tracking import resolve_uri
+        from experiments.track.mlflow_tracker import resolve_uri
 
         uri = resolve_uri(tracker.uri)
         try:

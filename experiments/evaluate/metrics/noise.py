@@ -1,6 +1,6 @@
 """noise@k: the share of what the agent is shown that matches the query's known noise patterns.
 
-Sits beside the relevance metrics in evaluation (experiments/evaluate.py adds it to the per-query
+Sits beside the relevance metrics in evaluation (experiments/evaluate/table.py adds it to the per-query
 table and so to metrics.json, overall and per label). A query's `noise_patterns` are regular
 expressions (searched, not anchored unless they say so) over each returned memory's own text.
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from experiments.float_text import float_reprs
+from experiments.run.float_text import float_reprs
 from retrieval.types import RankedList
 
 FILENAME = "ranking.csv"

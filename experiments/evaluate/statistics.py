@@ -1,6 +1,6 @@
 """Statistics over per-query metric values: bootstrap CIs, paired tests, Holm, win/tie/loss.
 
-Sits after the metrics in the data flow: `experiments.metrics` turns a run into one value per query,
+Sits after the metrics in the data flow: `experiments.evaluate.metrics` turns a run into one value per query,
 and the functions here turn those 1-D arrays (aligned by query, one array per run) into the numbers
 the gate and the reports print. `compare()` is the one-call building block: a baseline and its
 variants for one metric in, a table with means, CIs, deltas, p-values (raw and Holm-adjusted) and

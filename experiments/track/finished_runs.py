@@ -19,13 +19,13 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from experiments.metrics import parse_metric
-from experiments.ranking import FILENAME as RANKING_FILE
-from experiments.ranking import read_ranking
-from experiments.tracking import flatten, resolve_uri
+from experiments.evaluate.metrics import parse_metric
+from experiments.run.ranking import FILENAME as RANKING_FILE
+from experiments.run.ranking import read_ranking
+from experiments.track.mlflow_tracker import flatten, resolve_uri
 
 PROVENANCE_TAGS = ("suite_hash", "model_revisions", "git_commit", "memeval_version")
-# Per-query columns scored like metrics but where less is better (experiments/noise.py).
+# Per-query columns scored like metrics but where less is better (experiments/evaluate/metrics/noise.py).
 LOWER_IS_BETTER = re.compile(r"noise@[1-9][0-9]*")
 
 
@@ -47,7 +47,7 @@ class RunRecord:
     per_query: pd.DataFrame  # index query_id; label.*, abstention, latency_ms, ms.*, metric columns
     tags: Mapping[str, str] = field(default_factory=dict)
     finished_at: float = 0.0  # seconds since the epoch: which of two repeats is the later one
-    # The top of each ranking with its score columns (experiments.ranking); None for runs made before it.
+    # The top of each ranking with its score columns (experiments.run.ranking); None for runs made before it.
     ranking: pd.DataFrame | None = None
     config: Mapping[str, Any] = field(default_factory=dict)  # the run's resolved config, nested
 
@@ -246,7 +246,7 @@ def load_mlflow_runs(
 
 def _existing_store(uri: str) -> None:
     """Reading runs never creates a store: a local SQLite store that is not there is an error."""
-    from experiments.tracking import sqlite_path
+    from experiments.track.mlflow_tracker import sqlite_path
 
     path = sqlite_path(uri)
     if path is not None and not path.is_file():
@@ -280,7 +280,7 @@ def missing_children(parent_run_id: str, uri: str | None = None) -> list[str]:
     FINISHED run of the same config, and reused runs that are no longer FINISHED."""
     import mlflow
 
-    from experiments.sweeps import CONFIG_HASH_TAG, REUSED_TAG_PREFIX
+    from experiments.run.resume import CONFIG_HASH_TAG, REUSED_TAG_PREFIX
 
     uri = uri or resolve_uri()
     _existing_store(uri)
@@ -308,7 +308,7 @@ def missing_children(parent_run_id: str, uri: str | None = None) -> list[str]:
 
 def _reused_by_sweep(client: Any, parent_run_id: str, have: set[str]) -> list:
     """Runs a re-run sweep did not repeat: a skipped job tags its parent with the finished run it reused."""
-    from experiments.sweeps import REUSED_TAG_PREFIX
+    from experiments.run.resume import REUSED_TAG_PREFIX
 
     tags = client.get_run(parent_run_id).data.tags
     reused = sorted({v for k, v in tags.items() if k.startswith(REUSED_TAG_PREFIX)} - have)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.float_text import float_reprs
+from experiments.run.float_text import float_reprs
 from retrieval.types import RankedList
 
 TIE_GAP = 2e-6  # relative; float32 resolves ~1.2e-7

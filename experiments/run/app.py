@@ -25,12 +25,9 @@ from hydra.types import RunMode
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.config_check import SUITE_REPORT_KEYS, ConfigError, check_config
-from experiments.configs import answer_help, yaml_text
-from experiments.suites.jsonl import write_qrels
-from experiments.suites.suite import Suite, SuiteError
-from experiments.sweep_tracking import JobFailed, job_failed, job_started, read_parent
-from experiments.sweeps import (
+from experiments.run.compose import answer_help, yaml_text
+from experiments.run.config_check import SUITE_REPORT_KEYS, ConfigError, check_config
+from experiments.run.resume import (
     CODE_VERSION_TAG,
     CONFIG_HASH_TAG,
     code_version,
@@ -40,7 +37,10 @@ from experiments.sweeps import (
     record_finished,
     resume_enabled,
 )
-from experiments.tracking import (
+from experiments.run.trec import write_run
+from experiments.suites.jsonl import write_qrels
+from experiments.suites.suite import Suite, SuiteError
+from experiments.track.mlflow_tracker import (
     MlflowTracker,
     SuiteDataset,
     TrackingError,
@@ -52,13 +52,13 @@ from experiments.tracking import (
     package_version,
     resolve_uri,
 )
-from experiments.trec import write_run
+from experiments.track.sweep_parent import JobFailed, job_failed, job_started, read_parent
 from retrieval.encoder import ModelNotFoundError
 from retrieval.pipeline import CandidateCache, Pipeline, PipelineConfigError, ProcessMemo, RunOutput
 
 if TYPE_CHECKING:  # evaluation needs pandas and scipy (~2 s to import): imported when a run evaluates, so
     # `memeval-run --help` and a config error answer at once (tests/test_entry_points.py checks the imports)
-    from experiments.evaluate import Evaluation
+    from experiments.evaluate.table import Evaluation
 
 
 def _files_signature(path: Any) -> tuple:
@@ -146,7 +146,7 @@ def write_outputs(
     evaluation.per_query.to_csv(run_dir / "per_query.csv")
     write_run(output.ranked, run_dir / "run.trec", tag=tag)
     # The top of each ranking with its score columns: what a report's per-query drill-down explains.
-    from experiments import ranking  # pandas: imported when there is a run to write
+    from experiments.run import ranking  # pandas: imported when there is a run to write
 
     ranking.write_ranking(
         output.ranked, suite.qrels, run_dir / ranking.FILENAME, ranking.saved_depth(metrics, suite.k)
@@ -162,7 +162,7 @@ def execute(
     cfg: DictConfig, suite: Suite, pipeline: Pipeline, *, memo: ProcessMemo | None = None
 ) -> tuple[RunOutput, Evaluation]:
     """Run the pipeline over the suite (through the candidate cache and `memo`) and evaluate it."""
-    from experiments.evaluate import evaluate
+    from experiments.evaluate.table import evaluate
 
     cache = CandidateCache(Path(cfg.cache_dir) / "candidates") if cfg.cache_dir else None
     output = pipeline.run(
@@ -186,7 +186,7 @@ def run_experiment(
     cfg: DictConfig, run_dir: Path, *, multirun: bool = False, parent: dict[str, str] | None = None
 ) -> dict[str, Any]:
     """Run, evaluate, write, log. In a multirun (`multirun`) the process memo is reused, finished jobs
-    are skipped (see experiments.sweeps), and `parent` (the sweep's MLflow parent) makes it a child run.
+    are skipped (see experiments.run.resume), and `parent` (the sweep's MLflow parent) makes it a child run.
     """
     # One resolution (hash, config.yaml, params, the sweep memo's stage keys); a config that does not
     # resolve gets check_config's list of every problem first.
@@ -300,7 +300,7 @@ def _skip(run_dir: Path, cfg_hash: str, finished: Any, tracker: MlflowTracker | 
     """A finished run answers this job: log nothing new, point to it, return its metrics.
 
     skipped.json names the run directory when it is still whole, and the MLflow run (id and store):
-    reports and the gate follow either (experiments.runs)."""
+    reports and the gate follow either (experiments.track.finished_runs)."""
     where = finished.run_dir or f"MLflow run {finished.mlflow_run_id}"
     print(f"skipped: config {cfg_hash} already has a finished run ({finished.source}: {where})")
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -315,7 +315,7 @@ def _skip(run_dir: Path, cfg_hash: str, finished: Any, tracker: MlflowTracker | 
     if tracker is not None and tracker.parent_run_id and finished.mlflow_run_id:
         import mlflow
 
-        from experiments.sweeps import REUSED_TAG_PREFIX
+        from experiments.run.resume import REUSED_TAG_PREFIX
 
         client = mlflow.MlflowClient(tracking_uri=resolve_uri(tracker.uri))
         client.set_tag(tracker.parent_run_id, f"{REUSED_TAG_PREFIX}{cfg_hash}", finished.mlflow_run_id)
@@ -349,7 +349,7 @@ def _job_failed(cfg: DictConfig, run_dir: Path, parent: dict[str, str], err: Bas
         print(f"warning: could not record the failed job in {run_dir}: {record_err}", file=sys.stderr)
 
 
-@hydra.main(version_base="1.3", config_path="conf", config_name="config")
+@hydra.main(version_base="1.3", config_path="pkg://experiments.conf", config_name="config")
 def run_app(cfg: DictConfig) -> float | None:
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir)

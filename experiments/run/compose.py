@@ -7,6 +7,7 @@ way to compose them outside a Hydra app (gate, reports, benchmarks, tests).
 from __future__ import annotations
 
 import functools
+import importlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,9 @@ from typing import Any
 import yaml
 from omegaconf import DictConfig
 
-CONF_DIR = Path(__file__).resolve().parent / "conf"
+# conf/ at the top of the checkout, shipped as the package experiments.conf (pyproject's package-dir):
+# the package's folder is the config folder in a checkout, an editable install and a wheel alike.
+CONF_DIR = Path(importlib.import_module("experiments.conf").__file__).resolve().parent
 
 
 def compose_config(overrides: Sequence[str] = (), config_name: str = "config") -> DictConfig:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from experiments.metrics import metric_name_for_mlflow
+from experiments.evaluate.metrics import metric_name_for_mlflow
 
 MAX_PARAM_CHARS = 500  # long values are truncated in params; the full config is an artifact
 

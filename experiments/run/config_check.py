@@ -24,7 +24,7 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from experiments.metrics import parse_metric
+from experiments.evaluate.metrics import parse_metric
 from retrieval.pipeline import Pipeline, PipelineConfigError, ProcessMemo
 from retrieval.stage import value_problems
 

@@ -30,7 +30,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from experiments.sweeps import resume_enabled
+from experiments.run.resume import resume_enabled
 
 PARENT_FILE = "mlflow_parent.json"
 FAILED_FILE = "failed.json"  # in a job's directory: that job failed (error, its FAILED child run)
@@ -86,7 +86,7 @@ class MlflowSweepCallback(Callback):
             )
         if not config.get("tracking", {}).get("enabled", False):
             return
-        from experiments.tracking import resolve_uri
+        from experiments.track.mlflow_tracker import resolve_uri
 
         sweep_dir = Path(str(config.hydra.sweep.dir))
         (sweep_dir / PARENT_FILE).unlink(missing_ok=True)  # a job must never join an earlier attempt's parent
@@ -102,7 +102,7 @@ class MlflowSweepCallback(Callback):
     def _start(self, config: DictConfig) -> None:
         from hydra.utils import instantiate
 
-        from experiments.tracking import open_parent_run
+        from experiments.track.mlflow_tracker import open_parent_run
 
         overrides = [str(o) for o in config.hydra.overrides.task]
         # `+sweep=...`, `~key`: MLflow rejects '+' and '~' in param keys; the bare key is the name.

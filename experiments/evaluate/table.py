@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from experiments.metrics import per_query as relevance_per_query
-from experiments.noise import noise_table
-from experiments.statistics import bootstrap_cis
+from experiments.evaluate.metrics import per_query as relevance_per_query
+from experiments.evaluate.metrics.noise import noise_table
+from experiments.evaluate.statistics import bootstrap_cis
 from experiments.suites.suite import Suite
 from retrieval.pipeline import RunOutput
 
@@ -194,8 +194,8 @@ def evaluate(
     suite: Suite, output: RunOutput, metrics: Sequence[str] = DEFAULT_METRICS, *, seed: int = 0
 ) -> Evaluation:
     frame = per_query_table(suite, output, metrics)
-    # noise@k (experiments/noise.py) at the suite's own cutoff (suite.yaml `k`), only for suites whose
-    # queries carry noise patterns.
+    # noise@k (experiments/evaluate/metrics/noise.py) at the suite's own cutoff (suite.yaml `k`), only for
+    # suites whose queries carry noise patterns.
     noise: list[str] = []
     if any(q.noise_patterns for q in suite.queries):
         run = {r.query_id: r.memory_ids for r in output.ranked}
