@@ -1,6 +1,6 @@
 """Sentence embeddings with an on-disk cache, for the dense channel (and any stage that embeds).
 
-Cache key (DESIGN.md): model name, model revision (hash of the weights file), role
+Cache key (docs/caching.md): model name, model revision (hash of the weights file), role
 (query | document), prompt, normalisation, the versions of the libraries that run the model
 (sentence-transformers, transformers, torch, tokenizers), this module's own source, and sha256 of the
 text. An MTEB bug once mixed query and document vectors because its key lacked the role; this key has

@@ -26,9 +26,10 @@ from retrieval import cache_io
 from retrieval.cache_io import CacheWarning
 from retrieval.code_version import library_versions, source_hash
 from retrieval.encoder import SentenceEncoder
-from retrieval.pipeline import CandidateCache, Pipeline, ProcessMemo
+from retrieval.pipeline import Pipeline
 from retrieval.reranker import CrossEncoderScorer
 from retrieval.retrievers.bm25 import BM25Retriever
+from retrieval.reuse import CandidateCache, ProcessMemo
 from retrieval.stage import RankStage
 from retrieval.types import Candidates
 from tests.support import REPO, tiny_suite

@@ -20,10 +20,11 @@ from experiments.run.app import build_pipeline, run_experiment
 from experiments.run.compose import CONF_DIR, compose_config
 from experiments.run.config_check import ConfigError, check_config
 from experiments.run.resume import config_hash
-from retrieval.fusion import RRFFusion
+from retrieval.field_types import value_problems
+from retrieval.fusions.rrf import RRFFusion
 from retrieval.pipeline import PipelineConfigError
 from retrieval.retrievers.bm25 import BM25Retriever
-from retrieval.stage import FieldError, _canonical, value_problems
+from retrieval.stage import FieldError, _canonical
 from retrieval.stages.cross_encoder import CrossEncoderRerank
 from tests.support import REPO
 from tests.sweep_support import write_tiny_suite

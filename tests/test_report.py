@@ -5,7 +5,6 @@ the table and every plot as an embedded PNG.
 
 from __future__ import annotations
 
-import base64
 import json
 import shutil
 from dataclasses import replace
@@ -158,11 +157,8 @@ def test_report_from_mlflow_experiment_has_table_curves_heatmap_and_embedded_plo
     )  # k1=3 ranks the distractors first
     parser = _Html()
     parser.feed((folder / "index.html").read_text())
-    pngs = [
-        base64.b64decode(src.split(",", 1)[1])
-        for src in parser.images
-        if src.startswith("data:image/png;base64,")
-    ]
+    # index.html references the PNGs beside it (one copy of each figure), as report.md does
+    pngs = [(folder / src).read_bytes() for src in parser.images if (folder / src).is_file()]
     assert len(pngs) == len(parser.images) == 4  # curves, curves per category, heat map, wins/losses
     assert all(png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 2000 for png in pngs)
     assert sorted(p.name for p in folder.glob("*.png")) == [

@@ -114,7 +114,7 @@ def test_the_leak_counter_does_not_share_the_partition_encoding():
 def test_the_graph_and_feedback_channels_never_reach_another_scopes_knowledge():
     """Bob's concept graph and feedback name his password memory; Alice's query matches their words
     exactly. Neither channel, nor the graph expansion, may hand her anything of Bob's."""
-    from retrieval.fusion import RRFFusion
+    from retrieval.fusions.rrf import RRFFusion
     from retrieval.retrievers.feedback import FeedbackRetriever
     from retrieval.retrievers.graph import GraphRetriever
     from retrieval.stages.graph_build import GraphBuild

@@ -15,8 +15,9 @@ from hydra import compose, initialize_config_dir
 
 from experiments.run.compose import CONF_DIR
 from experiments.run.resume import config_hash, finished_on_disk, record_finished, resume_enabled
-from retrieval.pipeline import Pipeline, ProcessMemo
+from retrieval.pipeline import Pipeline
 from retrieval.retrievers.bm25 import BM25Retriever
+from retrieval.reuse import ProcessMemo
 from retrieval.stage import RankStage
 from retrieval.types import Candidates, Query
 from tests.support import REPO, tiny_suite

@@ -6,6 +6,7 @@ from types import MappingProxyType
 
 import numpy as np
 
+from experiments.run.build import pipeline_from_config
 from experiments.run.compose import CONF_DIR
 from retrieval.stages.topic_tags import TopicTags
 from retrieval.types import Memory
@@ -82,7 +83,6 @@ def test_beam_loader_adds_topic_metadata_only_when_asked(beam_100k):
 def test_topic_variant_config_builds_topic_tags_then_tag_boost():
     from hydra import compose, initialize_config_dir
 
-    from retrieval.pipeline import Pipeline
     from retrieval.stages.tag_boost import TagBoost
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
@@ -90,6 +90,6 @@ def test_topic_variant_config_builds_topic_tags_then_tag_boost():
             "config", overrides=["suite=beam", "+suite.topics=true", "variant=tag_inference_topics"]
         )
     assert cfg.suite.topics is True
-    pipeline = Pipeline.from_config(list(cfg.variant.stages), cfg.stage)
+    pipeline = pipeline_from_config(list(cfg.variant.stages), cfg.stage)
     assert isinstance(pipeline.ingest[0], TopicTags)
     assert isinstance(pipeline.rank[-1], TagBoost) and pipeline.rank[-1].threshold == 0.4

@@ -48,6 +48,7 @@ import numpy as np
 
 from experiments import PROJECT_ROOT
 from experiments.benchmarks.pipeline_report import VARIANTS, write_report
+from experiments.run.build import pipeline_from_config
 from experiments.run.compose import CONF_DIR
 
 REPO = PROJECT_ROOT
@@ -183,10 +184,9 @@ def _compose(variant: str, work: Path, ce_model: str | None):
 
 
 def _pipeline(variant: str, work: Path, ce_model: str | None):
-    from retrieval.pipeline import Pipeline
 
     cfg = _compose(variant, work, ce_model)
-    return Pipeline.from_config(list(cfg.variant.stages), cfg.stage, depth=cfg.depth)
+    return pipeline_from_config(list(cfg.variant.stages), cfg.stage, depth=cfg.depth)
 
 
 def _queries(suite, n: int) -> list:
@@ -379,8 +379,8 @@ def measure(
     path: Path, work: Path, *, n_queries: int, ce_model: str, bm25_queries: int, ce_queries: int
 ) -> dict:
     from experiments.suites.beam import load_beam
-    from retrieval.pipeline import CandidateCache
     from retrieval.reranker import load_cross_encoder
+    from retrieval.reuse import CandidateCache
 
     t = time.perf_counter()
     suite = load_beam(path)

@@ -1,7 +1,7 @@
 """The report's figures, drawn with matplotlib's Agg backend (no display) and returned as PNG bytes.
 
 Each function takes tables from `analysis.py` and returns one PNG; `render.py` writes them beside
-report.md and embeds them as base64 in index.html.
+report.md and index.html, which both reference them.
 """
 
 from __future__ import annotations

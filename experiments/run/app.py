@@ -25,6 +25,7 @@ from hydra.types import RunMode
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from experiments.run.build import pipeline_from_config
 from experiments.run.compose import answer_help, yaml_text
 from experiments.run.config_check import SUITE_REPORT_KEYS, ConfigError, check_config
 from experiments.run.resume import (
@@ -54,7 +55,8 @@ from experiments.track.mlflow_tracker import (
 )
 from experiments.track.sweep_parent import JobFailed, job_failed, job_started, read_parent
 from retrieval.encoder import ModelNotFoundError
-from retrieval.pipeline import CandidateCache, Pipeline, PipelineConfigError, ProcessMemo, RunOutput
+from retrieval.pipeline import Pipeline, PipelineConfigError, RunOutput
+from retrieval.reuse import CandidateCache, ProcessMemo
 
 if TYPE_CHECKING:  # evaluation needs pandas and scipy (~2 s to import): imported when a run evaluates, so
     # `memeval-run --help` and a config error answer at once (tests/test_entry_points.py checks the imports)
@@ -108,7 +110,7 @@ def load_suite_from_config(cfg: DictConfig, *, memoise: bool = False) -> Suite:
 
 
 def build_pipeline(cfg: DictConfig) -> Pipeline:
-    return Pipeline.from_config(list(cfg.variant.stages), cfg.stage, depth=cfg.depth)
+    return pipeline_from_config(list(cfg.variant.stages), cfg.stage, depth=cfg.depth)
 
 
 def results_table(evaluation: Evaluation, metrics: list[str], label: str | None) -> str:

@@ -4,7 +4,7 @@
 
 It checks the top-level run settings (depth, metrics, objective, seed, resume, cache_dir, progress), the
 suite's loader arguments (suite.path present and of the right kind, no unknown or mistyped argument),
-and builds the pipeline, whose stages check their own fields (retrieval.pipeline.Pipeline.from_config:
+and builds the pipeline, whose stages check their own fields (experiments.run.build.pipeline_from_config:
 types against annotations, ranges on construction). All problems come back at once, one a line, named
 by their config key (`depth`, `metrics`, `suite.path`, `stage.bm25.k1`), so the runner can print them and
 exit 2 with nothing written and no MLflow run.
@@ -25,8 +25,10 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from experiments.evaluate.metrics import parse_metric
-from retrieval.pipeline import Pipeline, PipelineConfigError, ProcessMemo
-from retrieval.stage import value_problems
+from experiments.run.build import pipeline_from_config
+from retrieval.field_types import value_problems
+from retrieval.pipeline import Pipeline, PipelineConfigError
+from retrieval.reuse import ProcessMemo
 
 RESUME_CHOICES = ("auto", True, False)
 # Keys of a suite config node that say how reports show the suite, not how to load it.
@@ -219,7 +221,7 @@ def check_config(
     cfg: DictConfig, memo: ProcessMemo | None = None, resolved: Mapping[str, Any] | None = None
 ) -> Pipeline:
     """Every problem of a run config at once (ConfigError), or the pipeline it builds (its unchanged
-    stages from `memo`, in a sweep: retrieval.pipeline.Pipeline.from_config; `resolved`, the config
+    stages from `memo`, in a sweep: experiments.run.build.pipeline_from_config; `resolved`, the config
     already resolved to a container, spares resolving each stage again for the memo's keys)."""
     problems = run_problems(cfg) + suite_problems(cfg) + variant_problems(cfg)
     pipeline = None
@@ -227,7 +229,7 @@ def check_config(
         depth = cfg.depth if _is_int(cfg.get("depth")) else 100
         try:
             stages = resolved.get("stage") if resolved is not None else None
-            pipeline = Pipeline.from_config(
+            pipeline = pipeline_from_config(
                 list(cfg.variant.stages), cfg.stage, depth=depth, memo=memo, resolved=stages
             )
         except PipelineConfigError as err:

@@ -36,7 +36,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from retrieval import cache_io
 from retrieval.code_version import source_hash
-from retrieval.pipeline import ProcessMemo
+from retrieval.reuse import ProcessMemo
 
 # Keys that change how a run is shown or where it is stored, never its numbers.
 VOLATILE_KEYS = frozenset(

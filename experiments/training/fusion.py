@@ -27,18 +27,20 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.evaluate.metrics import per_query
+from experiments.run.build import pipeline_from_config
 from experiments.suites.suite import Suite, SuiteError
 from experiments.track.mlflow_tracker import git_commit
 from experiments.training.reranker import split_by_conversation
 from retrieval.encoder import ModelNotFoundError
 from retrieval.fusion_model import LinearFusionModel, fusion_features, source_columns
-from retrieval.pipeline import CandidateCache, Pipeline, PipelineConfigError
+from retrieval.pipeline import PipelineConfigError
+from retrieval.reuse import CandidateCache
 from retrieval.types import Query, RankedList
 
 
 def first_stage(cfg: DictConfig, suite: Suite, queries: Sequence[Query]) -> list[RankedList]:
     """Every query's candidates with their score columns (cached like any run's prefix)."""
-    pipeline = Pipeline.from_config(list(cfg.first_stage.order), cfg.first_stage.stage, depth=cfg.depth)
+    pipeline = pipeline_from_config(list(cfg.first_stage.order), cfg.first_stage.stage, depth=cfg.depth)
     pipeline.check_models()
     cache = CandidateCache(Path(cfg.cache_dir) / "candidates") if cfg.cache_dir else None
     output = pipeline.run(

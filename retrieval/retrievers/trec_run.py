@@ -1,6 +1,6 @@
 """TREC run channel: another system's ranking, read from a run file, as one retrieval channel.
 
-    python -m experiments.run suite=spark25 variant=trec_run stage.trec_run.path=run.txt
+    python -m experiments.run variant=trec_run stage.trec_run.path=run.txt
 
 A run file (`qid Q0 docid rank score tag`, whitespace-separated) becomes the channel's score column,
 so an outside system gets the same metrics, CIs, per-label tables, reports and gate as any variant,

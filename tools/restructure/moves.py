@@ -27,6 +27,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
+# A method that moved out of its class (to the harness): call-site text, new call text, the import it needs.
+API_RENAMES = [
+    (
+        "Pipeline.from_config(",
+        "pipeline_from_config(",
+        "from experiments.run.build import pipeline_from_config",
+    ),
+]
 TEXT_SUFFIXES = {".py", ".yaml", ".yml", ".md", ".toml", ".cfg", ".txt", ".ini"}
 SKIP_PREFIXES = ("reports/", "datasets/", "tests/data/", "tools/restructure/", "requirements.lock")
 
@@ -136,16 +144,52 @@ def rewriter(mapping: list[tuple[str, str]]):
             return old
         return table[old]
 
-    from_import = re.compile(r"^(\s*)from (experiments(?:\.\w+)*) import (\w+)((?:  #.*)?)$", re.M)
+    # `from pkg.mod import a, b as c` (one line or parenthesised): a name whose `pkg.mod.name` is in the
+    # table (a moved module, or a moved symbol) is imported from its new home, the rest stay
+    from_import = re.compile(
+        r"^([ \t]*)from ((?:experiments|retrieval)(?:\.\w+)*) import "
+        r"(\((?:[^)]*)\)|[\w ,]+?)([ \t]*#[^\n]*)?$",
+        re.M,
+    )
 
     def from_sub(m: re.Match) -> str:
-        full = f"{m.group(2)}.{m.group(3)}"
-        if full not in table:
+        indent, module, names, comment = m.group(1), m.group(2), m.group(3), m.group(4) or ""
+        parens = names.startswith("(")
+        items = [n.strip() for n in names.strip("()").replace("\n", " ").split(",") if n.strip()]
+        items = [re.sub(r"\s*#.*", "", n) for n in items]
+        if not any(f"{module}.{n.split(' as ')[0].strip()}" in table for n in items):
             return m.group(0)
-        new = table[full]
-        parent, leaf = new.rsplit(".", 1)
-        alias = "" if leaf == m.group(3) else f" as {m.group(3)}"
-        return f"{m.group(1)}from {parent} import {leaf}{alias}{m.group(4)}"
+        groups: dict[str, list[str]] = {}
+        for item in items:
+            name, _, alias = (part.strip() for part in item.partition(" as "))
+            full = f"{module}.{name}"
+            if full in table:
+                home, leaf = table[full].rsplit(".", 1)
+            else:
+                home, leaf = module, name
+            alias = alias or (name if leaf != name else "")
+            groups.setdefault(home, []).append(f"{leaf} as {alias}" if alias and alias != leaf else leaf)
+        lines = []
+        for home, leaves in groups.items():
+            if parens and len(leaves) > 3:
+                body = "".join(f"{indent}    {leaf},\n" for leaf in leaves)
+                lines.append(f"{indent}from {home} import (\n{body}{indent})")
+            else:
+                lines.append(f"{indent}from {home} import {', '.join(leaves)}")
+        lines[0] += comment
+        return "\n".join(lines)
+
+    # call sites of an API that moved (API_RENAMES): the new name, and its import when missing
+    def rename_apis(text: str) -> str:
+        for old_call, new_call, import_line in API_RENAMES:
+            if old_call not in text:
+                continue
+            text = text.replace(old_call, new_call)
+            if import_line not in text:
+                first = re.search(r"^(from|import) (experiments|retrieval)\b", text, re.M)
+                at = first.start() if first else 0
+                text = text[:at] + import_line + "\n" + text[at:]
+        return text
 
     paths: list[tuple[re.Pattern, str]] = [
         (re.compile(r"(?<![\w/.])experiments/conf(?![\w.])"), "conf"),
@@ -161,7 +205,8 @@ def rewriter(mapping: list[tuple[str, str]]):
     config_path = re.compile(r"config_path=\"(?:\.\./)?conf\"")
 
     def rewrite(path: str, text: str) -> str:
-        text = from_import.sub(from_sub, text) if path.endswith(".py") else text
+        if path.endswith(".py"):
+            text = rename_apis(from_import.sub(from_sub, text))
         text = dotted.sub(dotted_sub, text)
         for pattern, new in paths:
             text = pattern.sub(new, text)
@@ -191,12 +236,13 @@ def rewrite_references(mapping: list[tuple[str, str]], dry: bool) -> int:
             if not dry:
                 file.write_text(new)
                 rewritten.append(path)
-    # a renamed import can fall out of isort order: ruff puts it back (long lines it only reports)
+    # a renamed import can fall out of isort order, a moved API can leave an import unused: ruff mends
+    # both in the files rewritten here (long lines it only reports)
     ruff = ROOT / ".venv" / "bin" / "ruff"
     ruff = str(ruff) if ruff.is_file() else shutil.which("ruff")
     py = [p for p in rewritten if p.endswith(".py")]
     if py and ruff:
-        subprocess.run([ruff, "check", "--fix", "--select", "I", "--quiet", *py], cwd=ROOT, check=False)
+        subprocess.run([ruff, "check", "--fix", "--select", "I,F401", "--quiet", *py], cwd=ROOT, check=False)
     return changed
 
 

@@ -3,7 +3,7 @@
     score = tiered x weight[tier] x boost x strength x confidence
     boost = high_confidence_weight where a stated confidence > high_confidence, else 1
 
-Sits after `TieredRetriever` (retrieval/stages/tiered.py). A missing strength or confidence counts as
+Sits after `TieredRetriever` (retrieval/retrievers/tiered.py). A missing strength or confidence counts as
 1.0; a tier with no configured weight gets 1.0. Every candidate carries its tier as the `tier` column
 (object array), next to `tier_weight`, `strength`, `confidence`, so a report can explain the order.
 The factors depend on the memory only, so they are computed once per corpus and looked up per query.
