@@ -15,7 +15,6 @@ import pytest
 from experiments.suites.suite import Suite
 from tests.support import BEAM_DIR, tiny_suite
 
-
 REAL_BEAM_FIXTURES = frozenset({"beam_100k", "beam_suite"})
 
 
