@@ -74,7 +74,8 @@ def test_a_single_conversation_folder_loads(beam_100k):
 def test_a_generated_conversation_folder_loads_as_its_own_scope(beam_synth_dir):
     suite = load_beam(beam_synth_dir / "2")
     assert {m.scope["conversation"] for m in suite.memories} == {f"{beam_synth_dir.name}/2"}
-    assert {m.role for m in suite.memories} == {"user", "assistant"} and all(m.created_at for m in suite.memories)
+    assert {m.role for m in suite.memories} == {"user", "assistant"}
+    assert all(m.created_at for m in suite.memories)
     for q in suite.queries:
         assert all(mid.split(":")[0] == q.scope["conversation"] for mid in suite.qrels.get(q.id, {}))
 
