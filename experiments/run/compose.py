@@ -108,10 +108,16 @@ def help_text(config_name: str) -> str:
 
     import yaml
 
+    # The app's config selects its help template (`override hydra/help: <name>`, conf/hydra/help/).
     conf = yaml.safe_load((CONF_DIR / f"{config_name}.yaml").read_text())
+    key = "override hydra/help"
+    chosen = [e[key] for e in conf.get("defaults", []) if isinstance(e, dict) and key in e]
+    if not chosen:
+        raise ValueError(f"{CONF_DIR / f'{config_name}.yaml'}: defaults: no `override hydra/help: <name>`")
+    template = yaml.safe_load((CONF_DIR / "hydra" / "help" / f"{chosen[0]}.yaml").read_text())["template"]
     groups = "".join(f"{group}: {', '.join(options)}\n" for group, options in config_groups().items())
     # substitute, not safe_substitute: a placeholder Hydra would fill and this does not is an error
-    return string.Template(conf["hydra"]["help"]["template"]).substitute(APP_CONFIG_GROUPS=groups)
+    return string.Template(template).substitute(APP_CONFIG_GROUPS=groups)
 
 
 def answer_help(config_name: str, argv: Sequence[str]) -> bool:
