@@ -112,7 +112,7 @@ def test_stage_memo_keys_from_the_run_resolved_config_are_each_stages_own(varian
     keys as resolving each stage node on its own (interpolations into other parts of the config too)."""
     from omegaconf import OmegaConf
 
-    from retrieval.pipeline import _stage_key
+    from experiments.run.build import _stage_key
 
     boost = ["stage.instruction_boost.weight=${seed}"] if variant == "exp05" else []  # one into elsewhere
     cfg = compose_with(f"variant={variant}", "seed=3", *boost)
