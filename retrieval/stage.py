@@ -114,8 +114,9 @@ class Stage(abc.ABC):
 
     A stage checks its own values on construction: `ranges` (merged along the class hierarchy) names the
     allowed range of its numeric fields, and `config_problems` adds rules a range cannot say (top_k <=
-    top_n). Both raise one FieldError naming every bad field. Types are checked by `field_type_problems`
-    (Pipeline.from_config runs it on a config's values before it builds a stage).
+    top_n). Both raise one FieldError naming every bad field. Types are checked by
+    retrieval.field_types.field_type_problems (the harness runs it on a config's values before it
+    builds a stage).
     """
 
     name: ClassVar[str] = "stage"
