@@ -1,4 +1,4 @@
-"""The spark25 phases section's tables (experiments/study/plugins/spark.py), from real (tiny) runs:
+"""The spark25 phases section's tables (experiments/study/questions/spark.py), from real (tiny) runs:
 paired tests with Holm within a metric, the leave-one-out reading, gate fallbacks."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from types import MappingProxyType
 import pandas as pd
 
 from experiments.evaluate.table import evaluate
-from experiments.study.plugins.spark import _ablation, fallback_counts, paired_table
+from experiments.study.questions.spark import _ablation, fallback_counts, paired_table
 from experiments.suites.suite import Suite
 from experiments.track.finished_runs import RunRecord
 from retrieval.pipeline import Pipeline

@@ -223,7 +223,8 @@ def rewrite_references(mapping: list[tuple[str, str]], dry: bool) -> int:
     rewritten: list[str] = []
     for path in tracked():
         text_file = Path(path).suffix in TEXT_SUFFIXES or Path(path).name in {"Makefile", ".gitignore"}
-        if path.startswith(SKIP_PREFIXES) or not (text_file or path.startswith(".ci/")):
+        readme = path.startswith("datasets/") and Path(path).name == "README.md"  # docs, not data
+        if (path.startswith(SKIP_PREFIXES) and not readme) or not (text_file or path.startswith(".ci/")):
             continue
         file = ROOT / path
         if not file.is_file():

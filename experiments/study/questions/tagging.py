@@ -14,7 +14,7 @@ the suite's qrels. Reports
 
 The `tagging_coverage` report section shows that block for every row of a study.
 
-    python -m experiments.study.plugins.tagging sample --suite-path ../shared/beam/100K  # (re)draw it
+    python -m experiments.study.questions.tagging sample --suite-path ../shared/beam/100K  # (re)draw it
 """
 
 from __future__ import annotations
