@@ -17,7 +17,10 @@ from omegaconf import DictConfig
 
 # conf/ at the top of the checkout, shipped as the package experiments.conf (pyproject's package-dir):
 # the package's folder is the config folder in a checkout, an editable install and a wheel alike.
-CONF_DIR = Path(importlib.import_module("experiments.conf").__file__).resolve().parent
+_CONF = importlib.import_module("experiments.conf")
+if getattr(_CONF, "__file__", None) is None:  # a stale experiments/conf/ folder (only __pycache__) shadows it
+    raise ImportError(f"experiments.conf resolved to {list(_CONF.__path__)}, not conf/: delete that folder")
+CONF_DIR = Path(_CONF.__file__).resolve().parent
 
 
 def compose_config(overrides: Sequence[str] = (), config_name: str = "config") -> DictConfig:
