@@ -18,7 +18,7 @@ from omegaconf import DictConfig
 # conf/ at the top of the checkout, shipped as the package experiments.conf (pyproject's package-dir):
 # the package's folder is the config folder in a checkout, an editable install and a wheel alike.
 _CONF = importlib.import_module("experiments.conf")
-if getattr(_CONF, "__file__", None) is None:  # a stale experiments/conf/ folder (only __pycache__) shadows it
+if getattr(_CONF, "__file__", None) is None:  # a stale conf folder inside experiments/ (only __pycache__) shadows it
     raise ImportError(f"experiments.conf resolved to {list(_CONF.__path__)}, not conf/: delete that folder")
 CONF_DIR = Path(_CONF.__file__).resolve().parent
 
