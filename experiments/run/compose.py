@@ -18,7 +18,8 @@ from omegaconf import DictConfig
 # conf/ at the top of the checkout, shipped as the package experiments.conf (pyproject's package-dir):
 # the package's folder is the config folder in a checkout, an editable install and a wheel alike.
 _CONF = importlib.import_module("experiments.conf")
-if getattr(_CONF, "__file__", None) is None:  # a stale conf folder inside experiments/ (only __pycache__) shadows it
+# A stale conf folder left inside experiments/ (only __pycache__) would shadow it as a namespace package.
+if getattr(_CONF, "__file__", None) is None:
     raise ImportError(f"experiments.conf resolved to {list(_CONF.__path__)}, not conf/: delete that folder")
 CONF_DIR = Path(_CONF.__file__).resolve().parent
 
