@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-export HF_HUB_OFFLINE := 1           # models load from local files only (DESIGN.md "Models, offline")
+export HF_HUB_OFFLINE := 1           # models load from local files only (no hub downloads here)
 export TOKENIZERS_PARALLELISM := false
 
 .PHONY: setup run test test-fast lint clean-venv reranker fusion lock upgrade-check

@@ -14,6 +14,26 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 if "DO_NOT_TRACK" not in os.environ:
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
+
+def _register_checkout_conf() -> None:
+    """conf/ ships as the package experiments.conf (pyproject's package-dir maps it, in a wheel and an
+    editable install). A checkout used without installing (PYTHONPATH=.) has no such mapping, so the
+    same folder is registered under that name here."""
+    import importlib.util
+    import sys
+
+    init = PROJECT_ROOT / "conf" / "__init__.py"
+    if importlib.util.find_spec(f"{__name__}.conf") is None and init.is_file():
+        spec = importlib.util.spec_from_file_location(
+            f"{__name__}.conf", init, submodule_search_locations=[str(init.parent)]
+        )
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+
+
+_register_checkout_conf()
+
 # `${project_root:}` in configs: data that ships with the project resolves from any working directory.
 if not OmegaConf.has_resolver("project_root"):
     OmegaConf.register_new_resolver("project_root", lambda: str(PROJECT_ROOT))

@@ -9,7 +9,7 @@ gated metrics, their absolute floors, the largest tolerated drop of the mean, an
 The baseline (reports/baselines/<gate>-<variant>.json) holds the per-query values of the gated
 metrics plus the suite hash, config and commit they came from. The gate fails (exit 1) when a mean
 is under its floor, drops by more than the tolerance, or drops significantly (paired test from
-`experiments.statistics`, Holm across the gated metrics); it never writes its own baseline.
+`experiments.evaluate.statistics`, Holm across the gated metrics); it never writes its own baseline.
 Exit 2: the gate cannot judge (baseline for another suite version, missing files, bad config).
 
 The gate knows its power: for each gated metric it computes the minimum detectable effect (MDE) of the
@@ -39,19 +39,19 @@ import pandas as pd
 import yaml
 
 from experiments import PROJECT_ROOT
-from experiments.configs import CONF_DIR, compose_config
-from experiments.evaluate import query_cluster
-from experiments.metrics import parse_metric
-from experiments.report.render import code, md
-from experiments.runs import RunError, RunRecord, higher_is_better, load_run_dir
-from experiments.statistics import (
+from experiments.evaluate.metrics import parse_metric
+from experiments.evaluate.statistics import (
     UNITS,
     compare,
     holm,
     minimum_detectable_effect,
     resolve_unit,
 )
-from experiments.tracking import git_commit
+from experiments.evaluate.table import query_cluster
+from experiments.report.render import code, md
+from experiments.run.compose import CONF_DIR, compose_config
+from experiments.track.finished_runs import RunError, RunRecord, higher_is_better, load_run_dir
+from experiments.track.mlflow_tracker import git_commit
 from retrieval.encoder import ModelNotFoundError
 
 BASELINE_ENV = "MEMEVAL_BASELINE_DIR"
@@ -85,7 +85,7 @@ class GateConfig:
     test: str = "randomization"
     n_resamples: int = 10_000
     seed: int = 0
-    unit: str = "auto"  # what the statistics resample: auto | cluster | query (experiments.statistics)
+    unit: str = "auto"  # what the statistics resample: auto | cluster | query (evaluate.statistics)
     power: float = 0.8  # the power at which the minimum detectable effect is computed
     # A variant's per-query values are assumed to correlate this much with the baseline's when the MDE
     # is computed from the baseline alone (0.5: the paired difference varies as much as the values).
@@ -515,7 +515,7 @@ def run_variant(gate: GateConfig, variant: str, overrides: Sequence[str], out_di
     versions, backend, code, role, prompt, text), so no entry of another model state can answer; an
     ONNX/OpenVINO export is checked against fp32 when loaded (retrieval/backends.py).
     """
-    from experiments.run import run_experiment
+    from experiments.run.app import run_experiment
 
     fixed = [*gate.overrides, f"variant={variant}", "tracking=none", "progress=false"]
     cfg = compose_config([*fixed, *overrides])
@@ -549,7 +549,7 @@ def check_baseline_before_running(
             f"no baseline {path} for gate {gate.name!r} and variant {variant!r}; write one on purpose with "
             f"`memeval-gate {gate.name} {variant} --refresh`, or name one with --baseline"
         )
-    from experiments.run import load_suite_from_config
+    from experiments.run.app import load_suite_from_config
 
     baseline = Baseline.load(path)
     expected = baseline.suite_hash

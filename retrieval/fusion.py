@@ -1,4 +1,5 @@
-"""Fusion of retrieval channels into one candidate list per query.
+"""The arithmetic of fusing retrieval channels into one candidate list per query; the fusion stages
+(retrieval/fusions/) and the stages that rescale scores (minmax) call it.
 
 `rrf_fuse`: reciprocal rank fusion, score = sum over channels of w / (k + rank), k = 60 (Cormack et
 al. 2009); rank-based, so channels on different score scales need no calibration.
@@ -10,11 +11,9 @@ Both keep every channel's raw score and rank as columns (NaN / 0 where a channel
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from retrieval.stage import Fusion, Range
 from retrieval.types import Candidates, Corpus
 
 Channels = Mapping[str, tuple[np.ndarray, np.ndarray]]
@@ -70,24 +69,3 @@ def _candidates(corpus: Corpus, index, fused, columns) -> Candidates:
     order = np.lexsort((index, -fused))
     cols = {**{k: v[order] for k, v in columns.items()}, "fused": fused[order], "score": fused[order]}
     return Candidates(corpus, index[order], cols)
-
-
-@dataclass(frozen=True, kw_only=True)
-class RRFFusion(Fusion):
-    name = "rrf"
-    ranges = {"k": Range(gt=0), "weights": Range()}
-    k: int = 60
-    weights: dict[str, float] | None = None
-
-    def __call__(self, corpus: Corpus, channels: Channels) -> Candidates:
-        return _candidates(corpus, *rrf_fuse(channels, k=self.k, weights=self.weights))
-
-
-@dataclass(frozen=True, kw_only=True)
-class WeightedFusion(Fusion):
-    name = "weighted"
-    ranges = {"weights": Range()}
-    weights: dict[str, float] = field(default_factory=lambda: {"bm25": 0.5, "dense": 0.5})
-
-    def __call__(self, corpus: Corpus, channels: Channels) -> Candidates:
-        return _candidates(corpus, *weighted_fuse(channels, weights=self.weights))

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from retrieval.retrievers.bm25 import bm25_scorer
+from retrieval.bm25_scorer import bm25_scorer
 from retrieval.tokenize import tokenize
 from retrieval.types import Corpus
 

@@ -21,16 +21,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import json
 import math
-import os
-import re
-import stat
 import time
-from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -38,17 +32,14 @@ from tqdm.auto import tqdm
 
 from retrieval import cache_io
 from retrieval.code_version import KEY_RULES, source_hash
+from retrieval.reuse import CandidateCache, ProcessMemo
 from retrieval.stage import (
     BatchRankStage,
-    FieldError,
     Fusion,
     IngestStage,
     RankStage,
     Retriever,
     Stage,
-    field_type_problems,
-    range_problems,
-    stage_ranges,
 )
 from retrieval.types import CandidateBatch, Candidates, Corpus, Knowledge, Memory, Query, RankedList
 
@@ -76,108 +67,6 @@ class RunOutput:
     # What a channel's index reports of its own cost (a live system's latency, ingest, errors...), by
     # channel: only indexes with a `report()` (retrieval/retrievers/system.py) have one.
     channel_reports: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class CandidateCache:
-    """On-disk store of retrieval-prefix candidates, one checksummed `.npz` per prefix fingerprint.
-
-    The candidates `{query id: (index, columns, timings)}` are stored as plain arrays: one array per
-    (column, dtype), the queries' rows end to end, and a JSON layout (query ids, row counts, column
-    names, timings) in a text array. Nothing is pickled, so a planted entry cannot run code; one that
-    does not decode to that layout is corrupt. A torn or corrupt entry is reported, deleted and
-    recomputed; an unwritable folder means no caching.
-    """
-
-    folder: str | Path
-
-    def _path(self, key: str) -> Path:
-        return Path(self.folder) / f"{key}.npz"
-
-    def load(self, key: str) -> dict | None:
-        path = self._path(key)
-        arrays = cache_io.load_arrays(path)
-        if arrays is None:
-            return None
-        try:
-            return _candidates_from_arrays(arrays)
-        except (KeyError, ValueError, TypeError, IndexError) as err:
-            cache_io.discard(path, f"not a candidates layout: {err}")
-            return None
-
-    def save(self, key: str, value: dict) -> bool:
-        arrays = _candidates_to_arrays(value)
-        return arrays is not None and cache_io.save_arrays(self._path(key), **arrays)
-
-
-_PLAIN_KINDS = frozenset("biufcUS")  # dtypes np.load reads without pickle
-
-
-def _candidates_to_arrays(prefix: Mapping[str, tuple]) -> dict[str, np.ndarray] | None:
-    """{query id: (index, columns, timings)} -> plain arrays; None when a column is not a plain 1-D
-    array of the candidates' length (not cacheable, so not cached)."""
-    groups: dict[tuple[str, str], list[np.ndarray]] = {}
-    queries = []
-    for qid, (index, columns, timings) in prefix.items():
-        named = {"\0index": np.asarray(index), **{k: np.asarray(v) for k, v in columns.items()}}
-        refs = []
-        for name, values in named.items():
-            if values.dtype.kind not in _PLAIN_KINDS or values.shape != (len(index),):
-                return None
-            group = (name, values.dtype.str)
-            refs.append([name, list(groups).index(group) if group in groups else len(groups)])
-            groups.setdefault(group, []).append(values)
-        queries.append([qid, len(index), refs, {k: float(v) for k, v in timings.items()}])
-    layout = {"queries": queries, "groups": [list(g) for g in groups]}
-    arrays = {f"g{i}": np.concatenate(parts) for i, parts in enumerate(groups.values())}
-    return {"layout": np.array(json.dumps(layout)), **arrays}
-
-
-def _candidates_from_arrays(arrays: Mapping[str, np.ndarray]) -> dict:
-    layout = json.loads(str(arrays["layout"][()]))
-    cursor = [0] * len(layout["groups"])
-    out = {}
-    for qid, n, refs, timings in layout["queries"]:
-        named = {}
-        for name, group in refs:
-            values = arrays[f"g{group}"][cursor[group] : cursor[group] + n]
-            if len(values) != n:
-                raise ValueError(f"column {name!r} of query {qid!r} is cut short")
-            named[name] = values.copy()  # owned arrays, as computed ones are: stages may edit them
-            cursor[group] += n
-        index = named.pop("\0index")
-        out[qid] = (index, named, {k: float(v) for k, v in timings.items()})
-    if any(c != len(arrays[f"g{i}"]) for i, c in enumerate(cursor)):
-        raise ValueError("rows left over after the last query")
-    return out
-
-
-@dataclass(frozen=True)
-class ProcessMemo:
-    """What one process reuses between runs (the jobs of a multirun): ingested corpora, built indexes
-    and retrieval-prefix candidates, keyed by suite hash + fingerprints; a few entries per kind (LRU).
-    """
-
-    max_entries: int = 4
-    _kinds: dict = field(default_factory=dict, repr=False)
-
-    def get(self, kind: str, key: Any) -> Any | None:
-        entries = self._kinds.setdefault(kind, OrderedDict())
-        if key not in entries:
-            return None
-        entries.move_to_end(key)
-        return entries[key]
-
-    def put(self, kind: str, key: Any, value: Any) -> Any:
-        entries = self._kinds.setdefault(kind, OrderedDict())
-        entries[key] = value
-        while len(entries) > self.max_entries:
-            entries.popitem(last=False)
-        return value
-
-    def get_or_make(self, kind: str, key: Any, make: Callable[[], Any]) -> Any:
-        value = self.get(kind, key)
-        return self.put(kind, key, make()) if value is None else value
 
 
 @dataclass(frozen=True)
@@ -212,44 +101,6 @@ class Pipeline:
         object.__setattr__(self, "retrievers", retrievers)
         object.__setattr__(self, "fusion", fusions[0] if fusions else None)
         object.__setattr__(self, "rank", tuple(s for s in active if isinstance(s, RankStage)))
-
-    @classmethod
-    def from_config(
-        cls,
-        order: Sequence[str],
-        stages: Mapping[str, Any],
-        depth: int = 100,
-        memo: ProcessMemo | None = None,
-        resolved: Mapping[str, Any] | None = None,
-    ) -> Pipeline:
-        """Build from a variant's stage order and the `stage` config mapping (Hydra `_target_` nodes).
-
-        Every stage's values are checked before the pipeline exists: each field against its annotation
-        (retrieval.stage.field_type_problems), then the stage's own ranges on construction. One
-        PipelineConfigError lists every problem of every stage as `stage.<name>.<field>: <problem>`.
-        With a `memo` (a sweep's jobs), a stage whose resolved config and named files are unchanged is
-        the one built before: building them (Hydra's instantiate) was a tenth of a sweep job's time.
-        `resolved`: the same `stage` mapping already resolved to plain containers (a run resolves its
-        whole config once): the memo's keys are made from it instead of resolving each stage again.
-        """
-        missing = [name for name in order if name not in stages]
-        if missing:
-            raise PipelineConfigError(f"variant names stages with no config under `stage`: {missing}")
-        problems: list[str] = []
-        built = []
-        for name in order:
-            source = resolved[name] if resolved is not None and name in resolved else stages[name]
-            key = _stage_key(source) if memo is not None else None
-            stage = memo.get(f"stage.{name}", key) if key is not None else None
-            if stage is None:
-                stage = _build_stage(name, stages[name], problems)
-                if stage is not None and key is not None:
-                    memo.put(f"stage.{name}", key, stage)
-            if stage is not None:
-                built.append(stage)
-        if problems:
-            raise PipelineConfigError(problems)
-        return cls(tuple(built), depth=depth)
 
     def check_models(self) -> None:
         """Fail before any work when a model a stage needs (encoder, cross-encoder) cannot be loaded:
@@ -504,78 +355,6 @@ def _single_channel(corpus: Corpus, channel: str, hits: tuple[np.ndarray, np.nda
     index, scores = hits
     rank = np.arange(1, len(index) + 1)
     return Candidates(corpus, index, {channel: scores, f"{channel}_rank": rank, "score": scores})
-
-
-def _stage_key(node: Any) -> str | None:
-    """What a stage built from `node` depends on: its resolved config, the working directory (relative
-    paths) and the size and mtime of every file it names; None when the config does not resolve (the
-    build then reports why)."""
-    from omegaconf import OmegaConf
-
-    try:
-        content = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
-        text = json.dumps(content, sort_keys=True, default=repr)
-    except Exception:
-        return None
-    files = []
-    for value in _strings(content):
-        try:
-            found = os.stat(value) if len(value) < 4096 else None
-        except (OSError, ValueError):  # not a path, or no such file
-            continue
-        if found is not None and stat.S_ISREG(found.st_mode):
-            files.append(f"{value}:{found.st_size}:{found.st_mtime_ns}")
-    return "|".join([text, os.getcwd(), *sorted(files)])
-
-
-def _strings(node: Any) -> list[str]:
-    if isinstance(node, str):
-        return [node]
-    if isinstance(node, Mapping):
-        return [s for v in node.values() for s in _strings(v)]
-    if isinstance(node, list | tuple):
-        return [s for v in node for s in _strings(v)]
-    return []
-
-
-def _build_stage(name: str, node: Any, problems: list[str]) -> Stage | None:
-    """Instantiate one stage config, or append what is wrong with it to `problems` and return None.
-
-    Hydra builds the nested components (encoder, scorer...) and hands back the stage class with its
-    values (`_partial_`); the values are type-checked before the class sees them, so its range checks
-    (`__post_init__`) only ever see values of the right type.
-    """
-    from hydra.errors import InstantiationException
-    from hydra.utils import instantiate
-
-    def failed(err: BaseException, where: str = f"stage.{name}") -> None:
-        if isinstance(err, FieldError):
-            problems.extend(f"{where}.{field}: {problem}" for field, problem in err.problems)
-        else:
-            problems.append(f"{where}: {err}")
-
-    try:
-        partial = instantiate(node, _convert_="all", _partial_=True)
-    except InstantiationException as err:  # a nested component failed, or the target cannot be found
-        # Hydra names the failing node (`full_key: stage.tiered.bm25`): a nested stage's field keeps its path.
-        nested = re.search(r"full_key: (\S+)", str(err))
-        where = nested[1] if nested and nested[1].startswith(f"stage.{name}.") else f"stage.{name}"
-        return failed(err.__cause__ or err, where)
-    target = getattr(partial, "func", None)
-    if isinstance(target, type) and dataclasses.is_dataclass(target):
-        found = field_type_problems(target, partial.keywords)
-        if found:  # the class cannot be built: add the range problems of the values of the right type
-            bad = {field.split("[")[0].split(".")[0] for field, _ in found}
-            typed = {k: v for k, v in partial.keywords.items() if k not in bad}
-            return failed(FieldError(found + range_problems(typed, stage_ranges(target))))
-    try:
-        stage = partial()
-    except (TypeError, ValueError) as err:  # e.g. a missing required field, or a range check
-        return failed(err)
-    if not isinstance(stage, Stage):
-        problems.append(f"stage.{name} does not build a Stage: {type(stage).__name__}")
-        return None
-    return stage
 
 
 def _kind(stage: Stage) -> str:

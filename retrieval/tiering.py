@@ -6,8 +6,8 @@ One mechanism, two policies:
 - advisory policy: the ingest stage `AdvisoryTiers` writes the annotation `search_tier`
   (pinned | active | archive) from validation counts, reliability, promotion, recency, confidence.
 The annotation wins over the field, so a policy stage re-tiers a suite without touching its data.
-`TieredRetriever` (retrieval/stages/tiered.py) searches each tier; `TierFusion`
-(retrieval/stages/tier_fusion.py) merges the tiers with per-tier weights and strength x confidence.
+`TieredRetriever` (retrieval/retrievers/tiered.py) searches each tier; `TierFusion`
+(retrieval/fusions/tier_fusion.py) merges the tiers with per-tier weights and strength x confidence.
 """
 
 from __future__ import annotations

@@ -85,6 +85,25 @@ RELATION_TYPES = (
 )
 
 
+# The canonical record of a memory: what suites are saved as, hashed by and validated on, and what a live
+# memory system is sent at ingest (retrieval/systems).
+def memory_record(m: Memory) -> dict[str, Any]:
+    record: dict[str, Any] = {"id": m.id, "text": m.text, "scope": dict(m.scope)}
+    optional = {
+        "created_at": m.created_at,
+        "tier": m.tier,
+        "tags": list(m.tags) or None,
+        "importance": m.importance,
+        "confidence": m.confidence,
+        "strength": m.strength,
+        "deleted": m.deleted or None,
+        "role": m.role,
+        "metadata": dict(m.metadata) or None,
+    }
+    record.update({k: v for k, v in optional.items() if v is not None})
+    return record
+
+
 @dataclass(frozen=True, eq=False)
 class Concept:
     """A node of a scope's concept graph: a named thing, with the memories that mention it."""

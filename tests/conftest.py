@@ -1,4 +1,10 @@
-"""Shared fixtures: the real BEAM data beside the checkout, and a tiny two-scope suite."""
+"""Shared fixtures: the real BEAM data beside the checkout, a generated BEAM-format suite, and a tiny
+two-scope suite.
+
+The fast tier needs nothing outside the repository: a test that asks for the real BEAM data
+(`beam_100k`, `beam_suite`) is in the slow tier, marked here, so `make test-fast` passes without
+../shared. Fast tests of the BEAM format read `beam_synth_dir`, written by the project's generator.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,25 @@ import pytest
 
 from experiments.suites.suite import Suite
 from tests.support import BEAM_DIR, tiny_suite
+
+REAL_BEAM_FIXTURES = frozenset({"beam_100k", "beam_suite"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects: the mark must already be there
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if REAL_BEAM_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(scope="session")
+def beam_synth_dir(tmp_path_factory) -> Path:
+    """Two generated conversations in BEAM's folder layout (experiments/suites/generators/beam_synth.py)."""
+    from experiments.suites.generators.beam_synth import generate
+
+    out = tmp_path_factory.mktemp("beam_synth")
+    generate(out, n_conversations=2, messages_per_conversation=120, seed=0)
+    return out
 
 
 @pytest.fixture(scope="session")

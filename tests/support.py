@@ -10,7 +10,7 @@ from experiments.suites.suite import Suite
 from retrieval.types import Memory, Query
 
 REPO = Path(__file__).resolve().parents[1]
-# ../shared/beam beside the checkout (DEVELOPERS.md); MEMEVAL_BEAM_DIR points elsewhere.
+# ../shared/beam beside the checkout (README.md, "Development"); MEMEVAL_BEAM_DIR points elsewhere.
 BEAM_DIR = Path(os.environ.get("MEMEVAL_BEAM_DIR", REPO.parent / "shared" / "beam"))
 # Embeddings are cached across test runs (keyed by model revision and text), like a user's cache.
 CACHE_DIR = REPO / ".memeval_cache"

@@ -6,8 +6,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
-from experiments.configs import CONF_DIR
-from experiments.run import build_pipeline, load_suite_from_config
+from experiments.run.app import build_pipeline, load_suite_from_config
+from experiments.run.compose import CONF_DIR
 from retrieval.stages.action_domain import ActionDomainClassifier
 from retrieval.stages.actionability import ActionabilityGate
 from retrieval.stages.enrichment import ContextualEnrichment

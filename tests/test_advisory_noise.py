@@ -6,8 +6,8 @@ from types import MappingProxyType
 
 import pytest
 
-from experiments.evaluate import evaluate
-from experiments.noise import noise_at_k, noise_table
+from experiments.evaluate.metrics.noise import noise_at_k, noise_table
+from experiments.evaluate.table import evaluate
 from experiments.suites.suite import Suite
 from retrieval.pipeline import Pipeline
 from retrieval.retrievers.bm25 import BM25Retriever

@@ -1,4 +1,4 @@
-"""The spark25 phases section's tables (experiments/study/plugins/spark.py), from real (tiny) runs:
+"""The spark25 phases section's tables (experiments/study/questions/spark.py), from real (tiny) runs:
 paired tests with Holm within a metric, the leave-one-out reading, gate fallbacks."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ from types import MappingProxyType
 
 import pandas as pd
 
-from experiments.evaluate import evaluate
-from experiments.runs import RunRecord
-from experiments.study.plugins.spark import _ablation, fallback_counts, paired_table
+from experiments.evaluate.table import evaluate
+from experiments.study.questions.spark import _ablation, fallback_counts, paired_table
 from experiments.suites.suite import Suite
+from experiments.track.finished_runs import RunRecord
 from retrieval.pipeline import Pipeline
 from retrieval.retrievers.bm25 import BM25Retriever
 from retrieval.stages.actionability import ActionabilityGate

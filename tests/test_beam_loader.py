@@ -71,9 +71,18 @@ def test_a_single_conversation_folder_loads(beam_100k):
     assert len(suite.queries) == 20
 
 
-def test_evidence_naming_a_missing_message_is_a_clear_error(beam_100k, tmp_path):
+def test_a_generated_conversation_folder_loads_as_its_own_scope(beam_synth_dir):
+    suite = load_beam(beam_synth_dir / "2")
+    assert {m.scope["conversation"] for m in suite.memories} == {f"{beam_synth_dir.name}/2"}
+    assert {m.role for m in suite.memories} == {"user", "assistant"}
+    assert all(m.created_at for m in suite.memories)
+    for q in suite.queries:
+        assert all(mid.split(":")[0] == q.scope["conversation"] for mid in suite.qrels.get(q.id, {}))
+
+
+def test_evidence_naming_a_missing_message_is_a_clear_error(beam_synth_dir, tmp_path):
     conv = tmp_path / "T" / "1"
-    shutil.copytree(beam_100k / "1", conv)
+    shutil.copytree(beam_synth_dir / "1", conv)
     path = conv / "probing_questions" / "probing_questions.json"
     data = json.loads(path.read_text())
     data["information_extraction"][0]["source_chat_ids"] = [99999]
@@ -84,9 +93,9 @@ def test_evidence_naming_a_missing_message_is_a_clear_error(beam_100k, tmp_path)
         load_beam(conv)
 
 
-def test_unknown_ability_and_missing_folder_are_clear_errors(beam_100k, tmp_path):
+def test_unknown_ability_and_missing_folder_are_clear_errors(beam_synth_dir, tmp_path):
     conv = tmp_path / "T" / "1"
-    shutil.copytree(beam_100k / "1", conv)
+    shutil.copytree(beam_synth_dir / "1", conv)
     path = conv / "probing_questions" / "probing_questions.json"
     data = json.loads(path.read_text())
     data["telepathy"] = []

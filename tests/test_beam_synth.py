@@ -242,6 +242,7 @@ def _shape(source):
     return type(source).__name__
 
 
+@pytest.mark.slow  # reads the real BEAM data (../shared): the slow tier's
 def test_files_have_the_structure_of_real_beam(conversation):
     assert REAL.is_dir(), f"real BEAM data expected at {REAL} (set MEMEVAL_BEAM_DIR)"
     real_chat = json.loads((REAL / "chat.json").read_text())

@@ -8,10 +8,10 @@ from retrieval.pipeline import Pipeline
 from retrieval.retrievers.bm25 import BM25Retriever
 
 
-def test_both_backends_rank_beam_100k_identically(beam_suite):
+def _assert_same_rankings(suite) -> None:
     runs = {
         backend: Pipeline((BM25Retriever(backend=backend, top_n=10),)).run(
-            beam_suite.memories, beam_suite.queries, progress=False
+            suite.memories, suite.queries, progress=False
         )
         for backend in ("bm25s", "rank_bm25")
     }
@@ -23,3 +23,13 @@ def test_both_backends_rank_beam_100k_identically(beam_suite):
         same += a.memory_ids == b.memory_ids
     # identical top-10 lists except where two documents tie to float32 precision
     assert same >= len(fast) - 2, f"{len(fast) - same} queries differ"
+
+
+def test_both_backends_rank_beam_100k_identically(beam_suite):
+    _assert_same_rankings(beam_suite)
+
+
+def test_both_backends_rank_a_generated_beam_suite_identically(beam_synth_dir):
+    from experiments.suites.beam import load_beam
+
+    _assert_same_rankings(load_beam(beam_synth_dir))

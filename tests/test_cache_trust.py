@@ -24,9 +24,10 @@ import pytest
 from retrieval import cache_io, code_version
 from retrieval.cache_io import CacheWarning
 from retrieval.encoder import SentenceEncoder
-from retrieval.pipeline import CandidateCache, Pipeline
+from retrieval.pipeline import Pipeline
 from retrieval.reranker import CrossEncoderScorer
 from retrieval.retrievers.bm25 import BM25Retriever
+from retrieval.reuse import CandidateCache
 from tests.support import REPO, build_tiny_bert, tiny_suite
 
 TEXTS = [
@@ -190,14 +191,14 @@ def test_no_cache_file_is_read_with_pickle():
             if re.search(r"pickle\.loads?\(|allow_pickle=True|load_pickle", line):
                 loads.append((path.relative_to(REPO).as_posix(), number, line.strip()))
     assert [where for where in loads if "pickle.loads(pickle.dumps(" not in where[2]] == []
-    assert {path for path, _, _ in loads} <= {"experiments/configs.py"}
+    assert {path for path, _, _ in loads} <= {"experiments/run/compose.py"}
 
 
 # --- resume: keyed by code, libraries and model files, and only a whole run answers ----------------------
 
 
 def run_job(tmp_path: Path, name: str, *overrides: str) -> dict:
-    from experiments.run import run_experiment
+    from experiments.run.app import run_experiment
     from tests.test_caches import compose
 
     cfg = compose(f"cache_dir={tmp_path / 'cache'}", "resume=true", *overrides)
@@ -325,7 +326,7 @@ def test_a_changed_max_seq_length_fails_the_gate_with_a_warm_cache(tmp_path, mon
     stale = json.loads((tmp_path / "stale" / "metrics.json").read_text())
     assert stale["cache"]["embeddings"]["hits"] == 0  # nothing the old folder embedded answers
 
-    from experiments.run import run_experiment
+    from experiments.run.app import run_experiment
     from tests.test_caches import compose
 
     cold_cfg = compose("variant=dense", f"encoder.model={model}", "cache_dir=null", "resume=false")

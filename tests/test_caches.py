@@ -20,15 +20,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from experiments.evaluate import evaluate
-from experiments.sweeps import code_version, finished_on_disk, record_finished, run_version
+from experiments.evaluate.table import evaluate
+from experiments.run.resume import code_version, finished_on_disk, record_finished, run_version
 from retrieval import cache_io
 from retrieval.cache_io import CacheWarning
 from retrieval.code_version import library_versions, source_hash
 from retrieval.encoder import SentenceEncoder
-from retrieval.pipeline import CandidateCache, Pipeline, ProcessMemo
+from retrieval.pipeline import Pipeline
 from retrieval.reranker import CrossEncoderScorer
 from retrieval.retrievers.bm25 import BM25Retriever
+from retrieval.reuse import CandidateCache, ProcessMemo
 from retrieval.stage import RankStage
 from retrieval.types import Candidates
 from tests.support import REPO, tiny_suite
@@ -202,7 +203,7 @@ def compose(*overrides: str):
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
-    from experiments.configs import CONF_DIR
+    from experiments.run.compose import CONF_DIR
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         base = ["suite=spark25", "variant=bm25", "tracking=none", "progress=false"]
@@ -210,7 +211,7 @@ def compose(*overrides: str):
 
 
 def test_an_unwritable_cache_dir_warns_and_the_run_still_writes_its_results(tmp_path):
-    from experiments.run import run_experiment
+    from experiments.run.app import run_experiment
 
     blocker = tmp_path / "not_a_folder"
     blocker.write_text("a file where the cache folder should be")
@@ -262,7 +263,7 @@ def test_reused_rank_levels_of_the_process_memo_are_not_timed_again():
 
 
 def test_a_second_run_with_the_same_cache_states_what_came_from_it(tmp_path):
-    from experiments.run import run_experiment
+    from experiments.run.app import run_experiment
 
     cfg = compose(f"cache_dir={tmp_path / 'cache'}", "resume=false")
     run_experiment(cfg, tmp_path / "first")
@@ -273,7 +274,7 @@ def test_a_second_run_with_the_same_cache_states_what_came_from_it(tmp_path):
     assert second["cache"]["prefix_candidates"] == {"hit": True, "source": "disk"}
     assert second["overall"]["latency_ms_p50"] is None and second["overall"]["latency_measured"] is False
     assert second["overall"]["P@5"] == first["overall"]["P@5"]
-    from experiments.run import build_pipeline
+    from experiments.run.app import build_pipeline
 
     assert first["code_version"] == run_version(build_pipeline(cfg)) != code_version()
 

@@ -131,8 +131,9 @@ def test_batch_top_is_each_querys_top(k):
 def test_a_pipeline_from_reused_candidates_ranks_as_one_that_measures_each_query():
     """Reused prefix candidates (the batch path, two batch stages in a row, a query with no candidates)
     give the same ranked lists, columns and order as a cold run (the per-query path)."""
-    from retrieval.pipeline import Pipeline, ProcessMemo
+    from retrieval.pipeline import Pipeline
     from retrieval.retrievers.bm25 import BM25Retriever
+    from retrieval.reuse import ProcessMemo
     from tests.support import tiny_suite
 
     suite = tiny_suite()

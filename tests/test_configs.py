@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from hydra import compose, initialize_config_dir
 
-from experiments.configs import CONF_DIR
-from experiments.run import build_pipeline
+from experiments.run.app import build_pipeline
+from experiments.run.compose import CONF_DIR
 from retrieval.pipeline import Pipeline
 
 CONF = CONF_DIR
@@ -69,7 +69,7 @@ def test_config_yaml_reads_back_as_omegaconf_writes_it_for_every_variant_and_awk
     import yaml
     from omegaconf import OmegaConf
 
-    from experiments.configs import yaml_text
+    from experiments.run.compose import yaml_text
 
     awkward = ["1", "1.5", "1e3", "true", "on", "no", "null", "~", "", " lead", "a: b", "#x", "- x", "ünï ☃"]
     awkward += ["line\nbreak", "x" * 300 + " y" * 200, "'quoted'", '"dq"', "%tag", "@at", "`tick`"]
@@ -116,7 +116,7 @@ def test_config_copy_is_deepcopy_node_for_node(overrides):
 
     from omegaconf import OmegaConf
 
-    from experiments.configs import config_copy
+    from experiments.run.compose import config_copy
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(config_name="config", overrides=overrides, return_hydra_config=True)
@@ -131,7 +131,7 @@ def test_config_copy_is_deepcopy_node_for_node(overrides):
 def test_config_copy_of_what_pickle_cannot_take_is_a_deepcopy():
     from omegaconf import OmegaConf
 
-    from experiments.configs import config_copy
+    from experiments.run.compose import config_copy
 
     cfg = OmegaConf.create({"a": 1}, flags={"allow_objects": True})
     cfg.fn = lambda: 3  # noqa: E731

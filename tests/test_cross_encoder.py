@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from experiments.configs import CONF_DIR
+from experiments.run.compose import CONF_DIR
 from retrieval.encoder import ModelNotFoundError
 from retrieval.pipeline import Pipeline
 from retrieval.reranker import CrossEncoderScorer

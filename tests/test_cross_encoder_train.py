@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
 
-from experiments.configs import CONF_DIR
+from experiments.run.compose import CONF_DIR
 from experiments.suites.jsonl import save_suite
 from experiments.training.reranker import (
     Budget,

@@ -8,7 +8,8 @@ from types import MappingProxyType
 import numpy as np
 import pytest
 
-from experiments.configs import CONF_DIR
+from experiments.run.build import pipeline_from_config
+from experiments.run.compose import CONF_DIR
 from retrieval.decay import AccessLedger, epoch_days, importance_weight, recency
 from retrieval.pipeline import Pipeline
 from retrieval.retrievers.bm25 import BM25Retriever
@@ -164,7 +165,7 @@ def test_variant_config_replays_access_and_prunes():
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=["variant=decay", "tracking=none"])
-    pipeline = Pipeline.from_config(list(cfg.variant.stages), cfg.stage)
+    pipeline = pipeline_from_config(list(cfg.variant.stages), cfg.stage)
     decay, prune = pipeline.rank
     assert decay.access == "replay" and isinstance(decay.ledger, AccessLedger) and decay.ledger.top_k == 10
     assert isinstance(prune, ImportancePrune)

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import REPO
+
 BIN = Path(sys.executable).parent
 SCRIPTS = {
     "memeval-run": "memeval-run: score one retrieval variant",
@@ -72,7 +74,7 @@ HEAVY = {
     "sklearn",
 }
 ENTRY_MODULES = {  # console script module -> heavy packages it may import before parsing its arguments
-    "experiments.run": set(),
+    "experiments.run.app": set(),
     "experiments.study.cli": set(),
     "experiments.training.reranker": set(),
     "experiments.gate": {"pandas"},  # argparse apps whose options need the run-table code
@@ -93,10 +95,10 @@ def test_entry_modules_import_no_heavy_package_before_parsing_arguments(module):
 def test_help_text_is_the_one_hydra_renders_for_each_app():
     # The apps answer --help from their template without Hydra (whose group listing costs ~1.5 s);
     # this runs Hydra's own help for each and compares.
-    from experiments.configs import help_text
+    from experiments.run.compose import help_text
 
     apps = {
-        "config": "experiments.run",
+        "config": "experiments.run.app",
         "run_study": "experiments.study.cli",
         "train_reranker": "experiments.training.reranker",
     }
@@ -105,3 +107,38 @@ def test_help_text_is_the_one_hydra_renders_for_each_app():
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env())
         assert done.returncode == 0, done.stderr
         assert done.stdout == help_text(config_name) + "\n", config_name
+
+
+def test_the_configs_are_the_top_level_conf_folder_imported_as_experiments_conf():
+    import experiments.conf
+
+    from experiments.run.compose import CONF_DIR
+
+    assert CONF_DIR == REPO / "conf" == Path(experiments.conf.__file__).parent
+    assert (CONF_DIR / "config.yaml").is_file() and not REPO.joinpath("experiments", "conf").exists()
+
+
+def test_the_wheel_lists_every_package_of_the_tree():
+    # package-dir (conf/ -> experiments.conf) needs an explicit package list; a new package folder
+    # missing from it would be left out of the wheel (tools/restructure/moves.py regenerates the list).
+    import tomllib
+
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    tree = {
+        ".".join(init.parent.relative_to(REPO).parts)
+        for top in ("retrieval", "experiments", "hydra_plugins")
+        for init in (REPO / top).rglob("__init__.py")
+    }
+    assert listed == tree | {"experiments.conf", "hydra_plugins"}
+
+
+def test_python_m_experiments_run_composes_the_run_config(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "experiments.run", "--cfg", "job", "variant=bm25", "tracking=none"],
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "experiments.suites.jsonl.load_suite" in done.stdout and not any(tmp_path.iterdir())

@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from experiments.evaluate import DEFAULT_METRICS, evaluate, per_query_table, query_cluster, scope_leaks
-from experiments.metrics import per_query as relevance_per_query
+from experiments.evaluate.metrics import per_query as relevance_per_query
+from experiments.evaluate.table import DEFAULT_METRICS, evaluate, per_query_table, query_cluster, scope_leaks
 from experiments.suites.suite import Suite
 from retrieval.pipeline import Pipeline
 from retrieval.retrievers.bm25 import BM25Retriever

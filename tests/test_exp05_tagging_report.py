@@ -1,10 +1,15 @@
-"""Tagging coverage and precision (experiments.study.plugins.tagging) on tiny suites and judgements."""
+"""Tagging coverage and precision (experiments.study.questions.tagging) on tiny suites and judgements."""
 
 from __future__ import annotations
 
 import pytest
 
-from experiments.study.plugins.tagging import load_judgements, precision_estimate, tagging_report, text_sha256
+from experiments.study.questions.tagging import (
+    load_judgements,
+    precision_estimate,
+    tagging_report,
+    text_sha256,
+)
 from retrieval.stages.instruction_tagging import InstructionTagging
 from retrieval.types import Corpus
 from tests.support import memory, tiny_suite

@@ -230,8 +230,8 @@ def test_the_gate_measures_fresh_even_with_a_warm_cache_and_resume_asked_for(set
     """A candidate cache and a finished run that would answer this config are both ignored by the gate."""
     from hydra import compose, initialize_config_dir
 
-    from experiments.configs import CONF_DIR
-    from experiments.run import run_experiment
+    from experiments.run.app import run_experiment
+    from experiments.run.compose import CONF_DIR
 
     cache = setup["tmp"] / "warm_cache"
     suite_overrides = yaml.safe_load(setup["gate"].read_text())["overrides"][:2]
@@ -256,8 +256,8 @@ NA_LIKE = ["NA", "null", "NaN", "None", "N/A", "#N/A", "<NA>", "nan", "NULL", "n
 
 def test_query_ids_like_na_and_null_round_trip_through_run_report_and_gate(tmp_path, monkeypatch, capsys):
     from experiments.report import analysis
-    from experiments.runs import load_run_dir, read_per_query
-    from experiments.trec import read_run
+    from experiments.run.trec import read_run
+    from experiments.track.finished_runs import load_run_dir, read_per_query
 
     base = gate_suite()
     rename = dict(zip((q.id for q in base.queries), NA_LIKE, strict=True))

@@ -8,11 +8,11 @@ from types import MappingProxyType
 
 import pytest
 
-from experiments.evaluate import evaluate
+from experiments.evaluate.table import evaluate
 from experiments.suites.generators.graph_synth import graph_synth
 from experiments.suites.jsonl import load_suite, save_suite
 from experiments.suites.suite import SuiteError
-from retrieval.fusion import RRFFusion
+from retrieval.fusions.rrf import RRFFusion
 from retrieval.graph import ScopeGraph, expand
 from retrieval.pipeline import Pipeline
 from retrieval.retrievers.bm25 import BM25Retriever

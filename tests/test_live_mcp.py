@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from hydra.utils import instantiate
 
-from experiments.configs import compose_config
-from experiments.run import run_experiment
+from experiments.run.app import run_experiment
+from experiments.run.compose import compose_config
 from retrieval.systems.mcp import McpSystem
 from retrieval.systems.protocol import MemorySystem, SearchRequest, SystemError_
 from tests.support import CACHE_DIR, REPO, tiny_suite

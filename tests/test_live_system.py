@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from experiments.configs import compose_config
+from experiments.run.build import pipeline_from_config
+from experiments.run.compose import compose_config
 from experiments.serve.service import MemoryService, ServiceError
 from experiments.suites.suite import memory_record
 from retrieval.pipeline import Pipeline
@@ -73,7 +74,7 @@ def _system_pipeline(system: MemorySystem, **fields) -> Pipeline:
 
 def test_a_served_variant_ranks_exactly_as_the_in_process_run():
     suite = tiny_suite()
-    direct = Pipeline.from_config(["bm25"], compose_config(["variant=bm25"]).stage).run(
+    direct = pipeline_from_config(["bm25"], compose_config(["variant=bm25"]).stage).run(
         suite.memories, suite.queries, progress=False
     )
     served = _system_pipeline(ServiceSystem(_bm25_service())).run(
@@ -102,7 +103,7 @@ def test_unknown_ids_and_other_scopes_are_counted_and_dropped_never_silent():
 
 
 def test_a_live_channel_is_never_answered_from_a_cache(tmp_path):
-    from retrieval.pipeline import CandidateCache, ProcessMemo
+    from retrieval.reuse import CandidateCache, ProcessMemo
 
     suite = tiny_suite()
     system = ServiceSystem(_bm25_service())
@@ -370,10 +371,10 @@ def test_a_service_down_at_start_is_named(tmp_path):
 
 def test_the_composed_system_variant_builds_and_states_its_mode():
     cfg = compose_config(["variant=system", "system.mode=record", "system.cassette=x.jsonl", "tracking=none"])
-    stage = Pipeline.from_config(list(cfg.variant.stages), cfg.stage).stages[0]
+    stage = pipeline_from_config(list(cfg.variant.stages), cfg.stage).stages[0]
     assert isinstance(stage, SystemRetriever) and stage.mode == "record" and stage.live
     with pytest.raises(Exception, match="cassette"):
-        Pipeline.from_config(
+        pipeline_from_config(
             list(cfg.variant.stages), compose_config(["variant=system", "system.mode=replay"]).stage
         )
 

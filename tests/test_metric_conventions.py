@@ -1,4 +1,4 @@
-"""The conventions users switch between (experiments/metrics/conventions.py), each against
+"""The conventions users switch between (experiments/evaluate/metrics/conventions.py), each against
 ir_measures / pytrec_eval (trec_eval's own C code) on a random graded run: a relevance threshold
 (`rel=2`, trec_eval -l 2; nDCG keeps the raw grades), exponential nDCG gains, R-precision, and
 queries with no relevant document counted as 0 (trec_eval) instead of reported apart."""
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import pytrec_eval
 
-from experiments.metrics import metric_name_for_mlflow, parse_metric, per_query
+from experiments.evaluate.metrics import metric_name_for_mlflow, parse_metric, per_query
 
 THRESHOLDED = {  # ours -> ir_measures (pytrec_eval provider, relevance_level=2)
     "P(rel=2)@5": "P(rel=2)@5",

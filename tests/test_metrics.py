@@ -1,4 +1,4 @@
-"""Specification of experiments.metrics: textbook kernels, names, the per-query table, and agreement
+"""Specification of experiments.evaluate.metrics: textbook kernels, names, the per-query table, and agreement
 with ir_measures / pytrec_eval (trec_eval's conventions) on a random graded run."""
 
 import copy
@@ -8,7 +8,7 @@ import ir_measures
 import numpy as np
 import pytest
 
-from experiments.metrics import (
+from experiments.evaluate.metrics import (
     Metric,
     abstentions,
     answerable,
@@ -18,13 +18,13 @@ from experiments.metrics import (
     parse_metric,
     per_query,
 )
-from experiments.metrics.average_precision import average_precision
-from experiments.metrics.hit import hit
-from experiments.metrics.ndcg import ndcg
-from experiments.metrics.precision import precision
-from experiments.metrics.recall import recall
-from experiments.metrics.recall_all import recall_all
-from experiments.metrics.reciprocal_rank import reciprocal_rank
+from experiments.evaluate.metrics.average_precision import average_precision
+from experiments.evaluate.metrics.hit import hit
+from experiments.evaluate.metrics.ndcg import ndcg
+from experiments.evaluate.metrics.precision import precision
+from experiments.evaluate.metrics.recall import recall
+from experiments.evaluate.metrics.recall_all import recall_all
+from experiments.evaluate.metrics.reciprocal_rank import reciprocal_rank
 
 NONE = np.zeros(0)
 

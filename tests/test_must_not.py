@@ -12,8 +12,8 @@ from types import MappingProxyType
 import numpy as np
 import yaml
 
+from experiments.evaluate.metrics import per_query
 from experiments.gate import main
-from experiments.metrics import per_query
 from experiments.suites.jsonl import load_suite, save_suite
 from experiments.suites.suite import Suite
 from retrieval.types import Memory, Query
@@ -109,5 +109,5 @@ def test_the_gate_fails_a_system_that_starts_returning_must_not_memories(tmp_pat
     assert "harm@5 mean rose by 0.1000 (tolerance 0.0000)" in out
     assert "harm@5 mean 0.1000 is over the ceiling 0.0500" in out
     assert "R@5 mean dropped" not in out  # its recall is unchanged: only harm@5 sees it
-    listed = {f"q{i}" for i in range(N) if f"| harm@5 | `q{i}` |" in out}
+    listed = {f"q{i}" for i in range(N) if f"| `harm@5` | `q{i}` |" in out}
     assert listed == {f"q{i}" for i in range(0, N, 2)}

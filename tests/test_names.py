@@ -19,9 +19,9 @@ from types import MappingProxyType
 import pytest
 import yaml
 
-from experiments.config_check import ConfigError, check_config
-from experiments.configs import compose_config
 from experiments.names import MAX_NAME_CHARS, UnsafeNameError, name_problem, under_root
+from experiments.run.compose import compose_config
+from experiments.run.config_check import ConfigError, check_config
 from experiments.study import PlanError, load_plan
 from experiments.suites.jsonl import save_suite
 from experiments.suites.suite import Suite, SuiteError, check_suite
@@ -140,7 +140,7 @@ def test_check_suite_refuses_a_long_suite_name_and_an_empty_label_value():
 def test_memeval_names_stay_within_mlflows_limits():
     from mlflow.utils import validation
 
-    from experiments import tracking
+    from experiments.track import mlflow_tracker as tracking
 
     assert tracking.MAX_EXPERIMENT_NAME_CHARS == validation.MAX_EXPERIMENT_NAME_LENGTH
     assert tracking.MAX_KEY_CHARS == validation.MAX_ENTITY_KEY_LENGTH

@@ -130,7 +130,7 @@ def test_on_graph_synth_long_dense_passages_find_the_last_sentence_whole_message
     """The generated long reviews put their fact past MiniLM's 256 tokens: the real model, the real suite."""
     from transformers import AutoTokenizer
 
-    from experiments.evaluate import evaluate
+    from experiments.evaluate.table import evaluate
     from experiments.suites.generators.graph_synth import graph_synth
     from retrieval.encoder import SentenceEncoder
     from retrieval.pipeline import Pipeline

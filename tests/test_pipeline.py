@@ -7,9 +7,13 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from retrieval.fusion import RRFFusion, WeightedFusion, rrf_fuse, weighted_fuse
-from retrieval.pipeline import CandidateCache, Pipeline, PipelineConfigError
+from experiments.run.build import pipeline_from_config
+from retrieval.fusion import rrf_fuse, weighted_fuse
+from retrieval.fusions.rrf import RRFFusion
+from retrieval.fusions.weighted import WeightedFusion
+from retrieval.pipeline import Pipeline, PipelineConfigError
 from retrieval.retrievers.bm25 import BM25Retriever
+from retrieval.reuse import CandidateCache
 from retrieval.stage import RankStage, top_n
 from retrieval.types import Candidates, Corpus
 from tests.support import memory
@@ -127,7 +131,7 @@ def test_top_n_breaks_ties_by_index_deterministically():
 def test_a_sweep_reuses_a_stage_only_while_its_config_and_the_files_it_names_are_unchanged(tmp_path):
     from omegaconf import OmegaConf
 
-    from retrieval.pipeline import ProcessMemo
+    from retrieval.reuse import ProcessMemo
 
     run = tmp_path / "run.trec"
     run.write_text("q1 Q0 m1 1 2.0 x\n")
@@ -139,7 +143,7 @@ def test_a_sweep_reuses_a_stage_only_while_its_config_and_the_files_it_names_are
     )
     config = OmegaConf.create({"w": 0.1, "stage": stages})
     memo = ProcessMemo()
-    build = lambda: Pipeline.from_config(["trec", "boost"], config.stage, memo=memo).stages  # noqa: E731
+    build = lambda: pipeline_from_config(["trec", "boost"], config.stage, memo=memo).stages  # noqa: E731
     first = build()
     assert [a is b for a, b in zip(first, build(), strict=True)] == [True, True]
     config.w = 0.2  # an interpolated value changed: that stage is built again, the other reused
@@ -148,4 +152,4 @@ def test_a_sweep_reuses_a_stage_only_while_its_config_and_the_files_it_names_are
     run.write_text("q1 Q0 m2 1 2.0 x\n")  # the file a stage names changed: built again, new hash
     third = build()
     assert third[0] is not first[0] and third[0].fingerprint() != first[0].fingerprint()
-    assert Pipeline.from_config(["trec"], config.stage).stages[0] is not third[0]  # no memo: always built
+    assert pipeline_from_config(["trec"], config.stage).stages[0] is not third[0]  # no memo: always built

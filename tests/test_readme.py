@@ -24,3 +24,23 @@ def test_a_generated_block_rebases_the_reports_relative_links_onto_the_document(
     out = render(doc, root=tmp_path, levels=1, doc_dir=tmp_path / "docs")
     assert "![heat map](../reports/study/heatmap.png)" in out and "[html](../reports/study/index.html)" in out
     assert "[ext](https://x.org/a.png)" in out and "[top](#plot)" in out and "### Plot" in out
+
+
+def test_a_headline_block_holds_links_and_the_reports_main_table_only(tmp_path):
+    (tmp_path / "reports" / "study").mkdir(parents=True)
+    (tmp_path / "reports" / "study" / "report.md").write_text(
+        "# Title\n\n| a | b |\n|---|---|\n| 0 | 1 |\n\n## Variants × metrics\n\n"
+        "| run | nDCG@10 |\n|---|---|\n| bm25 | 0.345 |\n\nMean over...\n\n## More\n\n| x |\n|---|\n| 9 |\n"
+    )
+    doc = "<!-- generated headline from reports/study/report.md -->\n<!-- end generated -->\n"
+    out = render(doc, root=tmp_path, levels=1, doc_dir=tmp_path / "docs")
+    assert "[report](../reports/study/report.md) · [html](../reports/study/index.html)" in out
+    assert "| bm25 | 0.345 |" in out
+    assert "| 0 | 1 |" not in out and "| 9 |" not in out and "Mean over" not in out
+
+
+def test_the_results_page_is_links_and_headlines_not_copies_of_reports():
+    from experiments.tools.readme_sync import ROOT
+
+    page = (ROOT / "docs" / "results.md").read_text()
+    assert "<!-- generated from " not in page and page.count("<!-- generated headline from ") >= 3

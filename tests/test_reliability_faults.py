@@ -2,7 +2,7 @@
 
 - SIGKILL in the middle of a sweep: every job that finished before the kill keeps its metrics.json
   byte for byte and its FINISHED MLflow run; the killed job has no FINISHED run; a re-run of the same
-  command runs only the jobs that are missing (experiments.sweeps' resume) and leaves one FINISHED run
+  command runs only the jobs that are missing (experiments.run.resume' resume) and leaves one FINISHED run
   per configuration. (tests/test_sweeps_mlflow.py checks resume's bookkeeping; this checks integrity.)
 - A store that does not answer (http://127.0.0.1:<closed port>): the run exits non-zero with an error
   naming the store and the run directory, and the results are on disk there. mlflow's HTTP client
@@ -25,7 +25,7 @@ from pathlib import Path
 import mlflow
 import pytest
 
-from experiments.sweeps import CONFIG_HASH_TAG
+from experiments.run.resume import CONFIG_HASH_TAG
 from tests.support import REPO
 from tests.sweep_support import copy_store, job_dirs, runs, sweep, write_tiny_suite
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import mlflow
 import pytest
 
-from experiments.sweeps import CONFIG_HASH_TAG
+from experiments.run.resume import CONFIG_HASH_TAG
 from tests.support import REPO
 from tests.sweep_support import job_dirs, write_tiny_suite
 

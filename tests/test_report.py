@@ -5,7 +5,6 @@ the table and every plot as an embedded PNG.
 
 from __future__ import annotations
 
-import base64
 import json
 import shutil
 from dataclasses import replace
@@ -18,9 +17,9 @@ import pytest
 
 from experiments.report import build_report
 from experiments.report.cli import main
-from experiments.runs import load_run_dir
 from experiments.suites.jsonl import save_suite
 from experiments.suites.suite import Suite
+from experiments.track.finished_runs import load_run_dir
 from retrieval.types import Memory, Query
 
 TOPICS = [
@@ -65,8 +64,8 @@ def report_suite() -> Suite:
 def run(suite_dir: Path, out: Path, overrides: list[str]) -> Path:
     from hydra import compose, initialize_config_dir
 
-    from experiments.configs import CONF_DIR
-    from experiments.run import run_experiment
+    from experiments.run.app import run_experiment
+    from experiments.run.compose import CONF_DIR
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(
@@ -158,11 +157,8 @@ def test_report_from_mlflow_experiment_has_table_curves_heatmap_and_embedded_plo
     )  # k1=3 ranks the distractors first
     parser = _Html()
     parser.feed((folder / "index.html").read_text())
-    pngs = [
-        base64.b64decode(src.split(",", 1)[1])
-        for src in parser.images
-        if src.startswith("data:image/png;base64,")
-    ]
+    # index.html references the PNGs beside it (one copy of each figure), as report.md does
+    pngs = [(folder / src).read_bytes() for src in parser.images if (folder / src).is_file()]
     assert len(pngs) == len(parser.images) == 4  # curves, curves per category, heat map, wins/losses
     assert all(png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 2000 for png in pngs)
     assert sorted(p.name for p in folder.glob("*.png")) == [
@@ -282,7 +278,7 @@ def test_a_sweep_folder_selects_the_children_of_its_mlflow_parent_run_only(runs,
 def test_a_rerun_sweep_reports_the_finished_runs_its_skipped_jobs_reused(runs, monkeypatch):
     import mlflow
 
-    from experiments.sweeps import REUSED_TAG_PREFIX
+    from experiments.run.resume import REUSED_TAG_PREFIX
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     client = mlflow.MlflowClient(runs["uri"])
@@ -326,7 +322,7 @@ def test_per_category_cells_are_tested_against_the_baseline_with_holm_across_cel
 
 
 def test_a_skipped_sweep_job_counts_as_the_finished_run_it_reused(runs):
-    from experiments.runs import find_run_dirs
+    from experiments.track.finished_runs import find_run_dirs
 
     sweep = runs["tmp"] / "resumed_sweep"
     (sweep / "0").mkdir(parents=True)

@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from experiments.evaluate.statistics import holm, paired_randomization_test
 from experiments.report import analysis, build_report
-from experiments.runs import RunRecord
-from experiments.statistics import holm, paired_randomization_test
 from experiments.study import PlanError, load_plan
+from experiments.track.finished_runs import RunRecord
 
 CONVERSATIONS, PER_CONVERSATION = 12, 8
 

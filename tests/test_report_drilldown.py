@@ -5,6 +5,7 @@ ids; the primary metric a suite config names; wide tables in scroll boxes; the p
 
 from __future__ import annotations
 
+import re
 import shutil
 from html.parser import HTMLParser
 from types import MappingProxyType
@@ -12,17 +13,17 @@ from types import MappingProxyType
 import numpy as np
 import pytest
 
-from experiments.configs import compose_config
-from experiments.ranking import read_ranking, saved_depth, write_ranking
 from experiments.report import build_report
 from experiments.report.analysis import build_comparison
 from experiments.report.cli import main
 from experiments.report.drilldown import DrilldownOptions, clip, visible
-from experiments.runs import RunError, load_run_dir
+from experiments.run.compose import compose_config
+from experiments.run.ranking import read_ranking, saved_depth, write_ranking
+from experiments.run.trec import read_run
 from experiments.study import PlanError, load_plan
 from experiments.suites.jsonl import save_suite
 from experiments.suites.suite import Suite
-from experiments.trec import read_run
+from experiments.track.finished_runs import RunError, load_run_dir
 from retrieval.types import Memory, Query, RankedList
 from tests.test_report import TOPICS, run
 
@@ -167,7 +168,11 @@ def test_hostile_ids_and_texts_stay_text_in_html_and_markdown(runs):
                  drilldown=DrilldownOptions(n=1, queries=asked))  # fmt: skip
     page = (out / "index.html").read_text()
     parsed = _page(page)
-    assert "<script" not in page and "<img" not in page.split("<body>")[1].replace('<img src="data:', "")
+    # the only images are the report's own figures, the PNG files beside index.html
+    figures = re.compile(r'<img src="([A-Za-z0-9_][A-Za-z0-9_.-]*\.png)" alt="[^"<>]*">')
+    body = page.split("<body>")[1]
+    assert all((out / name).is_file() for name in figures.findall(body))
+    assert "<script" not in page and "<img" not in figures.sub("", body)
     assert {tag for tag, _, _ in parsed.attrs} <= {"html", "meta", "img", "div", "td"}
     assert all(not k.startswith("on") for _, k, _ in parsed.attrs)
     text = "".join(parsed.text)
@@ -236,7 +241,7 @@ def test_primary_metric_comes_from_the_plan_or_cli_then_the_suite_then_the_first
 
 
 def test_a_bad_suite_primary_is_a_config_error():
-    from experiments.config_check import suite_problems
+    from experiments.run.config_check import suite_problems
 
     cfg = compose_config(["suite=spark25", "suite.primary=P@0"])
     assert any(p.startswith("suite.primary") for p in suite_problems(cfg))

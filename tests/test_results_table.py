@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from experiments.evaluate import Evaluation
-from experiments.run import results_table
+from experiments.evaluate.table import Evaluation
+from experiments.run.app import results_table
 
 METRICS = ["P@5", "R@10", "nDCG@10", "noise@5"]
 

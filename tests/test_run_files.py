@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from experiments.float_text import float_reprs
-from experiments.ranking import read_ranking, write_ranking
-from experiments.trec import TIE_GAP, read_run, strictly_decreasing, write_run
+from experiments.run.float_text import float_reprs
+from experiments.run.ranking import read_ranking, write_ranking
+from experiments.run.trec import TIE_GAP, read_run, strictly_decreasing, write_run
 from retrieval.types import RankedList
 
 EDGES = [0.0, -0.0, 1.0, -1.0, 0.1, 1 / 3, 1e-4, -1e-4, 9.999999999999999e-05, 1e-5, 5e-324]
@@ -236,7 +236,7 @@ def test_a_run_tag_with_whitespace_is_refused_and_every_written_file_reads_back_
 
 def test_csv_text_cells_a_spreadsheet_would_run_are_neutralised_and_read_back_exactly(tmp_path):
     from experiments.csv_cells import safe_frame
-    from experiments.runs import read_per_query
+    from experiments.track.finished_runs import read_per_query
 
     hostile = ["=cmd|'/c calc'!A0", '=HYPERLINK("http://x")', "+1", "-2", "@SUM(A1)", "\tx", "\rx", "'q"]
     ids = tuple(hostile)

@@ -2,7 +2,7 @@
 
 Two users whose scopes a `k=v|k=v` join would merge: `{"user": "1|workspace=2"}` and
 `{"user": "1", "workspace": "2"}`. The partition key (retrieval.types.scope_key) must keep them apart, and
-the leak counter (experiments.evaluate.scope_leaks), which shares no code with it, must count a memory
+the leak counter (experiments.evaluate.table.scope_leaks), which shares no code with it, must count a memory
 of the other user that a test-only rank stage injects on purpose.
 """
 
@@ -15,7 +15,7 @@ from types import MappingProxyType
 import numpy as np
 import pytest
 
-from experiments.evaluate import evaluate, scope_leaks
+from experiments.evaluate.table import evaluate, scope_leaks
 from experiments.suites.jsonl import load_suite, save_suite
 from experiments.suites.suite import Suite
 from retrieval.pipeline import Pipeline
@@ -114,7 +114,7 @@ def test_the_leak_counter_does_not_share_the_partition_encoding():
 def test_the_graph_and_feedback_channels_never_reach_another_scopes_knowledge():
     """Bob's concept graph and feedback name his password memory; Alice's query matches their words
     exactly. Neither channel, nor the graph expansion, may hand her anything of Bob's."""
-    from retrieval.fusion import RRFFusion
+    from retrieval.fusions.rrf import RRFFusion
     from retrieval.retrievers.feedback import FeedbackRetriever
     from retrieval.retrievers.graph import GraphRetriever
     from retrieval.stages.graph_build import GraphBuild

@@ -1,4 +1,4 @@
-"""Every stage YAML (experiments/conf/stage/) states its class's defaults, so `memeval-run` and the Python
+"""Every stage YAML (conf/stage/) states its class's defaults, so `memeval-run` and the Python
 API (`BM25Retriever()`) mean the same stage; the few deliberate differences are listed with their reason."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import importlib
 import pytest
 from omegaconf import OmegaConf
 
-from experiments.configs import CONF_DIR
+from experiments.run.compose import CONF_DIR
 
 STAGE_YAMLS = sorted((CONF_DIR / "stage").glob("*.yaml"))
 

@@ -1,4 +1,4 @@
-"""Specification of experiments.statistics, checked against scipy on known inputs."""
+"""Specification of experiments.evaluate.statistics, checked against scipy on known inputs."""
 
 import os
 import subprocess
@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from experiments.statistics import (
+from experiments.evaluate.statistics import (
     ConfidenceInterval,
     bootstrap_ci,
     compare,
@@ -178,7 +178,7 @@ def test_same_seed_gives_identical_results_and_another_seed_does_not(scores):
 
 _SUBPROCESS_SCRIPT = """
 import numpy as np
-from experiments.statistics import bootstrap_ci, paired_randomization_test
+from experiments.evaluate.statistics import bootstrap_ci, paired_randomization_test
 rng = np.random.default_rng(42)
 base = rng.beta(2, 3, size=60)
 variant = np.clip(base + rng.normal(0.03, 0.1, size=60), 0, 1)
@@ -278,7 +278,7 @@ def test_misaligned_or_bad_values_are_rejected():
 
 
 def test_bootstrap_cis_shares_draws_and_equals_bootstrap_ci_per_column():
-    from experiments.statistics import bootstrap_cis
+    from experiments.evaluate.statistics import bootstrap_cis
 
     rng = np.random.default_rng(3)
     columns = {"R@10": rng.random(57), "nDCG@10": rng.random(57) ** 2}
@@ -290,8 +290,8 @@ def test_bootstrap_cis_shares_draws_and_equals_bootstrap_ci_per_column():
 
 
 def test_bootstrap_cis_reuses_an_interval_only_for_the_same_values_draws_and_confidence():
-    from experiments import statistics
-    from experiments.statistics import bootstrap_cis
+    from experiments.evaluate import statistics
+    from experiments.evaluate.statistics import bootstrap_cis
 
     rng = np.random.default_rng(5)
     values = rng.random(41)
@@ -313,7 +313,7 @@ def test_bootstrap_cis_reuses_an_interval_only_for_the_same_values_draws_and_con
 
 
 def test_bootstrap_means_do_not_depend_on_the_block_of_resamples_they_are_computed_in():
-    from experiments.statistics import _BLOCK_ROWS, _counts_cached, bootstrap_cis
+    from experiments.evaluate.statistics import _BLOCK_ROWS, _counts_cached, bootstrap_cis
 
     rng = np.random.default_rng(5)
     n = 179

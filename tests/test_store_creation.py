@@ -51,7 +51,7 @@ def test_eight_parallel_first_runs_on_a_new_default_store_all_arrive(tmp_path):
 
 def test_a_creator_killed_mid_way_leaves_no_store_and_the_next_run_succeeds(tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    code = f"from experiments.tracking import ensure_store; ensure_store({uri!r})"
+    code = f"from experiments.track.mlflow_tracker import ensure_store; ensure_store({uri!r})"
     creator = subprocess.Popen(
         [sys.executable, "-c", code], cwd=tmp_path, env=env(tmp_path), start_new_session=True
     )

@@ -10,8 +10,8 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from experiments.configs import CONF_DIR, compose_config
 from experiments.report.render import Block, Paragraph
+from experiments.run.compose import CONF_DIR, compose_config
 from experiments.study import Experiment, PlanError, Row, SectionContext, load_plan, write_report
 from experiments.study.sections import available_sections
 from experiments.suites.jsonl import save_suite
@@ -273,7 +273,11 @@ def test_with_tracking_a_study_is_one_mlflow_parent_with_a_child_per_row(tiny_di
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     tracking = {
         "enabled": True,
-        "tracker": {"_target_": "experiments.tracking.MlflowTracker", "experiment": "study", "uri": uri},
+        "tracker": {
+            "_target_": "experiments.track.mlflow_tracker.MlflowTracker",
+            "experiment": "study",
+            "uri": uri,
+        },
     }
     rows = [Row("bm25", ("variant=bm25",)), Row("bm25_b0", ("variant=bm25", "stage.bm25.b=0"))]
     kwargs = dict(

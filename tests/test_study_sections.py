@@ -11,13 +11,13 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from experiments.configs import compose_config
 from experiments.report import analysis
 from experiments.report.render import Paragraph, Table, to_markdown
-from experiments.runs import RunRecord
+from experiments.run.compose import compose_config
 from experiments.study import SectionContext, load_plan
 from experiments.study.plugins.targets import target_lines
 from experiments.study.sections import available_sections, resolve_section
+from experiments.track.finished_runs import RunRecord
 
 WEIGHT = "stage.instruction_boost.weight"
 # Six instruction_following queries, four of another ability, two abstention questions.

@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from experiments.evaluate import evaluate
+from experiments.evaluate.table import evaluate
 from experiments.study import PlanError, Row, SuiteResults, load_plan, write_report
 from experiments.study.experiment import run_plan
 from experiments.study.live import rerun

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from experiments.configs import compose_config
+from experiments.run.compose import compose_config
 from tests.support import tiny_suite
 from tests.sweep_support import write_tiny_suite
 
@@ -15,7 +15,7 @@ def compose(*overrides: str):
 
 
 def test_the_memoised_suite_is_reused_only_while_its_config_and_files_are_the_same(tmp_path):
-    from experiments.run import load_suite_from_config
+    from experiments.run.app import load_suite_from_config
 
     root = write_tiny_suite(tmp_path)
     cfg = compose(f"suite.path={root}")
@@ -51,7 +51,7 @@ def test_the_memoised_suite_is_reused_only_while_its_config_and_files_are_the_sa
 
 
 def test_the_files_signature_lists_every_file_once_in_a_stable_order(tmp_path):
-    from experiments.run import _files_signature
+    from experiments.run.app import _files_signature
 
     (tmp_path / "b" / "c").mkdir(parents=True)
     for name in ("a.json", "b/x.json", "b/c/y.json", "b c.json"):

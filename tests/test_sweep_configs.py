@@ -7,7 +7,7 @@ import yaml
 from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
-from experiments.configs import CONF_DIR
+from experiments.run.compose import CONF_DIR
 from tests.sweep_support import job_dirs, sweep, write_tiny_suite
 
 

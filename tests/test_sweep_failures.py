@@ -17,7 +17,7 @@ import sys
 import mlflow
 import pytest
 
-from experiments.sweeps import CONFIG_HASH_TAG
+from experiments.run.resume import CONFIG_HASH_TAG
 from tests.support import REPO
 from tests.sweep_support import copy_store, job_dirs, parents_and_children, sweep, write_tiny_suite
 

@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
 
-from experiments.configs import CONF_DIR
-from experiments.sweeps import config_hash, finished_on_disk, record_finished, resume_enabled
-from retrieval.pipeline import Pipeline, ProcessMemo
+from experiments.run.compose import CONF_DIR
+from experiments.run.resume import config_hash, finished_on_disk, record_finished, resume_enabled
+from retrieval.pipeline import Pipeline
 from retrieval.retrievers.bm25 import BM25Retriever
+from retrieval.reuse import ProcessMemo
 from retrieval.stage import RankStage
 from retrieval.types import Candidates, Query
 from tests.support import REPO, tiny_suite
@@ -47,7 +48,7 @@ def test_config_hash_ignores_key_order_and_nested_progress_flags():
 
 def test_config_hash_is_the_same_in_another_process():
     code = (
-        "from hydra import compose, initialize_config_dir; from experiments.sweeps import config_hash\n"
+        "from hydra import compose, initialize_config_dir; from experiments.run.resume import config_hash\n"
         f"with initialize_config_dir(config_dir={str(CONF_DIR)!r}, version_base='1.3'):\n"
         "    print(config_hash(compose(config_name='config', overrides=['variant=bm25'])))"
     )
@@ -112,7 +113,7 @@ def test_stage_memo_keys_from_the_run_resolved_config_are_each_stages_own(varian
     keys as resolving each stage node on its own (interpolations into other parts of the config too)."""
     from omegaconf import OmegaConf
 
-    from retrieval.pipeline import _stage_key
+    from experiments.run.build import _stage_key
 
     boost = ["stage.instruction_boost.weight=${seed}"] if variant == "exp05" else []  # one into elsewhere
     cfg = compose_with(f"variant={variant}", "seed=3", *boost)

@@ -16,7 +16,7 @@ import time
 import mlflow
 import pytest
 
-from experiments.sweeps import CONFIG_HASH_TAG, finished_in_mlflow
+from experiments.run.resume import CONFIG_HASH_TAG, finished_in_mlflow
 from tests.sweep_support import copy_store, job_dirs, parents_and_children, runs, sweep, write_tiny_suite
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]

@@ -7,7 +7,8 @@ from types import MappingProxyType
 import numpy as np
 import pytest
 
-from experiments.configs import CONF_DIR
+from experiments.run.build import pipeline_from_config
+from experiments.run.compose import CONF_DIR
 from retrieval.pipeline import Pipeline
 from retrieval.retrievers.bm25 import BM25Retriever
 from retrieval.stages.keyword_tags import KeywordTags
@@ -187,7 +188,7 @@ def test_variant_config_builds_keyword_tags_then_tag_boost():
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=["variant=tag_inference", "tracking=none"])
-    pipeline = Pipeline.from_config(list(cfg.variant.stages), cfg.stage)
+    pipeline = pipeline_from_config(list(cfg.variant.stages), cfg.stage)
     assert isinstance(pipeline.ingest[0], KeywordTags) and isinstance(pipeline.rank[-1], TagBoost)
     assert pipeline.rank[-1].encoder is not None
 

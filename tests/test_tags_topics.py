@@ -6,7 +6,8 @@ from types import MappingProxyType
 
 import numpy as np
 
-from experiments.configs import CONF_DIR
+from experiments.run.build import pipeline_from_config
+from experiments.run.compose import CONF_DIR
 from retrieval.stages.topic_tags import TopicTags
 from retrieval.types import Memory
 
@@ -67,14 +68,17 @@ def test_per_memory_keeps_the_best_n():
     assert out[0].annotations["auto_tags"] == ("Designing the UI", "Connecting SQLite database")
 
 
-def test_beam_loader_adds_topic_metadata_only_when_asked(beam_100k):
+def test_beam_loader_adds_topic_metadata_only_when_asked(beam_synth_dir):
+    import json
+
     from experiments.suites.beam import load_beam
 
-    folder = beam_100k / "1"
+    folder = beam_synth_dir / "1"
     plain, with_topics = load_beam(folder), load_beam(folder, topics=True)
     assert "topic" not in plain.memories[0].metadata
     topic = with_topics.memories[0].metadata["topic"]
-    assert len(topic["subtopics"]) == 8 and topic["title"]
+    written = json.loads((folder / "topic.json").read_text())
+    assert topic["subtopics"] == written["subtopics"] and topic["title"] == written["title"]
     assert plain.content_hash != with_topics.content_hash
     assert [m.text for m in plain.memories] == [m.text for m in with_topics.memories]
 
@@ -82,7 +86,6 @@ def test_beam_loader_adds_topic_metadata_only_when_asked(beam_100k):
 def test_topic_variant_config_builds_topic_tags_then_tag_boost():
     from hydra import compose, initialize_config_dir
 
-    from retrieval.pipeline import Pipeline
     from retrieval.stages.tag_boost import TagBoost
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
@@ -90,6 +93,6 @@ def test_topic_variant_config_builds_topic_tags_then_tag_boost():
             "config", overrides=["suite=beam", "+suite.topics=true", "variant=tag_inference_topics"]
         )
     assert cfg.suite.topics is True
-    pipeline = Pipeline.from_config(list(cfg.variant.stages), cfg.stage)
+    pipeline = pipeline_from_config(list(cfg.variant.stages), cfg.stage)
     assert isinstance(pipeline.ingest[0], TopicTags)
     assert isinstance(pipeline.rank[-1], TagBoost) and pipeline.rank[-1].threshold == 0.4

@@ -7,13 +7,14 @@ from types import MappingProxyType
 import numpy as np
 import pytest
 
-from experiments.configs import CONF_DIR
+from experiments.run.build import pipeline_from_config
+from experiments.run.compose import CONF_DIR
 from experiments.suites.generators.tiered_synth import tiered_synth
+from retrieval.fusions.tier_fusion import TierFusion
 from retrieval.pipeline import Pipeline
 from retrieval.retrievers.bm25 import BM25Retriever
+from retrieval.retrievers.tiered import TieredRetriever
 from retrieval.stages.advisory_tiers import AdvisoryTiers
-from retrieval.stages.tier_fusion import TierFusion
-from retrieval.stages.tiered import TieredRetriever
 from retrieval.types import Corpus, Memory, Query
 
 SCOPE_A = MappingProxyType({"agent": "a", "project": "p1"})
@@ -252,7 +253,7 @@ def test_configs_build_both_policies_of_the_one_mechanism():
     ]
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=overrides)
-    pipeline = Pipeline.from_config(list(cfg.variant.stages), cfg.stage)
+    pipeline = pipeline_from_config(list(cfg.variant.stages), cfg.stage)
     high_order, fusion = pipeline.stages
     assert isinstance(high_order, TieredRetriever)
     assert high_order.cap == 50 and high_order.confidence_floor == 0.3
@@ -275,7 +276,7 @@ def test_tiering_advisory_variant_is_the_same_mechanism_under_the_advisory_polic
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=["variant=tiering_advisory", "tracking=none"])
-    policy, tiered, fusion = Pipeline.from_config(list(cfg.variant.stages), cfg.stage).stages
+    policy, tiered, fusion = pipeline_from_config(list(cfg.variant.stages), cfg.stage).stages
     assert (
         isinstance(policy, AdvisoryTiers) and type(tiered) is TieredRetriever and type(fusion) is TierFusion
     )

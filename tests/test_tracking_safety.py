@@ -15,8 +15,8 @@ import mlflow
 import pytest
 from mlflow.utils.validation import _validate_metric_name
 
-from experiments.sweeps import CODE_VERSION_TAG, CONFIG_HASH_TAG, finished_in_mlflow
-from experiments.tracking import (
+from experiments.run.resume import CODE_VERSION_TAG, CONFIG_HASH_TAG, finished_in_mlflow
+from experiments.track.mlflow_tracker import (
     METRIC_NAMES_FILE,
     MlflowTracker,
     TrackingError,
@@ -170,7 +170,7 @@ def test_a_store_that_cannot_be_created_is_a_tracking_error_naming_it(tmp_path):
 
 
 def test_reading_runs_never_creates_a_store(tmp_path):
-    from experiments.runs import RunError, load_mlflow_runs
+    from experiments.track.finished_runs import RunError, load_mlflow_runs
 
     with pytest.raises(RunError, match="no MLflow store"):
         load_mlflow_runs(experiment="x", uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
@@ -184,7 +184,7 @@ def test_a_worker_that_loses_the_race_to_insert_the_suite_dataset_retries_and_li
     from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
 
-    from experiments.tracking import SuiteDataset, log_dataset
+    from experiments.track.mlflow_tracker import SuiteDataset, log_dataset
 
     client = MlflowClient(store[1])
     experiment = client.create_experiment("dataset_race")

@@ -11,10 +11,10 @@ from pathlib import Path
 import ir_measures
 import pytest
 
-from experiments.configs import compose_config
-from experiments.run import build_pipeline, run_experiment
+from experiments.run.app import build_pipeline, run_experiment
+from experiments.run.compose import compose_config
+from experiments.run.resume import config_hash
 from experiments.suites.jsonl import save_suite
-from experiments.sweeps import config_hash
 from retrieval.pipeline import Pipeline, PipelineConfigError
 from retrieval.retrievers.trec_run import TrecRunRetriever
 from tests.support import REPO, tiny_suite

@@ -43,7 +43,8 @@ from experiments.benchmarks.pipeline import (
     wait_for_quiet,
     wait_note,
 )
-from experiments.run import load_suite_from_config
+from experiments.run.app import load_suite_from_config
+from experiments.run.build import pipeline_from_config
 from retrieval.encoder import MINILM, resolve_model_path
 
 BACKENDS = ("torch", "onnx-int8", "onnx", "openvino", "openvino-int8")
@@ -63,7 +64,7 @@ def timed(fn):
 
 
 def compose(overrides: list[str]):
-    from experiments.configs import compose_config
+    from experiments.run.compose import compose_config
 
     return compose_config(["suite=beam", "tracking=none", "progress=false", *SUITE_OVERRIDES, *overrides])
 
@@ -119,18 +120,17 @@ def measure_bi_encoder(
 
 
 def dense_quality(backend: str, work: Path) -> dict[str, Any]:
-    from retrieval.pipeline import Pipeline
 
     overrides = ["variant=dense", f"encoder.backend={backend}"]
     if backend != "torch":  # keep backend vectors out of the shared fp32 cache folder
         overrides.append(f"encoder.cache_dir={work / 'backend_embeddings'}")
     cfg = compose(overrides)
-    return evaluate(cfg, Pipeline.from_config(list(cfg.variant.stages), cfg.stage, depth=cfg.depth))
+    return evaluate(cfg, pipeline_from_config(list(cfg.variant.stages), cfg.stage, depth=cfg.depth))
 
 
 def evaluate(cfg, pipeline) -> dict[str, Any]:
 
-    from experiments.metrics import per_query
+    from experiments.evaluate.metrics import per_query
 
     suite = load_suite_from_config(cfg, memoise=True)
     output, wall, cpu = timed(
@@ -152,12 +152,11 @@ def evaluate(cfg, pipeline) -> dict[str, Any]:
 def rerank_heads(n_queries: int) -> list[tuple[str, list[str]]]:
     """(question, its 16 BM25 candidates' texts) for the first `n_queries` BEAM 100K questions."""
 
-    from retrieval.pipeline import Pipeline
 
     cfg = compose(["variant=bm25"])
     suite = load_suite_from_config(cfg, memoise=True)
     queries = list(suite.queries)[:n_queries]
-    output = Pipeline.from_config(list(cfg.variant.stages), cfg.stage, depth=16).run(
+    output = pipeline_from_config(list(cfg.variant.stages), cfg.stage, depth=16).run(
         suite.memories, queries, progress=False
     )
     text = {m.id: m.text for m in suite.memories}
@@ -236,16 +235,16 @@ def spark_latency(backend: str, suite_path: str | None = None) -> dict[str, Any]
     the whole `Pipeline.run` call."""
     from dataclasses import replace
 
-    from experiments.configs import compose_config
-    from experiments.metrics import per_query
-    from retrieval.pipeline import Pipeline, ProcessMemo
+    from experiments.evaluate.metrics import per_query
+    from experiments.run.compose import compose_config
+    from retrieval.reuse import ProcessMemo
 
     overrides = ["suite=spark25", "variant=spark_phase3", "tracking=none", "progress=false"]
     overrides += [f"encoder.backend={backend}", "encoder.cache_dir=null"]
     overrides += ["stage.cross_encoder.scorer.cache_dir=null"]
     cfg = compose_config(overrides + ([f"suite.path={suite_path}"] if suite_path else []))
     suite = load_suite_from_config(cfg, memoise=False)
-    pipeline = Pipeline.from_config(list(cfg.variant.stages), cfg.stage, depth=cfg.depth)
+    pipeline = pipeline_from_config(list(cfg.variant.stages), cfg.stage, depth=cfg.depth)
     memo, queries = ProcessMemo(), list(suite.queries)
     warm = replace(queries[0], id=f"{queries[0].id}-warmup", text=f"warm-up: {queries[0].text}")
     _, build_s, build_cpu = timed(
@@ -290,7 +289,6 @@ def agreement(reference: list[list[float]], other: list[list[float]]) -> dict[st
 
 
 def reranker_quality(backend: str, model: str) -> dict[str, Any]:
-    from retrieval.pipeline import Pipeline
 
     cfg = compose(
         [
@@ -299,7 +297,7 @@ def reranker_quality(backend: str, model: str) -> dict[str, Any]:
             f"stage.cross_encoder.scorer.backend={backend}",
         ]
     )
-    return evaluate(cfg, Pipeline.from_config(list(cfg.variant.stages), cfg.stage, depth=cfg.depth))
+    return evaluate(cfg, pipeline_from_config(list(cfg.variant.stages), cfg.stage, depth=cfg.depth))
 
 
 def main(argv: list[str] | None = None) -> int:

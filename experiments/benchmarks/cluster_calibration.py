@@ -6,7 +6,8 @@
 A suite shaped like a memory benchmark (20 conversations of 20 questions) with no true difference
 between the two runs: each run's per-query value is a conversation effect plus query noise, with an
 intra-cluster correlation of 0.5, so the paired differences are clustered the same way. Each seeded
-replication runs the paired sign-flip test of `experiments.statistics` with whole clusters flipped and
+replication runs the paired sign-flip test of `experiments.evaluate.statistics` with whole clusters
+flipped and
 with queries flipped independently; at alpha the share of replications called significant is the test's
 false-positive rate. The cluster test should land near alpha (the issue's bar: 0.03-0.07); the
 query-level test, which counts 400 correlated questions as independent, is inflated. The same
@@ -25,7 +26,11 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.statistics import design_effect, minimum_detectable_effect, paired_randomization_test
+from experiments.evaluate.statistics import (
+    design_effect,
+    minimum_detectable_effect,
+    paired_randomization_test,
+)
 
 ACCEPTED = (0.03, 0.07)  # the acceptance band for the cluster test's false-positive rate
 

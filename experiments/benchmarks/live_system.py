@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from experiments import PROJECT_ROOT
-from experiments.tracking import git_commit
+from experiments.track.mlflow_tracker import git_commit
 from retrieval.types import Corpus
 
 OVERHEAD_TARGET_MS = 10.0
@@ -129,8 +129,8 @@ def _served_pass(pipeline: Any, suite: Any, server: Server) -> dict[str, Any]:
 
 
 def overhead(suite_overrides: list[str], variant: str, repeats: int, cache_dir: str) -> dict[str, Any]:
-    from experiments.configs import compose_config
-    from experiments.run import build_pipeline, load_suite_from_config
+    from experiments.run.app import build_pipeline, load_suite_from_config
+    from experiments.run.compose import compose_config
 
     base = [*suite_overrides, "tracking=none", f"cache_dir={cache_dir}"]
     suite = load_suite_from_config(compose_config([*base, f"variant={variant}"]))
@@ -172,8 +172,8 @@ def overhead(suite_overrides: list[str], variant: str, repeats: int, cache_dir: 
 
 def concurrency(suite_overrides: list[str], delay_ms: float, repeats: int, cache_dir: str) -> dict[str, Any]:
     """QPS of the prefetch at concurrency 1 and 4, `repeats` interleaved passes of each, the fastest kept."""
-    from experiments.configs import compose_config
-    from experiments.run import build_pipeline, load_suite_from_config
+    from experiments.run.app import build_pipeline, load_suite_from_config
+    from experiments.run.compose import compose_config
 
     base = [*suite_overrides, "tracking=none", f"cache_dir={cache_dir}"]
     suite = load_suite_from_config(compose_config([*base, "variant=bm25"]))

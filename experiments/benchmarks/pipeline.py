@@ -48,7 +48,8 @@ import numpy as np
 
 from experiments import PROJECT_ROOT
 from experiments.benchmarks.pipeline_report import VARIANTS, write_report
-from experiments.configs import CONF_DIR
+from experiments.run.build import pipeline_from_config
+from experiments.run.compose import CONF_DIR
 
 REPO = PROJECT_ROOT
 TRAINED_CE = REPO / "models" / "cross-encoder-beam500k"
@@ -183,10 +184,9 @@ def _compose(variant: str, work: Path, ce_model: str | None):
 
 
 def _pipeline(variant: str, work: Path, ce_model: str | None):
-    from retrieval.pipeline import Pipeline
 
     cfg = _compose(variant, work, ce_model)
-    return Pipeline.from_config(list(cfg.variant.stages), cfg.stage, depth=cfg.depth)
+    return pipeline_from_config(list(cfg.variant.stages), cfg.stage, depth=cfg.depth)
 
 
 def _queries(suite, n: int) -> list:
@@ -379,8 +379,8 @@ def measure(
     path: Path, work: Path, *, n_queries: int, ce_model: str, bm25_queries: int, ce_queries: int
 ) -> dict:
     from experiments.suites.beam import load_beam
-    from retrieval.pipeline import CandidateCache
     from retrieval.reranker import load_cross_encoder
+    from retrieval.reuse import CandidateCache
 
     t = time.perf_counter()
     suite = load_beam(path)
@@ -435,10 +435,11 @@ def measure(
 
 # ------------------------------------------------------------------------------------------ metrics
 def metrics_vs_ir_measures(n_queries: int = 10_000, depth: int = 100, seed: int = 0) -> dict[str, Any]:
-    """One seeded graded run of `n_queries` queries: time and compare experiments.metrics and ir_measures."""
+    """One seeded graded run of `n_queries` queries: time and compare experiments.evaluate.metrics and
+    ir_measures."""
     import ir_measures
 
-    from experiments.metrics import per_query
+    from experiments.evaluate.metrics import per_query
 
     rng = np.random.default_rng(seed)
     qrels, run, scored = {}, {}, {}

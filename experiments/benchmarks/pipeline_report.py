@@ -327,9 +327,9 @@ def render(results: dict, note: str = "") -> str:
         "## Metric computation vs ir_measures",
         "",
         f"One seeded graded run of {mv['queries']:,} queries (depth {mv['depth']}; {mv['answerable']:,} with "
-        f"a relevant judgement), metrics {', '.join(mv['metrics'])}: the harness (experiments.metrics."
-        f"per_query) took {_f(mv['harness_s'], 2)} s, ir_measures (pytrec_eval) "
-        f"{_f(mv['ir_measures_s'], 2)} s "
+        f"a relevant judgement), metrics {', '.join(mv['metrics'])}: the harness "
+        f"(experiments.evaluate.metrics.per_query) took {_f(mv['harness_s'], 2)} s, "
+        f"ir_measures (pytrec_eval) {_f(mv['ir_measures_s'], 2)} s "
         f"(ratio {_f(mv['time_ratio_ir_measures_over_harness'], 2)}x); largest absolute difference over "
         f"{mv['values_compared']:,} values: {mv['max_abs_difference']:.1e}.",
         "",

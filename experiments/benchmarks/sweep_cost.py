@@ -38,8 +38,8 @@ from pathlib import Path
 
 from experiments import PROJECT_ROOT
 from experiments.benchmarks.pipeline import add_wait_quiet, wait_for_quiet, wait_note
-from experiments.configs import CONF_DIR
-from experiments.tracking import git_commit
+from experiments.run.compose import CONF_DIR
+from experiments.track.mlflow_tracker import git_commit
 
 REPO = PROJECT_ROOT
 DEFAULT_SWEEP = "stage.instruction_boost.weight=range(0,0.525,0.025)"

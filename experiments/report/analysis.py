@@ -2,12 +2,13 @@
 
 Runs come in as `RunRecord`s (run directories or MLflow runs); this module names them, finds the
 numeric parameter a sweep varied, picks the baseline, and computes every table the report shows:
-means with significance marks (paired test from `experiments.statistics`, Holm across all the
+means with significance marks (paired test from `experiments.evaluate.statistics`, Holm across all the
 comparisons of the report), per-label deltas, per-query wins and losses, latency and provenance.
 Plots and rendering live in `plots.py` and `render.py`.
 
 Statistics resample whole clusters (each query's conversation: the per-query table's `cluster`)
-wherever the suite has several queries per cluster (`unit`, see `experiments.statistics.resolve_unit`);
+wherever the suite has several queries per cluster (`unit`, see
+`experiments.evaluate.statistics.resolve_unit`);
 the query-level verdicts are kept beside them so a report can say which survive clustering. A study
 may compare every row against several references; the Holm family then covers all of them.
 """
@@ -20,8 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from experiments.runs import RunError, RunRecord
-from experiments.statistics import (
+from experiments.evaluate.statistics import (
     bootstrap_ci,
     compare,
     few_clusters_warning,
@@ -29,6 +29,7 @@ from experiments.statistics import (
     paired_randomization_test,
     resolve_unit,
 )
+from experiments.track.finished_runs import RunError, RunRecord
 
 # Params that say where or how a run was executed, not what was measured.
 _IGNORED_PARAM_PREFIXES = (

@@ -1,7 +1,7 @@
 """Assemble a comparison report from finished runs: analysis -> figures -> blocks -> report.md + index.html.
 
-The last step of the data flow: `experiments.runs` reads the runs, `analysis` computes the tables,
-`plots` draws them, `render` writes reports/<name>/.
+The last step of the data flow: `experiments.track.finished_runs` reads the runs, `analysis` computes the
+tables, `plots` draws them, `render` writes reports/<name>/.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from experiments.evaluate.statistics import TEST_NAMES
 from experiments.report import analysis, plots
 from experiments.report.drilldown import DEFAULT_DRILLDOWN, DrilldownOptions, drilldown_blocks, suite_texts
 from experiments.report.render import (
@@ -27,8 +28,7 @@ from experiments.report.render import (
     safe_filename,
     write,
 )
-from experiments.runs import RunRecord, higher_is_better
-from experiments.statistics import TEST_NAMES
+from experiments.track.finished_runs import RunRecord, higher_is_better
 
 
 def _f(value: float, digits: int = 3) -> str:
@@ -64,7 +64,7 @@ def build_report(
     significance table, placed after the per-query wins and losses. `primary`: default the suite's
     (`primary` in its suite config), else the first metric. `drilldown`: which queries the per-query
     drill-down at the end shows (None: no drill-down). `unit`: what the statistics resample (auto |
-    cluster | query, experiments.statistics). `references`: more rows every run is compared against,
+    cluster | query, experiments.evaluate.statistics). `references`: more rows every run is compared against,
     besides the baseline (one Holm family covers all the comparisons)."""
     dropped: list[RunRecord] = []
     if not keep_repeats:

@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from experiments.report.drilldown import DrilldownOptions
 
+from experiments.evaluate.statistics import TEST_NAMES
 from experiments.names import name_problem, under_root
-from experiments.runs import (
+from experiments.track.finished_runs import (
     RunError,
     find_run_dirs,
     load_mlflow_runs,
@@ -33,7 +34,6 @@ from experiments.runs import (
     missing_run_dirs,
     unique_runs,
 )
-from experiments.statistics import TEST_NAMES
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -101,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     tags = dict(t.split("=", 1) for t in args.tag if "=" in t)
     try:
         if args.sweep_dir:
-            from experiments.sweep_tracking import PARENT_FILE, read_parent
+            from experiments.track.sweep_parent import PARENT_FILE, read_parent
 
             parent = read_parent(args.sweep_dir)
             if not parent:

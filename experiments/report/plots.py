@@ -1,7 +1,7 @@
 """The report's figures, drawn with matplotlib's Agg backend (no display) and returned as PNG bytes.
 
 Each function takes tables from `analysis.py` and returns one PNG; `render.py` writes them beside
-report.md and embeds them as base64 in index.html.
+report.md and index.html, which both reference them.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from experiments.report.analysis import Comparison  # noqa: E402
-from experiments.runs import higher_is_better  # noqa: E402
+from experiments.track.finished_runs import higher_is_better  # noqa: E402
 
 
 def _png(fig: plt.Figure) -> bytes:

@@ -2,8 +2,8 @@
 
 The report is a list of plain blocks (heading, paragraph, table, image, code); each renderer walks
 the same list, so the two files never disagree. Inline text uses a tiny Markdown subset (`code`,
-**bold**, backslash escapes) that the HTML renderer translates; images are files beside report.md and
-base64 data URIs inside index.html, so the HTML opens anywhere with nothing else.
+**bold**, backslash escapes) that the HTML renderer translates; images are PNG files beside report.md
+and index.html, which both reference them (each figure is stored once).
 
 Text from data, configs and runs (suite names, labels, run names, sources) is never markup: the report
 code passes it through `md()` (literal Markdown text) or `code()` (a code span) before it joins a
@@ -15,7 +15,6 @@ link only of the report's own `[text](http...)` with a safe target, so a label s
 
 from __future__ import annotations
 
-import base64
 import html
 import re
 from dataclasses import dataclass
@@ -174,9 +173,8 @@ def to_html(blocks: list[Block], title: str) -> str:
         elif isinstance(block, Code):
             body.append(f"<pre><code>{html.escape(block.text)}</code></pre>")
         elif isinstance(block, Image):
-            data = base64.b64encode(block.png).decode("ascii")
             alt = html.escape(block.alt, quote=True)
-            body.append(f'<img src="data:image/png;base64,{data}" alt="{alt}">')
+            body.append(f'<img src="{html.escape(block.filename, quote=True)}" alt="{alt}">')
         elif isinstance(block, Table):
             head = "".join(f"<th>{_inline(md(c))}</th>" for c in [block.index_name, *block.frame.columns])
             cell = _inline if block.markup else (lambda v: _inline(md(v)))

@@ -13,7 +13,7 @@ served this way gives the in-process run's ranking: the same ids in the same ord
 float scores (JSON carries a float's shortest repr, which reads back to the same float).
 
 `config_override` keys are AtomicMemory-style names mapped onto stage fields by a table
-(experiments/conf/serve/override_keys.yaml: `instructionBoostWeight -> stage.instruction_boost.weight`)
+(conf/serve/override_keys.yaml: `instructionBoostWeight -> stage.instruction_boost.weight`)
 or generic `stage.<name>.<field>` keys; a key that names nothing this variant runs is an error, never
 ignored. Each distinct override set builds its pipeline once (stages unchanged by it are reused, and so
 are the channel indexes when it changes only rank stages).
@@ -40,10 +40,13 @@ from typing import Any
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from retrieval.pipeline import Pipeline, PipelineConfigError, ProcessMemo, _single_channel
+from experiments.run.build import pipeline_from_config
+from experiments.run.compose import CONF_DIR
+from retrieval.pipeline import Pipeline, PipelineConfigError, _single_channel
+from retrieval.reuse import ProcessMemo
 from retrieval.types import Candidates, Corpus, Memory, Query, scope_key
 
-OVERRIDE_KEYS_FILE = Path(__file__).resolve().parents[1] / "conf" / "serve" / "override_keys.yaml"
+OVERRIDE_KEYS_FILE = CONF_DIR / "serve" / "override_keys.yaml"
 
 
 class ServiceError(ValueError):
@@ -130,7 +133,7 @@ class MemoryService:
     @classmethod
     def from_overrides(cls, overrides: Sequence[str] = (), **kwargs: Any) -> MemoryService:
         """The service of the variant `memeval-run <overrides>` would run (e.g. `variant=exp05`)."""
-        from experiments.configs import compose_config
+        from experiments.run.compose import compose_config
 
         return cls(compose_config(list(overrides)), **kwargs)
 
@@ -316,7 +319,7 @@ class MemoryService:
                 )
             OmegaConf.update(stages, ".".join(parts[1:]), value, merge=False)
         try:
-            pipeline = Pipeline.from_config(self.order, stages, depth=self.depth, memo=self._memo)
+            pipeline = pipeline_from_config(self.order, stages, depth=self.depth, memo=self._memo)
         except PipelineConfigError as err:
             raise ServiceError(f"config_override {dict(config_override)}: {err}") from None
         with self._lock:

@@ -1,4 +1,4 @@
-"""Studies as configs: a plan (experiments/conf/study/*.yaml) names the rows a study compares, the
+"""Studies as configs: a plan (conf/study/*.yaml) names the rows a study compares, the
 suite, the baseline, metrics, statistics and report sections; one call runs it and writes its report.
 
     python -m experiments.study study=boost_beam100k         # memeval-study study=boost_beam100k

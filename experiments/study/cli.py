@@ -3,7 +3,7 @@
     python -m experiments.study study=boost_beam100k
     python -m experiments.study study=boost_beam100k tracking=none study.stats.seed=1
 
-Loads experiments/conf/study/<plan>.yaml (checked before anything runs), runs every row through
+Loads conf/study/<plan>.yaml (checked before anything runs), runs every row through
 `experiments.run` (caches, process memo, resume: a re-run reuses finished rows), one MLflow parent
 run with a child per row when tracking is on, then writes <out_root>/<study>/report.md + index.html.
 Exit 2 on a bad plan, suite or config, a missing model, or an unreachable store.
@@ -19,7 +19,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.configs import CONF_DIR, answer_help
+from experiments.run.compose import CONF_DIR, answer_help
 
 
 def run(cfg: DictConfig, command: str) -> Path:
@@ -52,7 +52,7 @@ def run(cfg: DictConfig, command: str) -> Path:
 def _log_report(parent_run_id: str, cfg: DictConfig, out: Path) -> None:
     import mlflow
 
-    from experiments.tracking import resolve_uri
+    from experiments.track.mlflow_tracker import resolve_uri
 
     client = mlflow.MlflowClient(tracking_uri=resolve_uri(cfg.tracking.tracker.get("uri")))
     for path in sorted(out.iterdir()):
@@ -60,18 +60,18 @@ def _log_report(parent_run_id: str, cfg: DictConfig, out: Path) -> None:
             client.log_artifact(parent_run_id, str(path), "report")
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="run_study")
+@hydra.main(version_base="1.3", config_path="pkg://experiments.conf", config_name="run_study")
 def run_app(cfg: DictConfig) -> None:
     overrides = [str(o) for o in HydraConfig.get().overrides.task]
     command = "python -m experiments.study " + shlex.join(overrides)
     # The study machinery pulls in pandas and matplotlib: imported once there is a study to run, so
     # `--help` answers at once (tests/test_entry_points.py checks what the entry modules import).
-    from experiments.config_check import ConfigError
     from experiments.names import UnsafeNameError
-    from experiments.runs import RunError
+    from experiments.run.config_check import ConfigError
     from experiments.study.plan import PlanError
     from experiments.suites.suite import SuiteError
-    from experiments.tracking import TrackingError
+    from experiments.track.finished_runs import RunError
+    from experiments.track.mlflow_tracker import TrackingError
     from retrieval.encoder import ModelNotFoundError
     from retrieval.pipeline import PipelineConfigError
 

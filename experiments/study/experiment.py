@@ -8,7 +8,7 @@
     result.table()                 # means per row x metric, † / ‡ = significantly better / worse
     result.per_query("P@5")        # queries x rows
 
-Every row is an ordinary run of `experiments.run.run_experiment` (multirun mode), so a study goes
+Every row is an ordinary run of `experiments.run.app.run_experiment` (multirun mode), so a study goes
 through the same caches, process memo and resume as `memeval-run`: a finished row is reused, not
 re-run. With tracking on, the study is one MLflow parent run with a child per row. The CLI
 (`python -m experiments.study study=<plan>`) is this function plus `write_report`.
@@ -29,8 +29,14 @@ from omegaconf import DictConfig, OmegaConf
 
 from experiments.names import under_root
 from experiments.report import analysis
-from experiments.runs import RunError, RunRecord, higher_is_better, load_mlflow_runs, load_run_dir
 from experiments.study.plan import Row, StudyPlan, load_plan
+from experiments.track.finished_runs import (
+    RunError,
+    RunRecord,
+    higher_is_better,
+    load_mlflow_runs,
+    load_run_dir,
+)
 
 STUDY_KEY_TAG = "memeval.study_key"
 _KEEP = object()  # "what the run config says"
@@ -176,7 +182,7 @@ def _compose(overrides: list[str]) -> DictConfig:
     from hydra import compose
     from hydra.core.global_hydra import GlobalHydra
 
-    from experiments.configs import compose_config
+    from experiments.run.compose import compose_config
 
     if GlobalHydra.instance().is_initialized():
         return compose(config_name="config", overrides=overrides)
@@ -197,7 +203,7 @@ class RowComposer:
         self._bases: dict[tuple[str, ...], DictConfig] = {}
 
     def __call__(self, overrides: Sequence[str]) -> DictConfig:
-        from experiments.configs import apply_values, split_overrides
+        from experiments.run.compose import apply_values, split_overrides
 
         groups, values = split_overrides(overrides)
         key = tuple(o.input_line for o in groups)
@@ -228,7 +234,7 @@ def run_plan(
 
     A plan with several suites runs each as its own study (`plan.for_suite`), runs in <runs_dir>/<id>/.
     """
-    from experiments.run import run_experiment
+    from experiments.run.app import run_experiment
 
     root = Path(runs_dir) if runs_dir is not None else Path("outputs") / "studies" / plan.name
     if plan.suites:
@@ -295,7 +301,7 @@ def _load_row(run_dir: Path, cfg: DictConfig) -> RunRecord:
         if record.summary.get("config_hash") == note.get("config_hash"):
             return record
     if note.get("mlflow_run_id"):
-        from experiments.sweeps import CONFIG_HASH_TAG
+        from experiments.run.resume import CONFIG_HASH_TAG
 
         found = load_mlflow_runs(tags={CONFIG_HASH_TAG: note["config_hash"]}, uri=_uri(cfg))
         match = [r for r in found if r.source == f"mlflow:{note['mlflow_run_id']}"]
@@ -305,7 +311,7 @@ def _load_row(run_dir: Path, cfg: DictConfig) -> RunRecord:
 
 
 def _uri(cfg: DictConfig) -> str:
-    from experiments.tracking import resolve_uri
+    from experiments.track.mlflow_tracker import resolve_uri
 
     return resolve_uri(cfg.tracking.tracker.get("uri"))
 
@@ -314,7 +320,7 @@ def _start_parent(plan: StudyPlan, cfg: DictConfig) -> dict[str, str]:
     """One MLflow parent run for the study (reopened on a re-run), as a sweep has."""
     from hydra.utils import instantiate
 
-    from experiments.tracking import open_parent_run
+    from experiments.track.mlflow_tracker import open_parent_run
 
     info = open_parent_run(
         instantiate(cfg.tracking.tracker),

@@ -65,7 +65,7 @@ def live_scorers(cfg: DictConfig) -> list[str]:
 
 def timed_pass(cfg: DictConfig, suite: Suite) -> TimedPass:
     """One pass of the config's pipeline over the suite: no candidate cache, so every stage is timed."""
-    from experiments.run import build_pipeline
+    from experiments.run.app import build_pipeline
 
     pipeline = build_pipeline(cfg)
     load = os.getloadavg()
@@ -84,7 +84,7 @@ def rerun(
 ) -> tuple[Suite, TimedPass]:
     """A row's pipeline run again: a warm-up pass (model loading, embedding reads), then a timed live pass
     with model-score caches off. Scores are the same either way; only the timing differs."""
-    from experiments.run import load_suite_from_config
+    from experiments.run.app import load_suite_from_config
 
     cfg = row_run_config(study, row_name, extra)
     suite = load_suite_from_config(cfg)

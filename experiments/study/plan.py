@@ -1,4 +1,4 @@
-"""A study plan: the YAML that says which runs a study compares and how (experiments/conf/study/*.yaml).
+"""A study plan: the YAML that says which runs a study compares and how (conf/study/*.yaml).
 
 First step of a study: the plan is read and checked here, before anything runs, and turned into
 rows (one run config each: the suite, the base variant, the plan's overrides, the row's overrides).
@@ -24,11 +24,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from experiments.metrics import parse_metric
+from experiments.evaluate.metrics import parse_metric
+from experiments.evaluate.statistics import TEST_NAMES, UNITS
 from experiments.names import name_problem
 from experiments.report.drilldown import DrilldownOptions
-from experiments.runs import LOWER_IS_BETTER
-from experiments.statistics import TEST_NAMES, UNITS
+from experiments.track.finished_runs import LOWER_IS_BETTER
 
 ROW_NAME = re.compile(r"[A-Za-z0-9_.+\-]+")
 PLAN_KEYS = frozenset(
@@ -76,7 +76,7 @@ class Stats:
     alpha: float = 0.05
     correction: str = "holm"
     seed: int = 0
-    unit: str = "auto"  # what the statistics resample: auto | cluster | query (experiments.statistics)
+    unit: str = "auto"  # what the statistics resample: auto | cluster | query (evaluate.statistics)
 
 
 @dataclass(frozen=True)

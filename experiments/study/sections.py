@@ -3,8 +3,8 @@
 A section is a function `SectionContext -> list[Block]` (experiments.report.render blocks), added
 to the comparison report after the generic tables. The study runner knows none of them: it looks a
 name up here. Register one with `@register_section("name")`, or name any importable function in the
-plan as `package.module:function`. The built-in ones live in experiments/study/plugins/ (every module
-there is imported).
+plan as `package.module:function`. The built-in ones live in experiments/study/plugins/ (generic) and
+experiments/study/questions/ (one study's own question); every module of both is imported.
 """
 
 from __future__ import annotations
@@ -48,10 +48,11 @@ def register_section(name: str) -> Callable[[SectionFunction], SectionFunction]:
 def available_sections() -> list[str]:
     import pkgutil
 
-    from experiments.study import plugins
+    from experiments.study import plugins, questions
 
-    for module in pkgutil.iter_modules(plugins.__path__):  # each plugin module registers on import
-        importlib.import_module(f"{plugins.__name__}.{module.name}")
+    for package in (plugins, questions):  # each module registers its sections on import
+        for module in pkgutil.iter_modules(package.__path__):
+            importlib.import_module(f"{package.__name__}.{module.name}")
     return sorted(_REGISTRY)
 
 

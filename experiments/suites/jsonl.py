@@ -1,4 +1,4 @@
-"""The canonical on-disk suite format (DESIGN.md): read, validate, write.
+"""The canonical on-disk suite format (docs/suites.md): read, validate, write.
 
     DIR/suite.yaml       optional: name, version, description, k, labels
     DIR/memories.jsonl   one memory object a line

@@ -16,7 +16,7 @@ from typing import Any
 
 from experiments.names import name_problem
 from experiments.suites import fields
-from retrieval.types import Concept, Feedback, Knowledge, Memory, Query, Relation
+from retrieval.types import Concept, Feedback, Knowledge, Memory, Query, Relation, memory_record
 
 
 @dataclass(frozen=True)
@@ -321,24 +321,8 @@ def _record_problems(
                 yield name, problem
 
 
-# The canonical record of a memory or query: what suites are saved as, hashed by and validated on.
-def memory_record(m: Memory) -> dict[str, Any]:
-    record: dict[str, Any] = {"id": m.id, "text": m.text, "scope": dict(m.scope)}
-    optional = {
-        "created_at": m.created_at,
-        "tier": m.tier,
-        "tags": list(m.tags) or None,
-        "importance": m.importance,
-        "confidence": m.confidence,
-        "strength": m.strength,
-        "deleted": m.deleted or None,
-        "role": m.role,
-        "metadata": dict(m.metadata) or None,
-    }
-    record.update({k: v for k, v in optional.items() if v is not None})
-    return record
-
-
+# The canonical record of a query: what suites are saved as, hashed by and validated on (a memory's,
+# retrieval.types.memory_record, is also what live adapters send a service).
 def query_record(q: Query) -> dict[str, Any]:
     record: dict[str, Any] = {"id": q.id, "text": q.text, "scope": dict(q.scope)}
     optional = {

@@ -8,7 +8,10 @@
 when one is out of date (a test runs it), so a table in the docs is always the one a command wrote.
 Headings move down two levels in README.md (blocks sit under `###`) and one level in docs/; relative
 links and images of the report (its plots) are rebased so they still resolve from the document.
-A block `<!-- generated: variants -->` lists conf/variant/*.yaml with each file's first comment.
+A block `<!-- generated headline from reports/X/report.md -->` holds only links to the report (Markdown,
+HTML) and its headline table (the one under "Variants × metrics"): docs/results.md is such a page, so
+each result is stored once, in its report. A block `<!-- generated: variants -->` lists
+conf/variant/*.yaml with each file's first comment.
 """
 
 from __future__ import annotations
@@ -23,8 +26,13 @@ from experiments import PROJECT_ROOT
 
 ROOT = PROJECT_ROOT
 BLOCK = re.compile(
-    r"(<!-- generated(?: from (?P<path>\S+)|: (?P<name>\w+)) -->\n)(.*?)(<!-- end generated -->)", re.S
+    r"(?P<open><!-- generated(?: from (?P<path>\S+)| headline from (?P<headline>\S+)|: (?P<name>\w+)) -->\n)"
+    r"(.*?)(?P<end><!-- end generated -->)",
+    re.S,
 )
+# A report's headline: the first table under this heading (else the report's first table).
+HEADLINE_SECTION = "## Variants × metrics"
+_TABLE = re.compile(r"^\|.*\|\n\|[-| :]+\|\n(?:\|.*\|\n?)+", re.M)
 
 
 def _demote(markdown: str, levels: int = 2) -> str:
@@ -33,7 +41,7 @@ def _demote(markdown: str, levels: int = 2) -> str:
 
 def variants_list(root: Path = ROOT) -> str:
     rows = ["| variant | what it is |", "|---|---|"]
-    for path in sorted((root / "experiments" / "conf" / "variant").glob("*.yaml")):
+    for path in sorted((root / "conf" / "variant").glob("*.yaml")):
         comments = [
             ln.lstrip("# ").strip()
             for ln in path.read_text().splitlines()
@@ -51,9 +59,26 @@ def _retarget(markdown: str, source_dir: Path, doc_dir: Path) -> str:
     return _RELATIVE_TARGET.sub(lambda m: m[1] + os.path.relpath(source_dir / m[2], doc_dir) + m[3], markdown)
 
 
+def headline(source: Path, doc_dir: Path) -> str:
+    """Links to one report and its headline table, as a results page shows it."""
+    link = os.path.relpath(source, doc_dir)
+    html = os.path.relpath(source.parent / "index.html", doc_dir)
+    if not source.is_file():
+        return f"*(missing: {link})*\n"
+    text = source.read_text()
+    section = text.split(HEADLINE_SECTION, 1)[1] if HEADLINE_SECTION in text else text
+    table = _TABLE.search(section)
+    lines = [f"[report]({link}) · [html]({html})"]
+    if table:
+        lines += ["", table[0].rstrip("\n")]
+    return "\n".join(lines) + "\n"
+
+
 def render(readme: str, root: Path = ROOT, levels: int = 2, doc_dir: Path | None = None) -> str:
     def fill(match: re.Match) -> str:
-        if match["path"]:
+        if match["headline"]:
+            body = headline(root / match["headline"], doc_dir or root)
+        elif match["path"]:
             source = root / match["path"]
             text = source.read_text() if source.is_file() else f"*(missing: {match['path']})*\n"
             text = _retarget(text, source.parent, doc_dir or root)
@@ -61,7 +86,7 @@ def render(readme: str, root: Path = ROOT, levels: int = 2, doc_dir: Path | None
             body = _demote(text.split("\n", 1)[1] if text.startswith("# ") else text, levels)
         else:
             body = {"variants": variants_list}[match["name"]](root)
-        return match[1] + body.rstrip("\n") + "\n" + match[5]
+        return match["open"] + body.rstrip("\n") + "\n" + match["end"]
 
     return BLOCK.sub(fill, readme)
 

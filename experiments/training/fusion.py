@@ -26,19 +26,21 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.metrics import per_query
+from experiments.evaluate.metrics import per_query
+from experiments.run.build import pipeline_from_config
 from experiments.suites.suite import Suite, SuiteError
-from experiments.tracking import git_commit
+from experiments.track.mlflow_tracker import git_commit
 from experiments.training.reranker import split_by_conversation
 from retrieval.encoder import ModelNotFoundError
 from retrieval.fusion_model import LinearFusionModel, fusion_features, source_columns
-from retrieval.pipeline import CandidateCache, Pipeline, PipelineConfigError
+from retrieval.pipeline import PipelineConfigError
+from retrieval.reuse import CandidateCache
 from retrieval.types import Query, RankedList
 
 
 def first_stage(cfg: DictConfig, suite: Suite, queries: Sequence[Query]) -> list[RankedList]:
     """Every query's candidates with their score columns (cached like any run's prefix)."""
-    pipeline = Pipeline.from_config(list(cfg.first_stage.order), cfg.first_stage.stage, depth=cfg.depth)
+    pipeline = pipeline_from_config(list(cfg.first_stage.order), cfg.first_stage.stage, depth=cfg.depth)
     pipeline.check_models()
     cache = CandidateCache(Path(cfg.cache_dir) / "candidates") if cfg.cache_dir else None
     output = pipeline.run(
@@ -136,7 +138,7 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     return provenance
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="train_fusion")
+@hydra.main(version_base="1.3", config_path="pkg://experiments.conf", config_name="train_fusion")
 def main(cfg: DictConfig) -> float:
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     try:

@@ -1,6 +1,6 @@
 """`memeval-train-reranker` / `python -m experiments.training.reranker`: train the cross-encoder reranker.
 
-No trained cross-encoder can be downloaded on these machines (DESIGN.md, "Models, offline"), so
+No trained cross-encoder can be downloaded on these machines (models load offline), so
 the harness trains one: a `CrossEncoder` built from the bundled MiniLM bi-encoder (sentence-
 transformers adds a fresh one-logit head) is fine-tuned on a training suite that shares no
 conversation with the evaluation suite (BEAM 500K by default; BEAM 100K is evaluated).
@@ -40,12 +40,14 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
-from experiments.configs import answer_help
-from experiments.metrics import per_query
+from experiments.evaluate.metrics import per_query
+from experiments.run.build import pipeline_from_config
+from experiments.run.compose import answer_help
 from experiments.suites.suite import Suite, SuiteError
-from experiments.tracking import MlflowTracker, TrackingError, flatten, git_commit
+from experiments.track.mlflow_tracker import MlflowTracker, TrackingError, flatten, git_commit
 from retrieval.encoder import EXPORT_DIR, resolve_model_path
-from retrieval.pipeline import CandidateCache, Pipeline, PipelineConfigError
+from retrieval.pipeline import PipelineConfigError
+from retrieval.reuse import CandidateCache
 from retrieval.types import Query
 
 
@@ -120,7 +122,7 @@ def first_stage_lists(
     cfg: DictConfig, suite: Suite, queries: Sequence[Query], depth: int
 ) -> dict[str, list[int]]:
     """The first stage's top `depth` corpus indices per query (cached like any run's prefix)."""
-    pipeline = Pipeline.from_config(list(cfg.first_stage.order), cfg.first_stage.stage, depth=depth)
+    pipeline = pipeline_from_config(list(cfg.first_stage.order), cfg.first_stage.stage, depth=depth)
     cache = CandidateCache(Path(cfg.cache_dir) / "candidates") if cfg.cache_dir else None
     output = pipeline.run(
         suite.memories, queries, suite_hash=suite.content_hash, cache=cache, progress=cfg.progress
@@ -335,7 +337,7 @@ def _log(cfg: DictConfig, summary: dict[str, Any], run_dir: Path) -> None:
     print(f"MLflow run {run_id} in {tracker.experiment}")
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="train_reranker")
+@hydra.main(version_base="1.3", config_path="pkg://experiments.conf", config_name="train_reranker")
 def run_app(cfg: DictConfig) -> float:
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     try:

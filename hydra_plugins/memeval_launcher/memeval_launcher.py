@@ -5,7 +5,7 @@ again to run it: two full compositions (~0.2 s of CPU each on this config tree) 
 sweeper's validation goes through the launcher's composer (it shares the launcher's Hydra context), and
 the launch takes the configs it validated. Jobs of a sweep
 that differ only in values (`stage.x.weight=0,0.1,...`) share one composition of what shapes the config
-(group choices, `hydra.*`, deletions: experiments.configs.split_overrides), then get their values set
+(group choices, `hydra.*`, deletions: experiments.run.compose.split_overrides), then get their values set
 exactly as Hydra sets them, and the few Hydra fields that name the job's overrides
 (`hydra.overrides.task`, `hydra.job.override_dirname`) as Hydra writes them. tests/test_sweeps.py compares
 every job's config, Hydra node included, with Hydra's own composition.
@@ -13,7 +13,7 @@ every job's config, Hydra node included, with Hydra's own composition.
 Each job then runs through `run_job` below: Hydra's own, with its config copies and YAML files made
 cheaper (what it changes is listed there).
 
-Selected in experiments/conf/config.yaml (`override hydra/launcher: memeval`); any sweeper works with it
+Selected in conf/config.yaml (`override hydra/launcher: memeval`); any sweeper works with it
 (basic, Optuna), and `hydra/launcher=joblib` or `=slurm` work as before (they compose in their workers).
 """
 
@@ -57,7 +57,7 @@ class SweepComposer:
         self._bases: dict[tuple[str, ...], DictConfig] = {}
         self._validated: dict[tuple[str, ...], DictConfig] = {}
         # The master's own command line, its sweeps left out: (shaping overrides, value overrides).
-        from experiments.configs import parse_overrides, shapes_composition
+        from experiments.run.compose import parse_overrides, shapes_composition
 
         fixed = [o for o in parse_overrides(list(master.hydra.overrides.task)) if not o.is_sweep_override()]
         self._master_key = tuple(o.input_line for o in fixed if shapes_composition(o))
@@ -89,7 +89,7 @@ class SweepComposer:
     def __call__(self, overrides: Sequence[str]) -> DictConfig:
         from hydra._internal.config_loader_impl import get_overrides_dirname
 
-        from experiments.configs import apply_values, parse_overrides, shapes_composition
+        from experiments.run.compose import apply_values, parse_overrides, shapes_composition
 
         parsed = parse_overrides(overrides)
         key = tuple(o.input_line for o in parsed if shapes_composition(o))
@@ -190,14 +190,14 @@ def run_job(
     - the task's config is copied without the Hydra node (`_copy_without_hydra`), not copied whole and the
       node deleted from the copy;
     - `.hydra/config.yaml`, `hydra.yaml`, `overrides.yaml` are written by libyaml's emitter with OmegaConf's
-      representers (experiments.configs.yaml_text): the same YAML, read back, as Hydra's files.
+      representers (experiments.run.compose.yaml_text): the same YAML, read back, as Hydra's files.
     Hydra's `chdir` (a deprecated default) is left to Hydra: a job that asks for it runs through Hydra's own.
     tests/test_sweeps.py compares every file and return with the basic launcher's.
     """
     from hydra import version
     from hydra.core.utils import run_job as hydras_run_job
 
-    from experiments.configs import yaml_text
+    from experiments.run.compose import yaml_text
 
     chdir = config.hydra.job.chdir
     if chdir or (chdir is None and not version.base_at_least("1.2")):
@@ -270,7 +270,7 @@ def _copy_without_hydra(config: DictConfig) -> DictConfig:
     """`copy.deepcopy(config)` with its `hydra` key deleted, as Hydra makes the task's config, without
     copying the Hydra node (two thirds of the config) only to delete it (and copied by `config_copy`, the
     same tree faster). tests/test_sweeps.py compares the two."""
-    from experiments.configs import config_copy
+    from experiments.run.compose import config_copy
 
     content = config.__dict__["_content"]
     config.__dict__["_content"] = {key: node for key, node in content.items() if key != "hydra"}

@@ -8,47 +8,14 @@ and the default. Both score the same model, Robertson's BM25 with negative IDF c
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 
+from retrieval.bm25_scorer import Backend, bm25_scorer
 from retrieval.stage import Range, Retriever, top_n
 from retrieval.tokenize import tokenize
 from retrieval.types import Corpus, Query
-
-Backend = Literal["bm25s", "rank_bm25"]
-
-
-def bm25_scorer(backend: Backend, docs: list[list[str]], k1: float, b: float):
-    """A function query-tokens -> score per document, for one scope's documents."""
-    if backend == "rank_bm25":
-        from rank_bm25 import BM25Okapi
-
-        # rank_bm25 divides by zero on an empty corpus or all-empty documents.
-        if not any(docs):
-            return lambda tokens: np.zeros(len(docs))
-        model = BM25Okapi(docs, k1=k1, b=b, epsilon=0.0)
-        return lambda tokens: np.asarray(model.get_scores(tokens), dtype=np.float64)
-    if backend == "bm25s":
-        import bm25s
-
-        # bm25s sets its own logger to DEBUG on import (one line per index built): keep it quiet.
-        logging.getLogger("bm25s").setLevel(logging.WARNING)
-
-        model = bm25s.BM25(k1=k1, b=b, method="robertson")
-        model.index(docs, show_progress=False)
-        vocab = model.vocab_dict
-
-        def score(tokens: list[str]) -> np.ndarray:
-            known = [t for t in tokens if t in vocab]
-            if not known:
-                return np.zeros(len(docs))
-            return model.get_scores(known).astype(np.float64)
-
-        return score
-    raise ValueError(f"unknown BM25 backend {backend!r}: choose 'bm25s' or 'rank_bm25'")
 
 
 class _BM25Index:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from retrieval.retrievers.bm25 import bm25_scorer
+from retrieval.bm25_scorer import bm25_scorer
 from retrieval.stage import Range, Retriever, top_n
 from retrieval.tokenize import tokenize
 from retrieval.types import Corpus, Query

@@ -18,9 +18,9 @@ from typing import Literal
 import numpy as np
 
 from retrieval.blas_threads import one_blas_thread
+from retrieval.bm25_scorer import Backend, bm25_scorer
 from retrieval.encoder import SentenceEncoder
 from retrieval.passages import aggregate_passages, split_passages
-from retrieval.retrievers.bm25 import Backend, bm25_scorer
 from retrieval.stage import Range, Retriever, top_n
 from retrieval.tokenize import tokenize
 from retrieval.types import Corpus, Query

@@ -1,6 +1,6 @@
 """TREC run channel: another system's ranking, read from a run file, as one retrieval channel.
 
-    python -m experiments.run suite=spark25 variant=trec_run stage.trec_run.path=run.txt
+    python -m experiments.run variant=trec_run stage.trec_run.path=run.txt
 
 A run file (`qid Q0 docid rank score tag`, whitespace-separated) becomes the channel's score column,
 so an outside system gets the same metrics, CIs, per-label tables, reports and gate as any variant,
@@ -83,7 +83,7 @@ def parse_run(path: str | Path, data: bytes, tag: str | None = None) -> dict[str
 
 def trec_eval_order(lines: Sequence[_Line]) -> list[_Line]:
     """A query's lines as trec_eval ranks them: score descending, ties by document id descending (the rank
-    column is ignored). The one copy of this order: experiments.trec.read_run uses it too."""
+    column is ignored). The one copy of this order: experiments.run.trec.read_run uses it too."""
     return sorted(lines, key=lambda ln: (ln.score, ln.doc_id), reverse=True)
 
 

@@ -1,4 +1,4 @@
-"""Instruction boost (rank, EXP-05): lift candidates tagged `fact_role = "instruction"`.
+"""Instruction boost (rank): lift candidates tagged `fact_role = "instruction"`.
 
 Sits after current-state ranking and before the conciseness penalty (query, candidates ->
 candidates). Score scale: the incoming `score` is min-max normalised within the query (best = 1,
@@ -8,7 +8,7 @@ weighted-sum scores ~1): weight 0.15 lifts an instruction over any untagged cand
 less than 15% of the range above it. The raw columns (bm25, dense, fused...) are kept; the
 normalised input is kept as `instruction_boost_base`.
 
-`max_boosted` (None = every tagged candidate, the EXP-05 rule) limits the boost to the N best-ranked
+`max_boosted` (None = every tagged candidate) limits the boost to the N best-ranked
 tagged candidates of the query: a conversation holds several standing instructions, and the one a
 question tests is usually the tagged memory retrieval already ranks highest, so lifting only it
 costs the other abilities at most N slots of the top k.

@@ -1,4 +1,4 @@
-"""Instruction tagging (ingest, EXP-05): mark memories that state a standing instruction.
+"""Instruction tagging (ingest): mark memories that state a standing instruction.
 
 Sits first in the pipeline (memories -> memories). A memory whose text contains one of `markers`
 (case-insensitive, matched at the start of a word so `never ` does not fire inside `whenever `; with
@@ -37,7 +37,7 @@ INSTRUCTION_MARKERS = (
     "in the future",
     "remember to",
 )
-# The wider list EXP-05 measures as a variant (conf/variant/exp05_wide.yaml).
+# A wider marker list (also "do not", "prefer", "I'd like you to"), selectable as `markers`.
 WIDE_MARKERS = (*INSTRUCTION_MARKERS, "do not ", "prefer ", "i'd like you to")
 INSTRUCTION = "instruction"
 

@@ -8,7 +8,7 @@ nothing) are not tags, nor are terms found in more than `max_scope_share` of the
 words; applied when there are at least 4 scopes). Each memory keeps its `per_memory` best terms as
 the annotation `auto_tags` (deterministic: ties by term). Suite-provided `tags` are kept; with
 `only_untagged` a memory that already has tags gets none added, so a suite with its own tags
-(spark25) keeps exactly those.
+keeps exactly those.
 
 Data flow: suite memories -> keyword_tags -> retrievers ... -> tag_boost (reads tags + auto_tags).
 """

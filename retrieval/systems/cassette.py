@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from retrieval.systems.protocol import Hit, MemorySystem, SearchRequest, SystemError_
-from retrieval.types import Memory
+from retrieval.types import Memory, memory_record
 
 FORMAT = "memeval-cassette/1"
 
@@ -46,7 +46,6 @@ def _checksum(entry: Mapping[str, Any]) -> str:
 
 def memories_digest(memories: Sequence[Memory]) -> str:
     """What an ingest sent, as one hash (ids, texts, times and metadata, in order)."""
-    from experiments.suites.suite import memory_record
 
     digest = hashlib.sha256()
     for memory in memories:

@@ -1,4 +1,4 @@
-"""An HTTP memory service as a `MemorySystem`, described in YAML, with no code (experiments/conf/system/).
+"""An HTTP memory service as a `MemorySystem`, described in YAML, with no code (conf/system/).
 
     memeval-run variant=system system=memeval_serve system.base_url=http://127.0.0.1:8000
 
@@ -46,7 +46,7 @@ from typing import Any
 
 from retrieval.systems.protocol import Hit, SearchRequest, SystemError_
 from retrieval.systems.stats import SystemStats
-from retrieval.types import Memory
+from retrieval.types import Memory, memory_record
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_.]*)\}")
 _ENV = re.compile(r"\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -106,7 +106,6 @@ def read_path(document: Any, path: str, where: str) -> Any:
 
 
 def memory_values(memory: Memory) -> dict[str, Any]:
-    from experiments.suites.suite import memory_record  # the suite format's canonical record
 
     record = memory_record(memory)
     return {

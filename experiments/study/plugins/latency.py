@@ -16,7 +16,7 @@ from experiments.study.sections import SectionContext, register_section
 
 @register_section("latency")
 def latency(ctx: SectionContext) -> list[Block]:
-    from experiments.run import load_suite_from_config
+    from experiments.run.app import load_suite_from_config
     from experiments.study.live import (
         interleaved_passes,
         latency_summary,

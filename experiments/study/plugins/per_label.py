@@ -11,8 +11,8 @@ import pandas as pd
 
 from experiments.report.analysis import by_label
 from experiments.report.render import Block, Heading, Paragraph, Table, md
-from experiments.runs import higher_is_better
 from experiments.study.sections import SectionContext, register_section
+from experiments.track.finished_runs import higher_is_better
 
 
 @register_section("per_label")

@@ -17,7 +17,7 @@ from experiments.study.sections import SectionContext, register_section
 
 @register_section("relevant_counts")
 def relevant_counts(ctx: SectionContext) -> list[Block]:
-    from experiments.run import load_suite_from_config
+    from experiments.run.app import load_suite_from_config
     from experiments.study.live import row_run_config
 
     heading = Heading("Relevant memories per question")

@@ -1,0 +1,223 @@
+"""Per-query relevance metrics: metric names, the kernels behind them, and the per-query table.
+
+Data flow: a suite's qrels and a retrieval run go in, a per-query DataFrame comes out; the
+runner aggregates it (overall, per label) and logs it. Every metric is a numpy kernel in its own
+module over the same arrays, built once per run:
+
+    gains       (..., depth)  grade of each ranked document, best first; unjudged or grade <= 0 -> 0
+    n_relevant  (...)         number of documents with grade > 0 in the qrels (>= 1)
+    ideal       (...,  m)     the qrels' positive grades sorted best first, zero-padded
+    k           int | None    cutoff; None means the whole ranked list
+
+A kernel returns one value per ranked list: a scalar for 1-D input, a vector for a zero-padded
+2-D batch (padding is a grade 0, which no metric counts). per_query scores all queries as one batch.
+
+Conventions are trec_eval's (a test checks them against ir_measures / pytrec_eval): relevant
+means grade > 0; P@k divides by k; nDCG's ideal comes from the qrels. Unlike BEIR, a judged query
+missing from the run scores 0 instead of leaving the average. Queries whose judgements have no
+relevant document (abstention questions) have nothing to retrieve; by default they are left out of
+the table and reported apart by the caller (see `abstentions`); `per_query(..., empty="zero")`
+scores them 0 on every measure instead, as trec_eval does. Names take ir_measures-style parameters
+for the other conventions users switch between (`P(rel=2)@5`, `nDCG(gain=exp)@10`:
+experiments/evaluate/metrics/conventions.py). A grade below 0 marks a must-not memory: not relevant to any
+measure, counted by harm@k.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import chain
+from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from experiments.evaluate.metrics.average_precision import average_precision
+from experiments.evaluate.metrics.conventions import (
+    KNOWN_PARAMETERS,
+    at_threshold,
+    exponential,
+    parse_parameters,
+)
+from experiments.evaluate.metrics.harm import harm
+from experiments.evaluate.metrics.hit import hit
+from experiments.evaluate.metrics.ndcg import ndcg
+from experiments.evaluate.metrics.precision import precision
+from experiments.evaluate.metrics.r_precision import r_precision
+from experiments.evaluate.metrics.recall import recall
+from experiments.evaluate.metrics.recall_all import recall_all
+from experiments.evaluate.metrics.reciprocal_rank import reciprocal_rank
+
+if TYPE_CHECKING:  # pandas only when a table is built: metric names are parsed by light modules too
+    import pandas as pd
+
+Kernel = Callable[[np.ndarray, np.ndarray, np.ndarray, int | None], np.ndarray]
+Qrels = Mapping[str, Mapping[str, int]]
+Run = Mapping[str, Sequence[str]]
+
+
+@dataclass(frozen=True)
+class MetricFamily:
+    kernel: Kernel
+    needs_cutoff: bool
+    raw_grades: bool = False  # the kernel sees the qrels grades as they are, negatives included
+
+
+FAMILIES: Mapping[str, MetricFamily] = MappingProxyType(
+    {
+        "P": MetricFamily(precision, needs_cutoff=True),
+        "R": MetricFamily(recall, needs_cutoff=True),
+        "nDCG": MetricFamily(ndcg, needs_cutoff=False),
+        "RR": MetricFamily(reciprocal_rank, needs_cutoff=False),
+        "AP": MetricFamily(average_precision, needs_cutoff=False),
+        "hit": MetricFamily(hit, needs_cutoff=True),
+        "R_all": MetricFamily(recall_all, needs_cutoff=True),
+        "Rprec": MetricFamily(r_precision, needs_cutoff=False),
+        "harm": MetricFamily(harm, needs_cutoff=True, raw_grades=True),
+    }
+)
+KNOWN_NAMES = (
+    "P@k, R@k, nDCG, nDCG@k, RR, RR@k, AP, AP@k, hit@k, R_all@k, Rprec, harm@k (k a positive integer), "
+    f"each optionally with parameters in parentheses before @: {KNOWN_PARAMETERS}, e.g. P(rel=2)@5"
+)
+_NAME = re.compile(r"(?P<family>\w+?)(?:\((?P<params>[^()]*)\))?(?:@(?P<k>[1-9][0-9]*))?")
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A parsed metric name: `Metric("nDCG@10", "nDCG", 10)`, `Metric("P(rel=2)@5", "P", 5, rel=2)`."""
+
+    name: str
+    family: str
+    k: int | None
+    rel: int = 1  # grades >= rel are relevant (trec_eval -l); nDCG keeps the raw grades whatever it is
+    gain: str = "linear"  # nDCG's gain per grade: linear (the grade) or exp (2^g - 1)
+
+    def __call__(
+        self, gains: np.ndarray, n_relevant: np.ndarray, ideal: np.ndarray, grades: np.ndarray | None = None
+    ) -> np.ndarray:
+        """One value per ranked list. `grades` are the raw qrels grades of the ranked documents
+        (negatives kept), for the kernels that need them (harm@k); `gains` has them clipped at 0."""
+        family = FAMILIES[self.family]
+        if family.raw_grades:
+            return family.kernel(gains if grades is None else grades, n_relevant, ideal, self.k)
+        if self.family == "nDCG":
+            if self.gain == "exp":
+                gains, ideal = exponential(gains), exponential(ideal)
+        else:
+            gains, n_relevant, ideal = at_threshold(gains, ideal, self.rel)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            values = family.kernel(gains, n_relevant, ideal, self.k)
+        # Nothing relevant (at this threshold): 0 on every measure, as trec_eval counts it.
+        return np.where(np.asarray(n_relevant) > 0, values, 0.0)
+
+
+def parse_metric(name: str) -> Metric:
+    """Parse a metric name ("P@5", "RR", "R_all@10", "P(rel=2)@5"); anything else raises ValueError."""
+    match = _NAME.fullmatch(name) if isinstance(name, str) else None
+    family = FAMILIES.get(match["family"]) if match else None
+    if family is None or (family.needs_cutoff and match["k"] is None):
+        raise ValueError(f"unknown metric name {name!r}; known: {KNOWN_NAMES}")
+    try:
+        params = parse_parameters(match["params"], match["family"]) if match["params"] is not None else {}
+    except ValueError as err:
+        raise ValueError(f"metric name {name!r}: {err}") from None
+    if params and family.raw_grades:
+        raise ValueError(f"metric name {name!r}: {match['family']} takes no parameters")
+    k = None if match["k"] is None else int(match["k"])
+    return Metric(name, match["family"], k, **params)  # type: ignore[arg-type]
+
+
+def metric_name_for_mlflow(name: str) -> str:
+    """`R@10` -> `R_at_10`, `P(rel=2)@5` -> `P_rel_2_at_5`.
+
+    MLflow metric keys may only hold alphanumerics, `_ - . : /` and spaces, and `log_metric`
+    rejects `@`, parentheses and `=`. Our names never contain `_at_`, `_rel_` or `_gain_`, so the
+    mapping cannot make two metrics collide.
+    """
+    text = parse_metric(name).name.replace("@", "_at_").replace(")", "")
+    return re.sub(r"[(=,]", "_", text)
+
+
+def answerable(qrels: Qrels) -> list[str]:
+    """Queries with at least one relevant (grade > 0) judgement, in qrels order: the table's rows."""
+    return [q for q, judged in qrels.items() if any(g > 0 for g in judged.values())]
+
+
+def abstentions(qrels: Qrels) -> list[str]:
+    """Queries with no relevant judgement: the right answer is that memory holds nothing."""
+    return [q for q, judged in qrels.items() if not any(g > 0 for g in judged.values())]
+
+
+def missing_from_run(qrels: Qrels, run: Run) -> list[str]:
+    """Answerable queries the run has no ranked list for (they score 0; report them)."""
+    return [q for q in answerable(qrels) if not run.get(q)]
+
+
+def _padded(rows: list[list[float]], width: int) -> np.ndarray:
+    """Stack ragged rows into a zero-padded matrix without a Python loop over cells."""
+    lengths = np.fromiter((len(r) for r in rows), dtype=np.intp, count=len(rows))
+    matrix = np.zeros((len(rows), max(width, 1)))
+    row_of_cell = np.repeat(np.arange(len(rows)), lengths)
+    column_of_cell = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    matrix[row_of_cell, column_of_cell] = np.fromiter(chain.from_iterable(rows), dtype=float)
+    return matrix
+
+
+EMPTY_QUERIES = ("apart", "zero")
+
+
+def per_query(qrels: Qrels, run: Run, metrics: Sequence[str], *, empty: str = "apart") -> pd.DataFrame:
+    """One row per answerable query (index `query_id`), one float column per metric, in order.
+
+    `run` maps a query id to its ranked document ids, best first, already cut to the run depth.
+    A query absent from the run, or with an empty list, scores 0. Inputs are not modified.
+    All queries are scored as one zero-padded matrix (queries x longest ranked list).
+    `empty="zero"` keeps every judged query, those with no relevant document scoring 0 (trec_eval);
+    the default `apart` leaves them out (the caller reports them as abstention queries).
+    """
+    import pandas as pd
+
+    parsed = [parse_metric(m) for m in metrics]
+    if len(set(metrics)) != len(metrics):
+        raise ValueError(f"metric names repeat: {list(metrics)}")
+    if empty not in EMPTY_QUERIES:
+        raise ValueError(f"empty queries must be one of {', '.join(EMPTY_QUERIES)}, got {empty!r}")
+    queries = answerable(qrels) if empty == "apart" else list(qrels)
+    gain_rows, ideal_rows = [], []
+    for query in queries:
+        judged, ranked = qrels[query], run.get(query) or ()
+        if isinstance(ranked, str) or len(set(ranked)) != len(ranked):
+            raise ValueError(f"run for query {query!r} must be a list of distinct document ids")
+        gain_rows.append([judged.get(doc, 0) for doc in ranked])
+        ideal_rows.append(sorted((g for g in judged.values() if g > 0), reverse=True))
+    # A negative grade (a must-not memory) gains nothing, as in trec_eval; clip once for the whole run.
+    # Only harm@k reads the raw grades.
+    grades = _padded(gain_rows, max(map(len, gain_rows), default=0))
+    gains = np.maximum(grades, 0)
+    ideal = _padded(ideal_rows, max(map(len, ideal_rows), default=0))
+    n_relevant = (ideal > 0).sum(axis=1)
+    columns = {m.name: np.asarray(m(gains, n_relevant, ideal, grades), dtype=float) for m in parsed}
+    return pd.DataFrame(columns, index=pd.Index(queries, name="query_id"), columns=list(metrics))
+
+
+def mean(frame: pd.DataFrame) -> dict[str, float]:
+    """Mean of each metric column over every row (missing queries included as 0); NaN if no rows."""
+    return {str(name): float(frame[name].mean()) for name in frame.columns}
+
+
+__all__ = [
+    "EMPTY_QUERIES",
+    "FAMILIES",
+    "Kernel",
+    "Metric",
+    "abstentions",
+    "answerable",
+    "mean",
+    "metric_name_for_mlflow",
+    "missing_from_run",
+    "parse_metric",
+    "per_query",
+]

@@ -1,0 +1,552 @@
+"""Statistics over per-query metric values: bootstrap CIs, paired tests, Holm, win/tie/loss.
+
+Sits after the metrics in the data flow: `experiments.evaluate.metrics` turns a run into one value per query,
+and the functions here turn those 1-D arrays (aligned by query, one array per run) into the numbers
+the gate and the reports print. `compare()` is the one-call building block: a baseline and its
+variants for one metric in, a table with means, CIs, deltas, p-values (raw and Holm-adjusted) and
+per-query win/tie/loss counts out.
+
+Queries about one conversation are not independent (they share its memories, length and difficulty).
+Every interval and test here can take `clusters` (one label per query: the conversation, i.e. the
+suite's scope, or a `cluster` a suite declares) and then resamples or sign-flips whole clusters;
+`resolve_unit` picks the unit (`auto`: clusters wherever a suite has several queries per cluster).
+`design_effect` says how much clustering widens the variance of a mean, `minimum_detectable_effect`
+what paired difference a suite of this size and clustering can detect.
+
+Determinism: every random draw comes from a `numpy.random.Generator` seeded by the caller, sums are
+numpy's own single-threaded reductions, a resample mean is one BLAS dot product (its own row, whatever
+the thread count), and chunk sizes depend only on the input size, so the same inputs and seed give
+bit-identical results in any process, on one core or many (tests/test_statistics.py runs it with 1 and 2
+BLAS threads). Another CPU's BLAS kernels may round a bound's last bit differently.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from typing import Literal, NamedTuple
+
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike
+
+from retrieval.blas_threads import one_blas_thread
+
+# Elements per resampling chunk: bounds memory to a few tens of MB whatever the query count.
+_CHUNK_ELEMENTS = 1 << 22
+# Resample draws up to this many indices are kept per process (lru of 4: ~14 MB each for BEAM 100K).
+_CACHED_ELEMENTS = 1 << 22
+# Resamples per block of the mean products: 256 x 179 queries is 0.4 MB, read from cache by every column
+# after the first (~1.7x faster than each column streaming the whole 14 MB count matrix; a mean is its own
+# row's dot product, so the block size does not change it: tests/test_statistics.py).
+_BLOCK_ROWS = 256
+# Bootstrap intervals of means already computed in this process (values, resamples, seed, confidence): the
+# last 512 are kept (bootstrap_cis).
+_MEAN_CIS: OrderedDict[tuple, ConfidenceInterval] = OrderedDict()
+_MEAN_CIS_KEPT = 512
+# Exact sign-flip enumeration costs 2**m floats for m non-zero differences: 2**20 is 8 MB and ~10 ms.
+EXACT_MAX_N = 20
+# Two test statistics closer than this (relative to the sum of |differences|) are the same value:
+# sign-flipped sums are added in a different order than the observed one, so exact ties
+# (common with discrete metrics such as hit@k) would otherwise be split by rounding.
+_TIE_RTOL = 1e-9
+
+# Fewer clusters than this carrying a comparison: its cluster-level intervals and tests are coarse (an
+# exact sign-flip over c clusters cannot give p below 2 / 2**c), and reports say so.
+FEW_CLUSTERS = 10
+
+Test = Literal["randomization", "wilcoxon"]
+# The unit statistics resample: `auto` is `cluster` when the queries fall into at least two clusters and
+# some cluster holds several queries, else `query`.
+Unit = Literal["auto", "cluster", "query"]
+UNITS = ("auto", "cluster", "query")
+# How reports name each unit.
+UNIT_NAMES = {
+    "cluster": "whole clusters (conversations) resampled and sign-flipped",
+    "query": "queries resampled and sign-flipped independently",
+}
+# How reports name each test.
+TEST_NAMES = {
+    "randomization": "paired two-sided sign-flip randomization test (exact when at most 20 units differ, "
+    "else 10,000 seeded resamples)",
+    "wilcoxon": "paired two-sided Wilcoxon signed-rank test",
+}
+
+
+class ConfidenceInterval(NamedTuple):
+    """Lower and upper bound of a confidence interval (unpacks as `low, high`)."""
+
+    low: float
+    high: float
+
+
+def _values(values: ArrayLike, name: str = "values") -> np.ndarray:
+    array = np.asarray(values, dtype=float)
+    if array.ndim != 1 or array.size == 0:
+        raise ValueError(f"{name} must be a non-empty 1-D array of per-query values, got shape {array.shape}")
+    if not np.all(np.isfinite(array)):
+        raise ValueError(f"{name} contains NaN or infinite values")
+    return array
+
+
+def _paired(a: ArrayLike, b: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    a, b = _values(a, "a"), _values(b, "b")
+    if a.shape != b.shape:
+        raise ValueError(f"paired values must be aligned by query: {a.size} vs {b.size} values")
+    return a, b
+
+
+def cluster_codes(clusters: ArrayLike, n: int) -> np.ndarray:
+    """Each query's cluster as an integer 0..C-1 (in order of first appearance), for `n` queries."""
+    labels = np.asarray(clusters, dtype=object)
+    if labels.ndim != 1 or labels.size != n:
+        raise ValueError(f"clusters must hold one label per query: {labels.size} labels for {n} values")
+    codes, _ = pd.factorize(labels)
+    if np.any(codes < 0):
+        raise ValueError("clusters has a missing label (None/NaN): every query needs its cluster")
+    return codes
+
+
+def resolve_unit(unit: str, clusters: ArrayLike | None, n: int) -> Literal["cluster", "query"]:
+    """The unit statistics resample for `n` queries: `unit` as asked, `auto` resolved (see `Unit`)."""
+    if unit not in UNITS:
+        raise ValueError(f"unknown statistics unit {unit!r}; use one of {', '.join(UNITS)}")
+    if unit == "query" or (clusters is None and unit == "auto"):
+        return "query"
+    if clusters is None:
+        raise ValueError("statistics unit 'cluster' needs each query's cluster, and none was given")
+    n_clusters = int(cluster_codes(clusters, n).max()) + 1
+    if unit == "cluster":
+        if n_clusters < 2:
+            raise ValueError(f"statistics unit 'cluster' needs at least two clusters, got {n_clusters}")
+        return "cluster"
+    return "cluster" if 2 <= n_clusters < n else "query"
+
+
+def few_clusters_warning(n_clusters: int) -> str | None:
+    """The caveat printed when a cluster-level comparison rests on fewer than FEW_CLUSTERS clusters."""
+    if n_clusters >= FEW_CLUSTERS:
+        return None
+    return (
+        f"only {n_clusters} clusters carry this comparison (fewer than {FEW_CLUSTERS}): cluster-level "
+        f"intervals are rough and no sign-flip p-value can be below {2 / 2**n_clusters:.2g}"
+    )
+
+
+def mean_variance(values: ArrayLike, clusters: ArrayLike | None = None) -> float:
+    """Variance of the mean of `values`: s^2 / n for independent queries; with `clusters`, the
+    cluster-robust (sandwich) variance C/(C-1) * sum_c (sum of residuals in c)^2 / n^2, which equals s^2 / n
+    when every query is its own cluster. NaN when it cannot be estimated (one value, or one cluster)."""
+    array = _values(values)
+    n = array.size
+    if clusters is None:
+        return float(array.var(ddof=1) / n) if n > 1 else float("nan")
+    codes = cluster_codes(clusters, n)
+    c = int(codes.max()) + 1
+    if c < 2:
+        return float("nan")
+    residual = np.bincount(codes, weights=array - array.mean(), minlength=c)
+    return float(c / (c - 1) * (residual @ residual) / n**2)
+
+
+def design_effect(values: ArrayLike, clusters: ArrayLike) -> float:
+    """Cluster-level variance of the mean over the independent-query variance (1: clustering costs
+    nothing; 3: the queries are worth a third as many independent ones). NaN when the values are constant."""
+    independent = mean_variance(values)
+    if not independent > 0:
+        return float("nan")
+    return mean_variance(values, clusters) / independent
+
+
+def minimum_detectable_effect(
+    values: ArrayLike,
+    clusters: ArrayLike | None = None,
+    *,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    correlation: float | None = 0.5,
+) -> float:
+    """The smallest true change of the mean that a two-sided paired test at `alpha` detects with
+    probability `power` on these queries: (t[1 - alpha/2] + t[power]) * SE of the mean paired difference,
+    with C - 1 degrees of freedom for C clusters (n - 1 for n independent queries).
+
+    `values` are one run's per-query values (a committed baseline): the paired difference's variance is
+    then taken as 2 * (1 - `correlation`) times theirs, i.e. a variant whose per-query values correlate
+    `correlation` with the baseline's (0.5: the values' own variance). `correlation=None` means `values`
+    already are paired differences. NaN when the variance cannot be estimated.
+    """
+    if not 0.0 < alpha < 1.0 or not 0.0 < power < 1.0:
+        raise ValueError(f"alpha and power must be in (0, 1), got {alpha} and {power}")
+    if correlation is not None and not -1.0 <= correlation <= 1.0:
+        raise ValueError(f"correlation must be in [-1, 1], got {correlation}")
+    array = _values(values)
+    variance = mean_variance(array, clusters)
+    if correlation is not None:
+        variance *= 2.0 * (1.0 - correlation)
+    units = array.size if clusters is None else int(cluster_codes(clusters, array.size).max()) + 1
+    if not np.isfinite(variance) or units < 2:
+        return float("nan")
+    from scipy import stats  # ~1 s to import; only the power analysis needs it
+
+    df = units - 1
+    return float((stats.t.ppf(1.0 - alpha / 2.0, df) + stats.t.ppf(power, df)) * np.sqrt(variance))
+
+
+def bootstrap_ci(
+    values: ArrayLike,
+    *,
+    confidence: float = 0.95,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+    statistic: Callable[..., np.ndarray] = np.mean,
+    clusters: ArrayLike | None = None,
+) -> ConfidenceInterval:
+    """Percentile bootstrap confidence interval of `statistic` over queries (or whole `clusters`).
+
+    `statistic` must reduce along an `axis` keyword (as numpy's do); it is called on a
+    (chunk, n) array of resampled values with `axis=-1`. With `clusters`, only the mean.
+    """
+    (interval,) = bootstrap_cis(
+        {"values": values},
+        confidence=confidence,
+        n_resamples=n_resamples,
+        seed=seed,
+        statistic=statistic,
+        clusters=clusters,
+    ).values()
+    return interval
+
+
+def _chunks(n: int, n_resamples: int) -> list[tuple[int, int]]:
+    chunk = max(1, _CHUNK_ELEMENTS // n)
+    return [(start, min(start + chunk, n_resamples)) for start in range(0, n_resamples, chunk)]
+
+
+@functools.lru_cache(maxsize=4)
+def _draws(n: int, n_resamples: int, seed: int) -> dict[int, np.ndarray]:
+    """The resample indices of every chunk (by its start), as a seeded generator draws them in order."""
+    rng = np.random.default_rng(seed)
+    draws = {start: rng.integers(0, n, size=(stop - start, n)) for start, stop in _chunks(n, n_resamples)}
+    for indices in draws.values():
+        indices.setflags(write=False)  # shared by every later call: nobody may change them
+    return draws
+
+
+def _bincount(indices: np.ndarray, n: int) -> np.ndarray:
+    rows = np.arange(len(indices))[:, None] * n
+    return (
+        np.bincount((indices + rows).ravel(), minlength=len(indices) * n)
+        .reshape(len(indices), n)
+        .astype(float)
+    )
+
+
+@functools.lru_cache(maxsize=4)
+def _counts_cached(n: int, n_resamples: int, seed: int) -> dict[int, np.ndarray]:
+    counts = {start: _bincount(indices, n) for start, indices in _draws(n, n_resamples, seed).items()}
+    for table in counts.values():
+        table.setflags(write=False)
+    return counts
+
+
+def _resamples(n: int, n_resamples: int, seed: int, want_counts: bool):
+    """(start, stop, indices, counts or None) per chunk. The draws of small problems (at most
+    _CACHED_ELEMENTS indices: BEAM's 179 queries x 10,000 resamples is 1.8M), and their counts when
+    `want_counts`, are made once per process and reused by every later call with the same
+    (n, n_resamples, seed), as a study's many comparisons make; larger ones are drawn chunk by chunk
+    each call, bounding memory. Either way the draws are the generator's, in the same order: the
+    intervals do not depend on which path ran."""
+    if n * n_resamples <= _CACHED_ELEMENTS:
+        draws = _draws(n, n_resamples, seed)
+        counts = _counts_cached(n, n_resamples, seed) if want_counts else {}
+        for start, stop in _chunks(n, n_resamples):
+            yield start, stop, draws[start], counts.get(start)
+        return
+    rng = np.random.default_rng(seed)
+    for start, stop in _chunks(n, n_resamples):
+        yield start, stop, rng.integers(0, n, size=(stop - start, n)), None
+
+
+def bootstrap_cis(
+    columns: Mapping[str, ArrayLike],
+    *,
+    confidence: float = 0.95,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+    statistic: Callable[..., np.ndarray] = np.mean,
+    clusters: ArrayLike | None = None,
+) -> dict[str, ConfidenceInterval]:
+    """`bootstrap_ci` of several metrics over the same queries, sharing one set of resample draws.
+
+    Each column's interval equals `bootstrap_ci(column, seed=seed)` (the draws are the same), at the
+    cost of one draw instead of one per metric. With `clusters` (one label per query), each resample
+    draws C whole clusters with replacement and its mean is over every query of the drawn clusters.
+    """
+    arrays = {name: _values(v, name) for name, v in columns.items()}
+    sizes = {a.size for a in arrays.values()}
+    if len(sizes) != 1:
+        raise ValueError(f"columns must hold one value per query each, got sizes {sorted(sizes)}")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples must be positive, got {n_resamples}")
+    (n,) = sizes
+    mean = statistic is np.mean
+    if clusters is not None:
+        if not mean:
+            raise ValueError("a cluster bootstrap is of the mean only")
+        return _cluster_bootstrap_cis(arrays, cluster_codes(clusters, n), confidence, n_resamples, seed)
+    # A mean's interval depends only on the values, resamples, seed and confidence (never on the other
+    # columns): intervals already computed in this process are reused (a sweep's jobs repeat many columns).
+    keys = {name: (a.tobytes(), n_resamples, seed, confidence) for name, a in arrays.items()} if mean else {}
+    out = {name: _MEAN_CIS[key] for name, key in keys.items() if key in _MEAN_CIS}
+    names = [name for name in arrays if name not in out]
+    estimates = {name: np.empty(n_resamples) for name in names}
+    # One BLAS thread: the others would spin through the rest of the run (retrieval/blas_threads.py).
+    with one_blas_thread():
+        for start, stop, indices, counts in _resamples(n, n_resamples, seed, mean) if names else ():
+            if mean:
+                # The mean of a resample is (how often each query was drawn) . values / n: a matrix-vector
+                # product, one column at a time, so a column's interval does not depend on which other
+                # columns came with it (one matrix product over all columns would round differently).
+                counts = _bincount(indices, n) if counts is None else counts
+                for lo in range(0, len(counts), _BLOCK_ROWS):  # a block stays in cache for every column
+                    block = counts[lo : lo + _BLOCK_ROWS]
+                    for name in names:
+                        estimates[name][start + lo : start + lo + len(block)] = (block @ arrays[name]) / n
+                continue
+            for name in names:
+                estimates[name][start:stop] = statistic(arrays[name][indices], axis=-1)
+    tail = (1.0 - confidence) / 2.0
+    for name, est in estimates.items():
+        low, high = np.quantile(est, [tail, 1.0 - tail])
+        out[name] = ConfidenceInterval(float(low), float(high))
+        if mean:
+            _MEAN_CIS[keys[name]] = out[name]
+    while len(_MEAN_CIS) > _MEAN_CIS_KEPT:
+        _MEAN_CIS.popitem(last=False)
+    return {name: out[name] for name in arrays}
+
+
+def _cluster_bootstrap_cis(
+    arrays: Mapping[str, np.ndarray], codes: np.ndarray, confidence: float, n_resamples: int, seed: int
+) -> dict[str, ConfidenceInterval]:
+    """The cluster bootstrap: a resample's mean is (draws of each cluster . cluster sums) / (draws .
+    cluster sizes), two matrix-vector products over the (resamples x clusters) draw counts."""
+    c = int(codes.max()) + 1
+    sizes = np.bincount(codes, minlength=c).astype(float)
+    keys = {
+        name: ("cluster", codes.tobytes(), a.tobytes(), n_resamples, seed, confidence)
+        for name, a in arrays.items()
+    }
+    out = {name: _MEAN_CIS[key] for name, key in keys.items() if key in _MEAN_CIS}
+    sums = {name: np.bincount(codes, weights=a, minlength=c) for name, a in arrays.items() if name not in out}
+    estimates = {name: np.empty(n_resamples) for name in sums}
+    with one_blas_thread():
+        for start, stop, indices, counts in _resamples(c, n_resamples, seed, True) if sums else ():
+            counts = _bincount(indices, c) if counts is None else counts
+            drawn = counts @ sizes
+            for name, total in sums.items():
+                estimates[name][start:stop] = (counts @ total) / drawn
+    tail = (1.0 - confidence) / 2.0
+    for name, est in estimates.items():
+        low, high = np.quantile(est, [tail, 1.0 - tail])
+        out[name] = _MEAN_CIS[keys[name]] = ConfidenceInterval(float(low), float(high))
+    while len(_MEAN_CIS) > _MEAN_CIS_KEPT:
+        _MEAN_CIS.popitem(last=False)
+    return {name: out[name] for name in arrays}
+
+
+def cluster_sums(values: ArrayLike, clusters: ArrayLike) -> np.ndarray:
+    """The sum of `values` within each cluster (in cluster code order): what a cluster test flips."""
+    array = _values(values)
+    return np.bincount(cluster_codes(clusters, array.size), weights=array)
+
+
+def paired_randomization_test(
+    a: ArrayLike,
+    b: ArrayLike,
+    *,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+    exact_max_n: int = EXACT_MAX_N,
+    clusters: ArrayLike | None = None,
+) -> float:
+    """Two-sided sign-flip permutation test of mean(a - b) == 0 over paired per-query values.
+
+    Under the null each query's difference is equally likely to have either sign. Zero differences
+    are the same under both signs, so they are left out of the enumeration (the p-value does not
+    change). With m <= `exact_max_n` non-zero differences all 2**m sign patterns are enumerated and
+    the p-value is exact; otherwise `n_resamples` random patterns are drawn from a Generator seeded
+    with `seed` and p = (count + 1) / (n_resamples + 1), which counts the observed pattern and so is
+    never zero.
+
+    With `clusters`, the signs belong to whole clusters: the statistic, the sum of all differences, is
+    the sum of the clusters' sums, and each cluster's sum is flipped as one (the test above run on
+    the cluster sums), so queries of one conversation never count as independent evidence.
+    """
+    a, b = _paired(a, b)
+    differences = a - b
+    if clusters is not None:
+        differences = cluster_sums(differences, clusters)
+    differences = differences[differences != 0.0]
+    m = differences.size
+    if m == 0:
+        return 1.0
+    observed = abs(float(differences.sum()))
+    threshold = observed - _TIE_RTOL * float(np.abs(differences).sum())
+    if m <= exact_max_n:
+        # All 2**m signed sums, built one query at a time (index 0 is the observed all-plus pattern).
+        sums = np.zeros(1)
+        for d in differences:
+            sums = np.concatenate([sums + d, sums - d])
+        return float(np.count_nonzero(np.abs(sums) >= threshold) / sums.size)
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples must be positive, got {n_resamples}")
+    rng = np.random.default_rng(seed)
+    chunk = max(1, _CHUNK_ELEMENTS // m)
+    count = 0
+    for start in range(0, n_resamples, chunk):
+        flips = rng.integers(0, 2, size=(min(chunk, n_resamples - start), m), dtype=bool)
+        sums = np.where(flips, -differences, differences).sum(axis=1)
+        count += int(np.count_nonzero(np.abs(sums) >= threshold))
+    return (count + 1) / (n_resamples + 1)
+
+
+def wilcoxon_test(a: ArrayLike, b: ArrayLike, *, clusters: ArrayLike | None = None) -> float:
+    """Two-sided Wilcoxon signed-rank test (scipy defaults: zero differences dropped); with `clusters`,
+    of the clusters' summed differences."""
+    a, b = _paired(a, b)
+    if clusters is not None:
+        a, b = cluster_sums(a - b, clusters), np.zeros(int(cluster_codes(clusters, a.size).max()) + 1)
+    if np.all(a == b):
+        return 1.0  # scipy warns and divides by zero here; no evidence of a difference is p = 1
+    from scipy import stats  # ~1 s to import; only this test needs it
+
+    return float(stats.wilcoxon(a, b, alternative="two-sided").pvalue)
+
+
+def holm(pvalues: ArrayLike) -> np.ndarray:
+    """Holm step-down adjusted p-values, in the input order, monotone in the raw order, capped at 1."""
+    pvalues = np.asarray(pvalues, dtype=float)
+    if pvalues.ndim != 1:
+        raise ValueError(f"pvalues must be 1-D, got shape {pvalues.shape}")
+    if np.any(np.isnan(pvalues)) or np.any((pvalues < 0) | (pvalues > 1)):
+        raise ValueError("pvalues must be in [0, 1]")
+    m = pvalues.size
+    order = np.argsort(pvalues, kind="stable")
+    stepped = np.maximum.accumulate((m - np.arange(m)) * pvalues[order])
+    adjusted = np.empty(m)
+    adjusted[order] = np.minimum(stepped, 1.0)
+    return adjusted
+
+
+def win_tie_loss(a: ArrayLike, b: ArrayLike, *, tol: float = 1e-12) -> tuple[int, int, int]:
+    """Queries where `a` beats `b` by more than `tol`, is within `tol`, and loses by more than `tol`."""
+    a, b = _paired(a, b)
+    differences = a - b
+    wins = int(np.count_nonzero(differences > tol))
+    losses = int(np.count_nonzero(differences < -tol))
+    return wins, differences.size - wins - losses, losses
+
+
+def compare(
+    runs: Mapping[str, ArrayLike],
+    baseline: str,
+    *,
+    test: Test = "randomization",
+    alpha: float = 0.05,
+    confidence: float = 0.95,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+    clusters: ArrayLike | None = None,
+    unit: Unit = "auto",
+) -> pd.DataFrame:
+    """One metric, every run against `baseline`: one row per run, baseline first.
+
+    `runs` maps a run name to its per-query values, all aligned by query (pandas Series must share
+    the baseline's index). Columns: mean, ci_low, ci_high (bootstrap CI of the mean), delta,
+    delta_ci_low, delta_ci_high (bootstrap CI of the mean paired difference), p_value (the paired
+    `test`), p_holm (Holm across the variants in this call), significant (p_holm < alpha), and
+    wins, ties, losses per query. The baseline row has delta 0 and no p-value. Every run uses the
+    same seed, so a run's numbers do not depend on which other runs are compared. Test, correction
+    and alpha are recorded in `.attrs`. To correct across several metrics of one report, pass all
+    their p_value columns to `holm()` together.
+
+    `clusters` (one label per query, aligned like the values; a Series is aligned by index) and `unit`
+    (see `resolve_unit`) choose what the bootstrap and the test resample. Two more columns say what the
+    clustering costs: n_clusters, and design_effect (of the paired differences; of the values for the
+    baseline row). `.attrs` records the unit, the number of clusters and a warning when fewer than
+    FEW_CLUSTERS clusters carry a cluster-level comparison.
+    """
+    if baseline not in runs:
+        raise KeyError(f"baseline {baseline!r} is not among the runs {sorted(runs)}")
+    if test not in ("randomization", "wilcoxon"):
+        raise ValueError(f"unknown test {test!r}; use 'randomization' or 'wilcoxon'")
+    reference = runs[baseline]
+    for name, values in runs.items():
+        if isinstance(values, pd.Series) and isinstance(reference, pd.Series):
+            if not values.index.equals(reference.index):
+                raise ValueError(f"run {name!r} is not aligned by query with baseline {baseline!r}")
+    base = _values(reference, baseline)
+    if isinstance(clusters, pd.Series) and isinstance(reference, pd.Series):
+        clusters = clusters.reindex(reference.index)
+    if clusters is not None:
+        clusters = cluster_codes(clusters, base.size)
+    chosen = resolve_unit(unit, clusters, base.size)
+    resampled = clusters if chosen == "cluster" else None
+    n_clusters = int(clusters.max()) + 1 if clusters is not None else base.size
+    names = [baseline] + [name for name in runs if name != baseline]
+    rows = []
+    for name in names:
+        values = _values(runs[name], name)
+        if values.shape != base.shape:
+            raise ValueError(f"run {name!r} has {values.size} values, baseline has {base.size}")
+        low, high = bootstrap_ci(
+            values, confidence=confidence, n_resamples=n_resamples, seed=seed, clusters=resampled
+        )
+        differences = values - base
+        delta_low, delta_high = bootstrap_ci(
+            differences, confidence=confidence, n_resamples=n_resamples, seed=seed, clusters=resampled
+        )
+        if name == baseline:
+            p_value = np.nan
+        elif test == "randomization":
+            p_value = paired_randomization_test(
+                values, base, n_resamples=n_resamples, seed=seed, clusters=resampled
+            )
+        else:
+            p_value = wilcoxon_test(values, base, clusters=resampled)
+        wins, ties, losses = win_tie_loss(values, base)
+        rows.append(
+            dict(
+                mean=float(values.mean()),
+                ci_low=low,
+                ci_high=high,
+                delta=float(differences.mean()),
+                delta_ci_low=delta_low,
+                delta_ci_high=delta_high,
+                p_value=p_value,
+                wins=wins,
+                ties=ties,
+                losses=losses,
+                n_clusters=n_clusters,
+                design_effect=(
+                    design_effect(values if name == baseline else differences, clusters)
+                    if clusters is not None
+                    else 1.0
+                ),
+            )
+        )
+    table = pd.DataFrame(rows, index=pd.Index(names, name="run"))
+    variants = table.index != baseline
+    table.insert(7, "p_holm", np.nan)
+    table.loc[variants, "p_holm"] = holm(table.loc[variants, "p_value"].to_numpy())
+    table.insert(8, "significant", variants & (table["p_holm"].to_numpy() < alpha))
+    table.attrs.update(
+        baseline=baseline, test=test, correction="holm", alpha=alpha, confidence=confidence,
+        unit=chosen, n_clusters=n_clusters,
+        warning=few_clusters_warning(n_clusters) if chosen == "cluster" else None,
+    )  # fmt: skip
+    return table

@@ -1,0 +1,274 @@
+"""From a pipeline run to numbers: the per-query table first, every aggregate computed from it.
+
+    RunOutput + Suite -> per_query (one row per query: labels, metrics, latency, abstention stats)
+                      -> metrics.json dict (overall, by label, abstention, latency, scope leaks)
+
+Answerable queries carry the relevance metrics; abstention queries (no relevant memory) are
+reported apart: how many, and the top score the system still gave them (a system that "knows
+nothing is there" gives a low one). A query whose list came back empty scores 0, never dropped.
+
+Each row also names the query's `cluster` (`query_cluster`): the unit the statistics resample, since
+questions about one conversation are not independent (experiments/evaluate/statistics.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from experiments.evaluate.metrics import per_query as relevance_per_query
+from experiments.evaluate.metrics.noise import noise_table
+from experiments.evaluate.statistics import bootstrap_cis, design_effect, few_clusters_warning, resolve_unit
+from experiments.suites.suite import Suite
+from retrieval.pipeline import RunOutput
+from retrieval.types import Query, scope_key
+
+DEFAULT_METRICS = ("P@5", "R@5", "R@10", "nDCG@5", "nDCG@10", "RR", "AP", "hit@10", "R_all@10")
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    per_query: pd.DataFrame
+    metrics: dict[str, Any]
+
+
+def query_cluster(query: Query) -> str:
+    """The cluster a query's statistics belong to: a `cluster` the suite declares in the query's labels
+    or scope, else its scope (the conversation): `name=value` for a one-key scope, else the scope key."""
+    declared = query.labels.get("cluster") or query.scope.get("cluster")
+    if declared:
+        return str(declared)
+    if len(query.scope) == 1:
+        ((name, value),) = query.scope.items()
+        return f"{name}={value}"
+    return scope_key(query.scope)
+
+
+def scope_leaks(suite: Suite, output: RunOutput) -> pd.Series:
+    """Per query with a ranked list, how many returned memories belong to another scope (must be 0).
+
+    Independent of the code it checks: compares the query's and each returned memory's scope as
+    plain sets of (key, value) pairs, never through `retrieval.types.scope_key` (the partitioning
+    encoding). A returned id that names no known memory counts as a leak too.
+    """
+    return pd.Series(_leaks(suite, output), dtype=int)
+
+
+def _leaks(suite: Suite, output: RunOutput) -> dict[str, int]:
+    codes, scope_of = _scope_numbers(suite.memories, output.corpus)
+    query_scope = {q.id: _code(codes, q.scope) for q in suite.queries}
+    leaks = {}
+    for r in output.ranked:
+        scopes = [scope_of.get(m) for m in r.memory_ids]
+        leaks[r.query_id] = len(scopes) - scopes.count(query_scope[r.query_id])
+    return leaks
+
+
+def _code(codes: dict[frozenset, int], scope) -> int:
+    """A scope's number: each distinct set of (key, value) pairs gets the next one."""
+    return codes.setdefault(frozenset(dict(scope).items()), len(codes))
+
+
+# The last (memories, corpus, numbers, each id's number): the jobs of a sweep share one suite and corpus.
+_LAST_SCOPES: list[tuple] = []
+
+
+def _scope_numbers(memories, corpus) -> tuple[dict[frozenset, int], dict[str, int]]:
+    """Every known memory id's scope number: the suite's memories, then the ingested corpus's. Reused
+    while both are the very objects it was made from (immutable: a suite's memories, a corpus)."""
+    for known, known_corpus, codes, scope_of in _LAST_SCOPES:
+        if known is memories and known_corpus is corpus:
+            return codes, scope_of
+    codes: dict[frozenset, int] = {}
+    scope_of = {m.id: _code(codes, m.scope) for m in memories}
+    scope_of.update({m.id: _code(codes, m.scope) for m in corpus.memories})
+    _LAST_SCOPES[:] = [(memories, corpus, codes, scope_of)]
+    return codes, scope_of
+
+
+def per_query_table(
+    suite: Suite, output: RunOutput, metrics: Sequence[str], *, empty: str = "apart"
+) -> pd.DataFrame:
+    """One row per suite query (index `query_id`): its labels, abstention flag, cluster, what came back
+    and how fast, scope leaks, and each metric (NaN for abstention queries: they are not averaged in;
+    with `empty="zero"`, trec_eval's convention, they score 0 and are).
+
+    Built as one frame from columns aligned with the suite's queries: joined piece by piece, the frame
+    was most of a sweep job's evaluation (tests/test_evaluate_table.py compares it with those joins)."""
+    queries = suite.queries
+    ids = [q.id for q in queries]
+    by_id = {r.query_id: r for r in output.ranked}
+    ranked = [by_id.get(q) for q in ids]
+    stages = dict.fromkeys(s for r in output.ranked for s in r.timings_ms)
+    leaks = _leaks(suite, output)
+    scores = relevance_per_query(
+        suite.qrels, {r.query_id: list(r.memory_ids) for r in output.ranked}, metrics, empty=empty
+    )
+    columns: dict[str, Any] = {
+        **{
+            f"label.{name}": [q.labels.get(name) for q in queries]
+            for name in dict.fromkeys(n for q in queries for n in q.labels)
+        },
+        "abstention": [suite.is_abstention(q) for q in ids],
+        "cluster": [query_cluster(q) for q in queries],
+        "n_returned": [len(r.memory_ids) if r else 0 for r in ranked],
+        "top_score": [float(r.scores[0]) if r and len(r.scores) else np.nan for r in ranked],
+        "latency_ms": [r.latency_ms if r else np.nan for r in ranked],
+        **{f"ms.{st}": [r.timings_ms.get(st, 0.0) if r else np.nan for r in ranked] for st in stages},
+        "scope_leaks": np.array([leaks.get(q, 0) for q in ids], dtype=int),
+    }
+    aligned = scores.reindex(ids)  # abstention queries: NaN
+    if empty == "zero":  # a suite query with no judgement at all has nothing relevant either: 0
+        aligned = aligned.fillna(0.0)
+    columns.update({name: aligned[name].to_numpy(dtype=np.float64) for name in scores.columns})
+    return pd.DataFrame(columns, index=pd.Index(ids, name="query_id"))
+
+
+@dataclass(frozen=True)
+class _Columns:
+    """The per-query columns an aggregate reads, as arrays: one pandas filter and mean per label value
+    was most of a sweep job's evaluation."""
+
+    abstention: np.ndarray
+    top_score: np.ndarray
+    n_returned: np.ndarray
+    values: np.ndarray  # (metric, query)
+
+    @classmethod
+    def of(cls, frame: pd.DataFrame, metrics: Sequence[str]) -> _Columns:
+        return cls(
+            abstention=frame["abstention"].to_numpy(dtype=bool),
+            top_score=frame["top_score"].to_numpy(dtype=np.float64),
+            n_returned=frame["n_returned"].to_numpy(),
+            values=np.array([frame[m].to_numpy(dtype=np.float64) for m in metrics]).reshape(
+                len(metrics), len(frame)
+            ),
+        )
+
+
+def _nanmean(block: np.ndarray) -> np.ndarray:
+    """pandas' mean of each row, NaN skipped, the same arithmetic to the last bit: NaN set to 0, each row
+    summed on its own (numpy sums a 1-d array pairwise, and a 2-d one along an axis another way)."""
+    block = np.atleast_2d(block)
+    missing = np.isnan(block)
+    counts = block.shape[1] - missing.sum(axis=1)
+    block = np.where(missing, 0.0, block)
+    sums = np.array([row.sum() for row in block])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+
+
+def _aggregate(
+    columns: _Columns, metrics: Sequence[str], rows: np.ndarray, empty: str = "apart"
+) -> dict[str, Any]:
+    """Means over the answerable queries among `rows` (positions), and the abstention queries' figures.
+    With `empty="zero"` the means are over every scored query, abstention queries counting 0."""
+    abstaining = columns.abstention[rows]
+    answerable = rows[~abstaining]
+    out: dict[str, Any] = {"n_queries": int(len(rows)), "n_answerable": int(len(answerable))}
+    averaged = answerable if empty == "apart" else rows
+    means = _nanmean(columns.values[:, averaged]) if len(averaged) else None
+    out.update({m: float(means[i]) if means is not None else None for i, m in enumerate(metrics)})
+    abstained = rows[abstaining]
+    if len(abstained):
+        top = columns.top_score[abstained]
+        out["abstention_n"] = int(len(abstained))
+        out["abstention_top_score_mean"] = float(_nanmean(top)[0]) if (~np.isnan(top)).any() else None
+        out["abstention_returned_nothing"] = int((columns.n_returned[abstained] == 0).sum())
+    return out
+
+
+def summarize(
+    frame: pd.DataFrame,
+    metrics: Sequence[str],
+    *,
+    seed: int = 0,
+    unit: str = "auto",
+    empty: str = "apart",
+) -> dict[str, Any]:
+    """The metrics.json content: overall (with bootstrap 95% CIs), per label value, latency, leaks.
+
+    The CIs resample whole clusters (the per-query `cluster`) where `unit` resolves to clusters; the
+    `statistics` section says which unit, how many clusters, and each metric's design effect."""
+    columns = _Columns.of(frame, metrics)
+    overall = _aggregate(columns, metrics, np.arange(len(frame)), empty)
+    # Latency only from work measured in this run: a stage answered from a cache has a NaN timing
+    # (retrieval/pipeline.py), so its queries have none; with none measured, the figures are null.
+    latency = frame["latency_ms"].dropna()
+    measured = bool(len(latency))
+    overall["latency_ms_p50"] = float(np.percentile(latency, 50)) if measured else None
+    overall["latency_ms_p95"] = float(np.percentile(latency, 95)) if measured else None
+    overall["latency_measured"] = measured
+    scored = ~columns.abstention if empty == "apart" else np.ones(len(frame), dtype=bool)
+    answerable = columns.values[:, scored]
+    ci: dict[str, list[float]] = {}
+    statistics: dict[str, Any] = {"unit": "query", "n_clusters": None, "design_effect": {}, "warning": None}
+    complete = {m: row for m, row in zip(metrics, answerable, strict=True) if not np.isnan(row).any()}
+    if answerable.shape[1] and complete:  # one set of resample draws shared by every metric
+        clusters = frame["cluster"].to_numpy()[scored] if "cluster" in frame.columns else None
+        chosen = resolve_unit(unit, clusters, int(scored.sum()))
+        resampled = clusters if chosen == "cluster" else None
+        ci = {
+            m: list(interval)
+            for m, interval in bootstrap_cis(complete, seed=seed, clusters=resampled).items()
+        }
+        if clusters is not None:
+            n_clusters = len(set(clusters))
+            statistics = {
+                "unit": chosen,
+                "n_clusters": n_clusters,
+                "design_effect": {  # None where the values are constant (JSON has no NaN)
+                    m: (d if np.isfinite(d) else None)
+                    for m, d in ((m, design_effect(v, clusters)) for m, v in complete.items())
+                },
+                "warning": few_clusters_warning(n_clusters) if chosen == "cluster" else None,
+            }
+    by_label: dict[str, dict[str, Any]] = {}
+    for column in (c for c in frame.columns if c.startswith("label.")):
+        # The groups of `frame.groupby(column, sort=True, dropna=True)`: sorted values, no missing one.
+        codes, values = pd.factorize(frame[column], sort=True, use_na_sentinel=True)
+        by_label[column.removeprefix("label.")] = {
+            str(value): _aggregate(columns, metrics, np.flatnonzero(codes == code), empty)
+            for code, value in enumerate(values)
+        }
+    return {
+        "overall": overall,
+        "overall_ci95": ci,
+        "statistics": statistics,
+        "empty_queries": empty,
+        "by_label": by_label,
+        "n_queries": int(len(frame)),
+        "scope_leaks": int(frame["scope_leaks"].sum()),
+        "queries_returning_nothing": frame.index[frame["n_returned"] == 0].tolist(),
+    }
+
+
+def evaluate(
+    suite: Suite,
+    output: RunOutput,
+    metrics: Sequence[str] = DEFAULT_METRICS,
+    *,
+    seed: int = 0,
+    unit: str = "auto",
+    empty: str = "apart",
+) -> Evaluation:
+    """`unit`: what the overall CIs resample (auto | cluster | query); `empty`: queries with no relevant
+    memory reported apart (default) or scored 0 and averaged in (`zero`, trec_eval)."""
+    frame = per_query_table(suite, output, metrics, empty=empty)
+    # noise@k (experiments/evaluate/metrics/noise.py) at the suite's own cutoff (suite.yaml `k`), only for
+    # suites whose
+    # queries carry noise patterns.
+    noise: list[str] = []
+    if any(q.noise_patterns for q in suite.queries):
+        run = {r.query_id: r.memory_ids for r in output.ranked}
+        table = noise_table(suite.queries, run, {m.id: m.text for m in suite.memories}, k=suite.k)
+        frame, noise = frame.join(table), list(table.columns)
+    summary = summarize(frame, [*metrics, *noise], seed=seed, unit=unit, empty=empty)
+    summary["build_ms"] = dict(output.build_ms)
+    summary["prefix_cache_hit"] = output.prefix_cache_hit
+    summary["cache"] = dict(output.cache)  # what came from a cache, and whether latency was measured
+    return Evaluation(frame, summary)

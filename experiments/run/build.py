@@ -1,0 +1,134 @@
+"""Building a retrieval pipeline from the run config: Hydra's `_target_` nodes -> checked stages ->
+`retrieval.pipeline.Pipeline`.
+
+Sits in the run flow between composing the config (compose.py) and running the pipeline (app.py). The
+system under test (`retrieval/`) knows nothing of Hydra: this module instantiates each stage's node,
+type-checks its values against the stage class's fields (retrieval.field_types) before the class sees
+them, and collects every problem of every stage into one PipelineConfigError. In a sweep a stage whose
+resolved config and named files are unchanged is taken from the process memo instead of being built again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import stat
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from retrieval.field_types import field_type_problems
+from retrieval.pipeline import Pipeline, PipelineConfigError
+from retrieval.reuse import ProcessMemo
+from retrieval.stage import FieldError, Stage, range_problems, stage_ranges
+
+
+def pipeline_from_config(
+    order: Sequence[str],
+    stages: Mapping[str, Any],
+    depth: int = 100,
+    memo: ProcessMemo | None = None,
+    resolved: Mapping[str, Any] | None = None,
+) -> Pipeline:
+    """Build from a variant's stage order and the `stage` config mapping (Hydra `_target_` nodes).
+
+    Every stage's values are checked before the pipeline exists: each field against its annotation
+    (retrieval.field_types.field_type_problems), then the stage's own ranges on construction. One
+    PipelineConfigError lists every problem of every stage as `stage.<name>.<field>: <problem>`.
+    With a `memo` (a sweep's jobs), a stage whose resolved config and named files are unchanged is
+    the one built before: building them (Hydra's instantiate) was a tenth of a sweep job's time.
+    `resolved`: the same `stage` mapping already resolved to plain containers (a run resolves its
+    whole config once): the memo's keys are made from it instead of resolving each stage again.
+    """
+    missing = [name for name in order if name not in stages]
+    if missing:
+        raise PipelineConfigError(f"variant names stages with no config under `stage`: {missing}")
+    problems: list[str] = []
+    built = []
+    for name in order:
+        source = resolved[name] if resolved is not None and name in resolved else stages[name]
+        key = _stage_key(source) if memo is not None else None
+        stage = memo.get(f"stage.{name}", key) if key is not None else None
+        if stage is None:
+            stage = _build_stage(name, stages[name], problems)
+            if stage is not None and key is not None:
+                memo.put(f"stage.{name}", key, stage)
+        if stage is not None:
+            built.append(stage)
+    if problems:
+        raise PipelineConfigError(problems)
+    return Pipeline(tuple(built), depth=depth)
+
+
+
+def _stage_key(node: Any) -> str | None:
+    """What a stage built from `node` depends on: its resolved config, the working directory (relative
+    paths) and the size and mtime of every file it names; None when the config does not resolve (the
+    build then reports why)."""
+    from omegaconf import OmegaConf
+
+    try:
+        content = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+        text = json.dumps(content, sort_keys=True, default=repr)
+    except Exception:
+        return None
+    files = []
+    for value in _strings(content):
+        try:
+            found = os.stat(value) if len(value) < 4096 else None
+        except (OSError, ValueError):  # not a path, or no such file
+            continue
+        if found is not None and stat.S_ISREG(found.st_mode):
+            files.append(f"{value}:{found.st_size}:{found.st_mtime_ns}")
+    return "|".join([text, os.getcwd(), *sorted(files)])
+
+
+def _strings(node: Any) -> list[str]:
+    if isinstance(node, str):
+        return [node]
+    if isinstance(node, Mapping):
+        return [s for v in node.values() for s in _strings(v)]
+    if isinstance(node, list | tuple):
+        return [s for v in node for s in _strings(v)]
+    return []
+
+
+def _build_stage(name: str, node: Any, problems: list[str]) -> Stage | None:
+    """Instantiate one stage config, or append what is wrong with it to `problems` and return None.
+
+    Hydra builds the nested components (encoder, scorer...) and hands back the stage class with its
+    values (`_partial_`); the values are type-checked before the class sees them, so its range checks
+    (`__post_init__`) only ever see values of the right type.
+    """
+    from hydra.errors import InstantiationException
+    from hydra.utils import instantiate
+
+    def failed(err: BaseException, where: str = f"stage.{name}") -> None:
+        if isinstance(err, FieldError):
+            problems.extend(f"{where}.{field}: {problem}" for field, problem in err.problems)
+        else:
+            problems.append(f"{where}: {err}")
+
+    try:
+        partial = instantiate(node, _convert_="all", _partial_=True)
+    except InstantiationException as err:  # a nested component failed, or the target cannot be found
+        # Hydra names the failing node (`full_key: stage.tiered.bm25`): a nested stage's field keeps its path.
+        nested = re.search(r"full_key: (\S+)", str(err))
+        where = nested[1] if nested and nested[1].startswith(f"stage.{name}.") else f"stage.{name}"
+        return failed(err.__cause__ or err, where)
+    target = getattr(partial, "func", None)
+    if isinstance(target, type) and dataclasses.is_dataclass(target):
+        found = field_type_problems(target, partial.keywords)
+        if found:  # the class cannot be built: add the range problems of the values of the right type
+            bad = {field.split("[")[0].split(".")[0] for field, _ in found}
+            typed = {k: v for k, v in partial.keywords.items() if k not in bad}
+            return failed(FieldError(found + range_problems(typed, stage_ranges(target))))
+    try:
+        stage = partial()
+    except (TypeError, ValueError) as err:  # e.g. a missing required field, or a range check
+        return failed(err)
+    if not isinstance(stage, Stage):
+        problems.append(f"stage.{name} does not build a Stage: {type(stage).__name__}")
+        return None
+    return stage

@@ -1,0 +1,281 @@
+"""One validation pass over a run's resolved config, before any data is read or any index is built.
+
+    pipeline = check_config(cfg)   # raises ConfigError listing every problem; returns the built pipeline
+
+It checks the top-level run settings (depth, metrics, objective, seed, resume, cache_dir, progress), the
+suite's loader arguments (suite.path present and of the right kind, no unknown or mistyped argument),
+and builds the pipeline, whose stages check their own fields (experiments.run.build.pipeline_from_config:
+types against annotations, ranges on construction). All problems come back at once, one a line, named
+by their config key (`depth`, `metrics`, `suite.path`, `stage.bm25.k1`), so the runner can print them and
+exit 2 with nothing written and no MLflow run.
+
+The suite's *files* are checked by the suite loaders (experiments.suites), not here.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import typing
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from experiments.evaluate.metrics import parse_metric
+from experiments.names import name_problem
+from experiments.run.build import pipeline_from_config
+from retrieval.field_types import value_problems
+from retrieval.pipeline import Pipeline, PipelineConfigError
+from retrieval.reuse import ProcessMemo
+from retrieval.stage import MAX_CUTOFF
+
+RESUME_CHOICES = ("auto", True, False)
+# Keys of a suite config node that say how reports show the suite, not how to load it.
+SUITE_REPORT_KEYS = ("report_label", "primary")
+# Keys of a suite config node that are not loader arguments.
+SUITE_META_KEYS = frozenset(
+    {"_target_", "_convert_", "_recursive_", "_partial_", "_args_", *SUITE_REPORT_KEYS}
+)
+_CUTOFF = re.compile(r"(?P<family>\w+?)@(?P<k>[+-]?\d+)")
+
+
+class ConfigError(ValueError):
+    """A run config with problems; `problems` lists each one as `<config key>: <problem>`."""
+
+    def __init__(self, problems: Sequence[str]):
+        self.problems = list(problems)
+        count = f"{len(self.problems)} problem{'s' if len(self.problems) != 1 else ''}"
+        super().__init__(f"invalid config ({count}):\n" + "\n".join(f"  {p}" for p in self.problems))
+
+
+def _get(node: Any, key: str, prefix: str = "") -> tuple[Any, str | None]:
+    """(value, None), or (None, problem) when the key is missing (`???`) or does not resolve."""
+    name = f"{prefix}{key}"
+    try:
+        if OmegaConf.is_missing(node, key):
+            return None, f"{name}: missing (set it on the command line: {name}=...)"
+        value = node[key]
+    except OmegaConfBaseException as err:
+        return None, f"{name}: {type(err).__name__}: {str(err).splitlines()[0]}"
+    if isinstance(value, (DictConfig, ListConfig)):
+        value = OmegaConf.to_container(value, resolve=True)
+    return value, None
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def metric_problems(key: str, names: Any) -> list[str]:
+    """Problems with a list of metric names (each must parse; a cutoff must be an integer >= 1)."""
+    if isinstance(names, str) or not isinstance(names, Sequence):
+        return [f"{key}: expected a list of metric names such as [P@5, nDCG@10], got {names!r}"]
+    if not names:
+        return [f"{key}: empty; name at least one metric such as P@5"]
+    out = []
+    for name in names:
+        cutoff = _CUTOFF.fullmatch(name) if isinstance(name, str) else None
+        if cutoff is not None and not 1 <= int(cutoff["k"]) <= MAX_CUTOFF:
+            out.append(f"{key}: {name!r}: the cutoff after @ must be an integer >= 1 and <= {MAX_CUTOFF:,}")
+            continue
+        try:
+            parse_metric(name)
+        except ValueError as err:
+            out.append(f"{key}: {err}")
+    return out
+
+
+def run_problems(cfg: DictConfig) -> list[str]:
+    """Problems with the top-level run settings (not the suite, not the stages)."""
+    out: list[str] = []
+    depth, missing = _get(cfg, "depth")
+    if missing:
+        out.append(missing)
+    elif not _is_int(depth) or not 1 <= depth <= MAX_CUTOFF:
+        out.append(
+            f"depth: expected an integer >= 1 and <= {MAX_CUTOFF:,} (ranked list length per query), "
+            f"got {depth!r:.60}"
+        )
+
+    metrics, missing = _get(cfg, "metrics")
+    metrics_bad = [missing] if missing else metric_problems("metrics", metrics)
+    out += metrics_bad
+    objective, missing = _get(cfg, "objective")
+    if missing:
+        out.append(missing)
+    else:
+        found = metric_problems("objective", [objective])
+        if found:
+            out += found
+        elif not metrics_bad and objective not in metrics:
+            out.append(
+                f"objective: {objective!r} is not one of the metrics {list(metrics)}; add it to metrics"
+            )
+
+    seed, missing = _get(cfg, "seed")
+    if missing:
+        out.append(missing)
+    elif not _is_int(seed) or seed < 0:
+        out.append(f"seed: expected an integer >= 0, got {seed!r}")
+    resume, missing = _get(cfg, "resume")
+    if missing:
+        out.append(missing)
+    elif not (isinstance(resume, bool) or (isinstance(resume, str) and resume.lower() == "auto")):
+        out.append(f"resume: expected auto, true or false, got {resume!r}")
+    progress, missing = _get(cfg, "progress")
+    if missing:
+        out.append(missing)
+    elif not isinstance(progress, bool):
+        out.append(f"progress: expected true or false, got {progress!r}")
+    cache_dir, missing = _get(cfg, "cache_dir")
+    if missing:
+        out.append(missing)
+    elif cache_dir is not None and not isinstance(cache_dir, str):
+        out.append(f"cache_dir: expected a folder path or null (no caching), got {cache_dir!r}")
+    # A cache_dir that cannot be written (a file in the way, no permission) is not an error: the caches
+    # warn once and the run goes on without them (retrieval/cache_io.py).
+    return out
+
+
+def _directory_loaders() -> tuple[Any, ...]:
+    """Shipped loaders whose `path` names a folder (or a list of folders)."""
+    from experiments.suites.beam import load_beam
+    from experiments.suites.jsonl import load_suite
+
+    return (load_suite, load_beam)
+
+
+def _path_problems(key: str, path: Any, wants_directory: bool) -> list[str]:
+    if isinstance(path, list) and path:
+        return [
+            p for i, item in enumerate(path) for p in _path_problems(f"{key}[{i}]", item, wants_directory)
+        ]
+    if not isinstance(path, str) or not path:
+        return [f"{key}: expected a path, got {path!r}"]
+    where = Path(path)
+    if not where.exists():
+        return [f"{key}: {path} does not exist"]
+    if wants_directory and not where.is_dir():
+        return [f"{key}: {path}: is not a directory (a suite is a directory: give the folder that holds it)"]
+    return []
+
+
+def suite_problems(cfg: DictConfig) -> list[str]:
+    """Problems with the suite's loader arguments: unknown or mistyped ones, a missing or wrong path."""
+    from hydra.utils import get_method
+
+    suite = cfg.get("suite")
+    if not isinstance(suite, DictConfig):
+        return [f"suite: expected a suite config (suite=spark25|beam|jsonl|...), got {suite!r}"]
+    target = suite.get("_target_")
+    try:
+        loader = get_method(target)
+        params = inspect.signature(loader).parameters
+    except Exception as err:  # not importable, or not a callable: name it
+        return [f"suite._target_: cannot use {target!r} as a suite loader ({err})"]
+    try:
+        hints = typing.get_type_hints(loader)
+    except Exception:
+        hints = {}
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    out = []
+    if suite.get("primary") is not None:  # the report's default primary metric for this suite
+        out += metric_problems("suite.primary", [suite.primary])
+    if "path" in params:
+        out += _path_problems_of(suite, loader in _directory_loaders())
+    for key in suite:
+        if key in SUITE_META_KEYS or (key == "path" and key in params):
+            continue
+        if key not in params and not takes_any:
+            out.append(f"suite.{key}: not an argument of {target} (it takes: {', '.join(params) or 'none'})")
+            continue
+        value, missing = _get(suite, key, "suite.")
+        if missing:
+            out.append(missing)
+            continue
+        hint = hints.get(key, Any)
+        out += [f"suite.{key}{sub}: {problem}" for sub, problem in value_problems(value, hint)]
+    return out
+
+
+def _path_problems_of(suite: DictConfig, wants_directory: bool) -> list[str]:
+    path, missing = _get(suite, "path", "suite.")
+    if missing:
+        return [missing]
+    if path is None:
+        return ["suite.path: null, but this suite reads its data from disk: give suite.path=DIR"]
+    return _path_problems("suite.path", path, wants_directory)
+
+
+def variant_problems(cfg: DictConfig) -> list[str]:
+    variant = cfg.get("variant")
+    order, missing = _get(variant, "stages", "variant.") if isinstance(variant, DictConfig) else (None, None)
+    if missing:
+        return [missing]
+    if not isinstance(order, list) or not order or not all(isinstance(s, str) for s in order):
+        return [f"variant.stages: expected a list of stage names, got {order!r}"]
+    if not isinstance(cfg.get("stage"), DictConfig):
+        return ["stage: expected a mapping of stage name to stage config"]
+    name, missing = _get(variant, "name", "variant.")
+    if missing:
+        return [missing]
+    problem = name_problem("variant", name)
+    return [] if problem is None else [f"variant.name: {problem}"]
+
+
+def tracking_problems(cfg: DictConfig, resolved: Mapping[str, Any] | None) -> list[str]:
+    """MLflow's length limits, checked before the run rather than met after it: the experiment name, and
+    every config key, each of which becomes a param key (param values are truncated, the full config is
+    an artifact). Suite and variant names are bounded by experiments.names."""
+    from experiments.track.mlflow_tracker import MAX_EXPERIMENT_NAME_CHARS, MAX_KEY_CHARS, flatten
+
+    tracking = cfg.get("tracking")
+    if not isinstance(tracking, DictConfig) or not tracking.get("enabled"):
+        return []
+    out = []
+    tracker = tracking.get("tracker")
+    experiment, missing = (
+        _get(tracker, "experiment", "tracking.tracker.")
+        if isinstance(tracker, DictConfig) and "experiment" in tracker
+        else (None, None)
+    )
+    if missing:
+        out.append(missing)
+    elif isinstance(experiment, str) and not 0 < len(experiment) <= MAX_EXPERIMENT_NAME_CHARS:
+        out.append(
+            f"tracking.tracker.experiment: MLflow takes an experiment name of 1 to "
+            f"{MAX_EXPERIMENT_NAME_CHARS} characters, got {len(experiment):,}"
+        )
+    for key in flatten(resolved) if resolved is not None else ():
+        if len(key) > MAX_KEY_CHARS:
+            out.append(
+                f"{key[:60]}...: a config key of {len(key):,} characters, MLflow's limit is {MAX_KEY_CHARS}"
+            )
+    return out
+
+
+def check_config(
+    cfg: DictConfig, memo: ProcessMemo | None = None, resolved: Mapping[str, Any] | None = None
+) -> Pipeline:
+    """Every problem of a run config at once (ConfigError), or the pipeline it builds (its unchanged
+    stages from `memo`, in a sweep: experiments.run.build.pipeline_from_config; `resolved`, the config
+    already resolved to a container, spares resolving each stage again for the memo's keys)."""
+    problems = run_problems(cfg) + suite_problems(cfg) + variant_problems(cfg)
+    problems += tracking_problems(cfg, resolved)
+    pipeline = None
+    if not any(p.startswith(("variant.stages", "variant:", "stage:")) for p in problems):
+        depth = cfg.depth if _is_int(cfg.get("depth")) else 100
+        try:
+            stages = resolved.get("stage") if resolved is not None else None
+            pipeline = pipeline_from_config(
+                list(cfg.variant.stages), cfg.stage, depth=depth, memo=memo, resolved=stages
+            )
+        except PipelineConfigError as err:
+            problems += err.problems
+    if problems:
+        raise ConfigError(problems)
+    assert pipeline is not None
+    return pipeline

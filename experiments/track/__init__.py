@@ -1,0 +1,4 @@
+"""Recording runs: mlflow_tracker.py logs one run to MLflow, sweep_parent.py opens the parent run of a
+multirun, finished_runs.py reads finished runs back (run folders or an MLflow store) for the gate and
+the reports. The last step of the flow after experiments/run/ and experiments/evaluate/.
+"""

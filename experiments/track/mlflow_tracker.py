@@ -1,0 +1,505 @@
+"""MLflow tracking: one MLflow run per harness run, with params, metrics, tags and files.
+
+Store: `MLFLOW_TRACKING_URI` when set (a team's `mlflow server`), else the config's `uri`, else a
+local SQLite store `./mlflow.db` (artifacts in `./mlruns`), which needs no server. Results are
+always on disk in the run directory first, so a store that is down loses nothing: the error names
+the store and the directory that holds the results.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import re
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from experiments.evaluate.metrics import metric_name_for_mlflow
+
+MAX_PARAM_CHARS = 500  # long values are truncated in params; the full config is an artifact
+# MLflow's own limits (mlflow.utils.validation; tests/test_names.py checks they still agree), checked
+# before a run (experiments.run.config_check, experiments.names) rather than met after it.
+MAX_EXPERIMENT_NAME_CHARS = 500
+MAX_KEY_CHARS = 250  # a param, tag or metric key
+MAX_DATASET_NAME_CHARS = 500
+MAX_TAG_VALUE_CHARS = 8000
+
+
+class TrackingError(RuntimeError):
+    pass
+
+
+def resolve_uri(uri: str | None = None) -> str:
+    return os.environ.get("MLFLOW_TRACKING_URI") or uri or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
+
+
+def sqlite_path(uri: str) -> Path | None:
+    """The file of a `sqlite:///...` store URI; None for any other store (a server, another database)."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    rest = uri.removeprefix("sqlite:///").split("?", 1)[0]
+    if rest in ("", ":memory:"):
+        return None
+    return Path(rest if rest.startswith("/") else Path.cwd() / rest)
+
+
+_CORE_TABLES = ("experiments", "runs", "metrics", "params", "tags")
+
+
+@functools.cache
+def _schema_head() -> str:
+    """The schema revision this MLflow's migrations end at: read from its migration scripts (~20 ms, and
+    each job of a sweep checks the store twice), and fixed for the life of the process."""
+    from mlflow.store.db.utils import _get_latest_schema_revision
+
+    return _get_latest_schema_revision()
+
+
+def _store_problem(path: Path) -> str | None:
+    """Why the SQLite file at `path` is not a complete MLflow store, or None when it is one."""
+    import sqlite3
+
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+        try:
+            tables = {r[0] for r in con.execute("select name from sqlite_master where type='table'")}
+            versions = (
+                [r[0] for r in con.execute("select version_num from alembic_version")]
+                if "alembic_version" in tables
+                else []
+            )
+            runs = con.execute("select count(*) from runs").fetchone()[0] if "runs" in tables else 0
+        finally:
+            con.close()
+    except sqlite3.Error as err:
+        return f"it cannot be read as a SQLite database ({err})"
+    missing = [t for t in _CORE_TABLES if t not in tables]
+    head = _schema_head()
+    if not missing and versions == [head]:
+        return None
+    if not versions or missing:
+        what = "it has no schema version" if versions == [] else f"its schema is at revision {versions[0]}"
+        what += f" and lacks the tables {', '.join(missing)}" if missing else ""
+    else:
+        what = f"its schema is at revision {versions[0]}, not {head}"
+    if runs:
+        return (
+            f"{what}; it holds {runs} run(s). If an older MLflow made it, back it up and run "
+            f"`mlflow db upgrade sqlite:///{path}`"
+        )
+    return (
+        f"{what} and holds no runs: it was left half-made (e.g. a process was killed while creating it). "
+        f"Delete {path} (or move it away) and run again; the store is then created afresh"
+    )
+
+
+def ensure_store(uri: str) -> None:
+    """Make a local SQLite store safe to use: create it once, completely, or refuse a half-made one.
+
+    Several processes may start at once on a new store (parallel runs, sweep workers), and any of
+    them may be killed. Creation holds an exclusive `fcntl` lock on `.<name>.lock` beside the file,
+    builds the schema in a temporary file in the same folder and renames it into place, so the store's
+    path only ever holds a complete store. A leftover temporary file (a creator was killed) is removed
+    by the next creator. An existing file that is not a complete store (made some other way and
+    interrupted) raises TrackingError naming it and saying how to fix it. Other stores: nothing to do.
+    """
+    path = sqlite_path(uri)
+    if path is None:
+        return
+    if not _is_empty(path):
+        problem = _store_problem(path)
+        if problem:
+            raise TrackingError(f"the MLflow store {path} is not usable: {problem}.")
+        return
+    try:
+        _create_once(path)
+    except TrackingError:
+        raise
+    except Exception as err:  # e.g. a folder that cannot be written
+        raise TrackingError(f"cannot create the MLflow store {path}: {err}") from err
+
+
+def _create_once(path: Path) -> None:
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.parent / f".{path.name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released by the kernel if this process dies
+        try:
+            if not _is_empty(path):  # another process created it while this one waited
+                problem = _store_problem(path)
+                if problem:
+                    raise TrackingError(f"the MLflow store {path} is not usable: {problem}.")
+                return
+            for stale in path.parent.glob(f".{path.name}.*.creating"):
+                stale.unlink(missing_ok=True)  # a killed creator's (we hold the lock)
+            _create_store(path)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _is_empty(path: Path) -> bool:
+    try:
+        return path.stat().st_size == 0
+    except OSError:  # not there (or its folder is not one): creating it says why it cannot be made
+        return True
+
+
+def _create_store(path: Path) -> None:
+    import mlflow
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    tmp = path.parent / f".{path.name}.{os.getpid()}.creating"
+    tmp.unlink(missing_ok=True)
+    tmp_uri = f"sqlite:///{tmp}"
+    try:
+        mlflow.MlflowClient(tracking_uri=tmp_uri).search_experiments()  # tables, migrations, Default
+    finally:
+        engine = SqlAlchemyStore._engine_map.pop(tmp_uri, None)
+        if engine is not None:
+            engine.dispose()
+    with open(tmp, "rb") as handle:
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(flatten(value, f"{name}."))
+        else:
+            text = str(value)
+            out[name] = text if len(text) <= MAX_PARAM_CHARS else text[: MAX_PARAM_CHARS - 3] + "..."
+    return out
+
+
+METRIC_NAMES_TAG = "memeval.metric_names"  # on a run: the artifact mapping MLflow metric keys back
+METRIC_NAMES_FILE = "metric_names.json"  # {safe MLflow key: name in metrics.json (label.value.metric)}
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]")
+_MAX_KEY = MAX_KEY_CHARS
+
+
+def _relevance_key(name: str) -> str:
+    try:
+        return metric_name_for_mlflow(name)
+    except ValueError:  # not a relevance metric (latency, counts): keep as is
+        return name.replace("@", "_at_")
+
+
+def _entries(summary: Mapping[str, Any]) -> list[tuple[str, str, float]]:
+    """(wanted key, original name, value) for every number: overall, then per label value."""
+    out = [
+        (_relevance_key(k), k, float(v))
+        for k, v in summary["overall"].items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool)
+    ]
+    for label, values in summary.get("by_label", {}).items():
+        for value, stats in values.items():
+            for name, v in stats.items():
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    wanted = f"{label}.{value}.{_relevance_key(name)}".replace(" ", "_")
+                    out.append((wanted, f"{label}.{value}.{name}", float(v)))
+    out.append(("scope_leaks", "scope_leaks", float(summary.get("scope_leaks", 0))))
+    return out
+
+
+def safe_metric_name(wanted: str, taken: Mapping[str, str] | set[str] = frozenset()) -> str:
+    """A key MLflow accepts (`[A-Za-z0-9_.-]`, no leading `.`, <= 250 chars), not in `taken`.
+
+    Label names and values are free text (`C++ & tools (v2)`): every other character becomes `_`;
+    when that makes two names meet, or the name is too long, a short hash of the wanted name follows,
+    so the mapping stays one-to-one (it is recorded with the run, `metric_names.json`).
+    """
+    safe = _UNSAFE.sub("_", wanted)
+    if safe.startswith(".") or not safe:
+        safe = "_" + safe
+    digest = hashlib.sha256(wanted.encode()).hexdigest()
+    if len(safe) > _MAX_KEY:
+        safe = f"{safe[: _MAX_KEY - 9]}-{digest[:8]}"
+    width = 8
+    while safe in taken:  # a collision: make it unique, deterministically
+        safe = f"{safe[: _MAX_KEY - width - 1]}-{digest[:width]}"
+        width += 2
+    return safe
+
+
+def mlflow_metric_names(summary: Mapping[str, Any]) -> dict[str, str]:
+    """{MLflow key: name in metrics.json} for every metric `mlflow_metrics` logs (the reverse mapping)."""
+    names: dict[str, str] = {}
+    for wanted, original, _ in _entries(summary):
+        names[safe_metric_name(wanted, names)] = original
+    return names
+
+
+# Which unit the run's statistics resampled (cluster | query) and over how many clusters.
+STATISTICS_UNIT_TAG = "memeval.statistics_unit"
+
+
+def statistics_tags(summary: Mapping[str, Any]) -> dict[str, str]:
+    """The MLflow tag saying what the run's CIs resampled: `cluster (10 clusters)` or `query`."""
+    stats = summary.get("statistics") or {}
+    if not stats:
+        return {}
+    clusters = f" ({stats['n_clusters']} clusters)" if stats.get("unit") == "cluster" else ""
+    return {STATISTICS_UNIT_TAG: f"{stats['unit']}{clusters}"}
+
+
+def mlflow_metrics(summary: Mapping[str, Any]) -> dict[str, float]:
+    """metrics.json -> flat MLflow metric keys: `R_at_10`, `ability.knowledge_update.R_at_10`...
+
+    Keys are always valid MLflow names; `mlflow_metric_names` gives the same keys with their originals.
+    """
+    out: dict[str, float] = {}
+    for wanted, _, value in _entries(summary):
+        out[safe_metric_name(wanted, out)] = value
+    return out
+
+
+def read_metric_names(client: Any, run: Any) -> dict[str, str]:
+    """The run's {MLflow key: original name}; {} for a run logged before the mapping was recorded."""
+    if run.data.tags.get(METRIC_NAMES_TAG) != METRIC_NAMES_FILE:
+        return {}
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="memeval-names-") as tmp:
+        path = client.download_artifacts(run.info.run_id, METRIC_NAMES_FILE, tmp)
+        return dict(json.loads(Path(path).read_text()))
+
+
+def original_metrics(client: Any, run: Any) -> dict[str, float]:
+    """A run's MLflow metrics under their metrics.json names (`nDCG@10`, `category.C++ & tools.P@5`).
+
+    Runs without a recorded mapping: a relevance metric's key is derived the old way (`nDCG_at_10`)."""
+    stored = dict(run.data.metrics)
+    names = read_metric_names(client, run)
+    if names:
+        return {names[k]: v for k, v in stored.items() if k in names}
+    return stored
+
+
+def overall_from_mlflow(client: Any, run: Any, names: list[str]) -> dict[str, float]:
+    """The overall values of `names` (metrics.json names) from an MLflow run."""
+    mapped = read_metric_names(client, run)
+    stored = run.data.metrics
+    if mapped:
+        wanted = {original: safe for safe, original in mapped.items()}
+        return {name: stored[wanted[name]] for name in names if wanted.get(name) in stored}
+    legacy = {name: _relevance_key(name) for name in names}
+    return {name: stored[key] for name, key in legacy.items() if key in stored}
+
+
+@functools.cache
+def package_version() -> str:
+    """The installed memeval's version, once per process (a metadata scan each call)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("memeval")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+@functools.cache
+def git_commit() -> str:
+    """The checkout's commit when this process first asks: the code it imported (a sweep's jobs all run
+    the code loaded at its start, as `code_version` is per process too)."""
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=Path(__file__).resolve().parent,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+@dataclass(frozen=True)
+class SuiteDataset:
+    """The evaluation suite as an MLflow dataset input: name, content digest and where it was read."""
+
+    name: str
+    digest: str
+    source: str
+    profile: Mapping[str, Any]
+
+    def as_input(self) -> Any:
+        from mlflow.entities import Dataset, DatasetInput, InputTag
+
+        dataset = Dataset(
+            name=self.name,
+            digest=self.digest[:36],
+            source_type="local",
+            source=json.dumps({"uri": self.source}),
+            profile=json.dumps(dict(self.profile), default=str),
+        )
+        return DatasetInput(dataset, tags=[InputTag("mlflow.data.context", "evaluation")])
+
+
+@dataclass(frozen=True)
+class MlflowTracker:
+    experiment: str = "memeval"
+    uri: str | None = None
+    experiment_id: str | None = None  # set by a sweep's parent, so workers never race to create it
+    parent_run_id: str | None = None
+
+    def log(
+        self,
+        *,
+        run_name: str,
+        params: Mapping[str, str],
+        metrics: Mapping[str, float],
+        tags: Mapping[str, str],
+        run_dir: Path,
+        config_text: str,
+        metric_names: Mapping[str, str] | None = None,
+        started_ms: int | None = None,
+        dataset: SuiteDataset | None = None,
+    ) -> str:
+        """`started_ms`: when the work began (so the MLflow UI's Duration is the run's, not the
+        logging's); `dataset`: the suite, logged as the run's input with its content digest."""
+        import mlflow
+
+        uri = resolve_uri(self.uri)
+        ensure_store(uri)  # a half-made store raises here, naming the file and the fix
+        try:
+            # A client for this store, not mlflow.set_tracking_uri: that also sets MLFLOW_TRACKING_URI in
+            # os.environ, which resolve_uri then prefers for every later run of this process.
+            client = mlflow.MlflowClient(tracking_uri=uri)
+            experiment_id = self.experiment_id or _experiment_id(self.experiment, uri)
+            run_tags = {**tags, "memeval.run_dir": str(Path(run_dir).resolve())}  # sweeps.RUN_DIR_TAG
+            if metric_names is not None:
+                run_tags[METRIC_NAMES_TAG] = METRIC_NAMES_FILE
+            if self.parent_run_id:
+                run_tags["mlflow.parentRunId"] = self.parent_run_id
+            # MLflow's own tags, so the UI's Source and Version columns mean something.
+            run_tags.setdefault("mlflow.source.name", "memeval-run")
+            run_tags.setdefault("mlflow.source.type", "LOCAL")
+            if tags.get("git_commit") and tags["git_commit"] != "unknown":
+                run_tags.setdefault("mlflow.source.git.commit", tags["git_commit"])
+            run = client.create_run(experiment_id, run_name=run_name, tags=run_tags, start_time=started_ms)
+            run_id = run.info.run_id
+            try:
+                from mlflow.entities import Metric, Param
+
+                if dataset is not None:
+                    log_dataset(client, run_id, dataset.as_input())
+
+                # One call: the client splits it into batches within the store's limits (100 params,
+                # 1000 entities), and each batch is one store transaction (~25 ms on SQLite).
+                ts = _now_ms()
+                client.log_batch(
+                    run_id,
+                    params=[Param(k, v) for k, v in params.items()],
+                    metrics=[Metric(k, v, ts, 0) for k, v in metrics.items()],
+                )
+                client.log_text(run_id, config_text, "config.yaml")
+                if metric_names is not None:
+                    client.log_dict(run_id, dict(metric_names), METRIC_NAMES_FILE)
+                for path in sorted(run_dir.iterdir()):
+                    if path.is_file():
+                        client.log_artifact(run_id, str(path))
+                client.set_terminated(run_id, "FINISHED")
+            except BaseException:
+                client.set_terminated(run_id, "FAILED")
+                raise
+            return run_id
+        except Exception as err:
+            raise TrackingError(
+                f"could not log to the MLflow store {uri}: {err}\nThe results are safe on disk in {run_dir}"
+            ) from err
+
+
+def log_dataset(client: Any, run_id: str, dataset_input: Any, attempts: int = 4) -> None:
+    """Link the suite's dataset to the run. The first runs of one suite in parallel workers can all find
+    no dataset row and all insert it; the store's UNIQUE (experiment, name, digest) then refuses all but
+    one. A refused worker retries: the row exists now, and the store links it instead of inserting."""
+    import time
+
+    from mlflow.exceptions import MlflowException
+
+    for attempt in range(attempts):
+        try:
+            client.log_inputs(run_id, datasets=[dataset_input])
+            return
+        except MlflowException as err:
+            text = str(err)
+            duplicate = "datasets" in text and ("UNIQUE constraint" in text or "duplicate key" in text)
+            if not duplicate or attempt == attempts - 1:
+                raise
+            time.sleep(0.1 * (attempt + 1))
+
+
+def _experiment_id(name: str, uri: str) -> str:
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name(name)
+    if experiment is not None:
+        return experiment.experiment_id
+    try:
+        return client.create_experiment(name)
+    except Exception:  # created meanwhile by another process
+        experiment = client.get_experiment_by_name(name)
+        if experiment is None:
+            raise
+        return experiment.experiment_id
+
+
+def _now_ms() -> int:
+    import time
+
+    return int(time.time() * 1000)
+
+
+def open_parent_run(
+    tracker: MlflowTracker,
+    *,
+    key_tag: str,
+    key: str,
+    run_name: str,
+    tags: Mapping[str, str],
+    params: Mapping[str, str],
+    reopen: bool = True,
+) -> dict[str, str]:
+    """The parent run of a sweep or a study: created once in the launching process (the store and the
+    experiment too, safely), or, with `reopen`, the newest earlier parent with the same `key` reopened,
+    so a re-run's new children join the ones that finished before. Returns what each child needs
+    (uri, experiment_id, parent_run_id)."""
+    import mlflow
+    from mlflow.entities import Param
+
+    uri = resolve_uri(tracker.uri)
+    ensure_store(uri)  # a new SQLite store is created here, once (and safely: see ensure_store)
+    experiment_id = tracker.experiment_id or _experiment_id(tracker.experiment, uri)
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    parent_id = None
+    if reopen:
+        previous = client.search_runs(
+            [experiment_id],
+            filter_string=f"tags.`{key_tag}` = '{key}'",
+            order_by=["attributes.start_time DESC"],
+            max_results=1,
+        )
+        if previous:
+            parent_id = previous[0].info.run_id
+            client.update_run(parent_id, status="RUNNING")
+    if parent_id is None:
+        parent = client.create_run(experiment_id, run_name=run_name[:250], tags={key_tag: key, **tags})
+        parent_id = parent.info.run_id
+        if params:
+            client.log_batch(parent_id, params=[Param(k, str(v)[:500]) for k, v in params.items()])
+    return {"uri": uri, "experiment_id": experiment_id, "parent_run_id": parent_id}

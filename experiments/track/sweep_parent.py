@@ -1,0 +1,182 @@
+"""MLflow parent run for a Hydra multirun, created once in the launching process.
+
+Wired in conf/config.yaml (`hydra.callbacks.mlflow_sweep`). On multirun start, before any job runs
+(and before the launcher starts any worker), the callback creates the store if it is new, gets or
+creates the experiment, and starts the parent run: workers never race on set-up (several processes
+creating a new SQLite store crash; concurrent `set_experiment(new)` can log to Default, mlflow#12259).
+It writes `<sweep dir>/mlflow_parent.json` with the store URI, experiment id and parent run id; each
+job (in-process, joblib worker, submitit/SLURM job on a shared file system) reads it and logs its run
+as a child. On multirun end the parent is marked FINISHED, or FAILED when a job failed.
+
+Failures: a sweep that cannot start its parent (store down or half-made) or that gives an override key
+twice stops before any job, with exit 2 (Hydra 1.3 only warns about an Exception from a callback, so
+the callback raises SystemExit). A job that fails records it (`job_failed`: failed.json in its
+directory, a FAILED child run with the error, the parent marked FAILED) and raises `JobFailed`, so
+Hydra runs the remaining jobs and the sweep exits non-zero.
+
+Resume: with `resume` on (auto/true), re-running the same sweep (same config name and command-line
+overrides) reopens that sweep's parent run instead of starting a new one, so the jobs that were
+missing join the children that finished before the interruption.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+from experiments.run.resume import resume_enabled
+
+PARENT_FILE = "mlflow_parent.json"
+FAILED_FILE = "failed.json"  # in a job's directory: that job failed (error, its FAILED child run)
+ERROR_TAG = "memeval.error"
+SWEEP_KEY_TAG = "memeval.sweep_key"
+
+
+def sweep_key(config_name: str, overrides: list[str]) -> str:
+    """Identity of a sweep command: the config name and its overrides (order-free)."""
+    text = json.dumps([config_name, sorted(overrides)])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def read_parent(sweep_dir: str | Path) -> dict[str, str]:
+    """Tracker fields (uri, experiment_id, parent_run_id) for a job of this sweep; {} outside one."""
+    path = Path(sweep_dir) / PARENT_FILE
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+class JobFailed(RuntimeError):
+    """A sweep job failed with a clear error (bad input, store down): Hydra records it, runs the remaining
+    jobs, and the sweep then exits non-zero."""
+
+
+def duplicate_override_keys(overrides: list[str]) -> list[str]:
+    """Keys given more than once on the command line (`k=1,2 k=3`): Hydra would apply the last silently."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    keys = [o.key_or_group + (f"@{o.package}" if o.package else "") for o in parsed]
+    return sorted({k for k in keys if keys.count(k) > 1})
+
+
+def _stop_sweep(message: str) -> None:
+    """Stop the multirun before any job runs, with exit code 2.
+
+    Hydra 1.3 turns an Exception raised by a callback into a warning and goes on launching the jobs
+    (hydra/_internal/callbacks.py `_notify` catches Exception), so the callback raises SystemExit,
+    which it does not catch.
+    """
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+class MlflowSweepCallback(Callback):
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        overrides = [str(o) for o in config.hydra.overrides.task]
+        duplicates = duplicate_override_keys(overrides)
+        if duplicates:
+            _stop_sweep(
+                f"the sweep gives {', '.join(duplicates)} more than once ({' '.join(overrides)}); "
+                "give each key once, with all its values (key=a,b,c). No job has run."
+            )
+        if not config.get("tracking", {}).get("enabled", False):
+            return
+        from experiments.track.mlflow_tracker import resolve_uri
+
+        sweep_dir = Path(str(config.hydra.sweep.dir))
+        (sweep_dir / PARENT_FILE).unlink(missing_ok=True)  # a job must never join an earlier attempt's parent
+        try:
+            self._start(config)
+        except Exception as err:  # fail before any job runs, saying which store and why
+            uri = resolve_uri(config.tracking.tracker.get("uri"))
+            _stop_sweep(
+                f"cannot start the sweep's parent run in the MLflow store {uri}: {err}\n"
+                "Start the store (or fix MLFLOW_TRACKING_URI), or run with tracking=none; no job has run."
+            )
+
+    def _start(self, config: DictConfig) -> None:
+        from hydra.utils import instantiate
+
+        from experiments.track.mlflow_tracker import open_parent_run
+
+        overrides = [str(o) for o in config.hydra.overrides.task]
+        # `+sweep=...`, `~key`: MLflow rejects '+' and '~' in param keys; the bare key is the name.
+        pairs = (o.split("=", 1) for o in overrides if "=" in o)
+        info = open_parent_run(
+            instantiate(config.tracking.tracker),
+            key_tag=SWEEP_KEY_TAG,
+            key=sweep_key(str(config.hydra.job.config_name), overrides),
+            run_name="sweep " + " ".join(overrides),
+            tags={"memeval.sweep_dir": str(config.hydra.sweep.dir)},
+            params={key.lstrip("+~"): value for key, value in pairs},
+            reopen=resume_enabled(config.get("resume", "auto"), multirun=True),
+        )
+        parent_id, experiment_id = info["parent_run_id"], info["experiment_id"]
+        sweep_dir = Path(str(config.hydra.sweep.dir))
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        (sweep_dir / PARENT_FILE).write_text(json.dumps(info, indent=2))
+        print(f"MLflow parent run {parent_id} (experiment {experiment_id}) for sweep {sweep_dir}")
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        """The parent ends FAILED if a job of this sweep failed, else FINISHED.
+
+        Hydra's sweepers re-raise a failed job's error after the batch and skip this hook; the failed job
+        has then marked the parent FAILED itself (`job_failed`)."""
+        sweep_dir = Path(str(config.hydra.sweep.dir))
+        info = read_parent(sweep_dir)
+        if not info:
+            return
+        import mlflow
+
+        failed = failed_jobs(sweep_dir)
+        status = "FAILED" if failed else "FINISHED"
+        try:
+            mlflow.MlflowClient(tracking_uri=info["uri"]).set_terminated(info["parent_run_id"], status)
+        except Exception as err:  # the children are logged (or on disk); only the parent's status is stale
+            print(f"warning: could not mark the sweep's parent run {info['parent_run_id']} {status}: {err}")
+
+
+def failed_jobs(sweep_dir: str | Path) -> list[Path]:
+    """Job directories of this sweep whose job failed (they hold failed.json)."""
+    root = Path(sweep_dir)
+    return sorted(p.parent for p in root.rglob(FAILED_FILE)) if root.is_dir() else []
+
+
+def job_started(job_dir: Path) -> None:
+    """A job (re)starts: a failure recorded by an earlier attempt in this directory no longer holds."""
+    (job_dir / FAILED_FILE).unlink(missing_ok=True)
+
+
+def job_failed(
+    job_dir: Path, parent: dict[str, str], error: BaseException, *, run_name: str, tags: dict[str, str]
+) -> str | None:
+    """Record a failed job: failed.json in its directory and, in a tracked sweep, a FAILED child run
+    holding the error, and the parent marked FAILED (the remaining jobs still run). Returns the child's id.
+    """
+    message = f"{type(error).__name__}: {error}"
+    job_dir.mkdir(parents=True, exist_ok=True)
+    note: dict[str, Any] = {"error": message, "mlflow_run_id": None}
+    if parent:
+        import mlflow
+
+        try:
+            client = mlflow.MlflowClient(tracking_uri=parent["uri"])
+            child = client.create_run(
+                parent["experiment_id"],
+                run_name=run_name,
+                tags={**tags, "mlflow.parentRunId": parent["parent_run_id"], ERROR_TAG: message[:4000]},
+            )
+            client.log_text(child.info.run_id, message, "error.txt")
+            client.set_terminated(child.info.run_id, "FAILED")
+            client.set_terminated(parent["parent_run_id"], "FAILED")
+            note["mlflow_run_id"] = child.info.run_id
+        except Exception as err:  # the store is down too: the job directory still says it failed
+            where = parent["uri"]
+            print(f"warning: could not record the failed job in MLflow {where}: {err}", file=sys.stderr)
+    (job_dir / FAILED_FILE).write_text(json.dumps(note, indent=2))
+    return note["mlflow_run_id"]

@@ -1,0 +1,120 @@
+"""What a run may reuse instead of recomputing: the retrieval-prefix candidates on disk (CandidateCache)
+and, within one process (a multirun's jobs), corpora, indexes, candidates, rank levels and built stages
+(ProcessMemo). retrieval.pipeline.Pipeline.run consults them; the keys (suite hash, the `retrieval`
+source hash and stage fingerprints) are made there, so a code or config change never reads an old entry.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from retrieval import cache_io
+
+
+@dataclass(frozen=True)
+class CandidateCache:
+    """On-disk store of retrieval-prefix candidates, one checksummed `.npz` per prefix fingerprint.
+
+    The candidates `{query id: (index, columns, timings)}` are stored as plain arrays: one array per
+    (column, dtype), the queries' rows end to end, and a JSON layout (query ids, row counts, column
+    names, timings) in a text array. Nothing is pickled, so a planted entry cannot run code; one that
+    does not decode to that layout is corrupt. A torn or corrupt entry is reported, deleted and
+    recomputed; an unwritable folder means no caching.
+    """
+
+    folder: str | Path
+
+    def _path(self, key: str) -> Path:
+        return Path(self.folder) / f"{key}.npz"
+
+    def load(self, key: str) -> dict | None:
+        path = self._path(key)
+        arrays = cache_io.load_arrays(path)
+        if arrays is None:
+            return None
+        try:
+            return _candidates_from_arrays(arrays)
+        except (KeyError, ValueError, TypeError, IndexError) as err:
+            cache_io.discard(path, f"not a candidates layout: {err}")
+            return None
+
+    def save(self, key: str, value: dict) -> bool:
+        arrays = _candidates_to_arrays(value)
+        return arrays is not None and cache_io.save_arrays(self._path(key), **arrays)
+
+
+_PLAIN_KINDS = frozenset("biufcUS")  # dtypes np.load reads without pickle
+
+
+def _candidates_to_arrays(prefix: Mapping[str, tuple]) -> dict[str, np.ndarray] | None:
+    """{query id: (index, columns, timings)} -> plain arrays; None when a column is not a plain 1-D
+    array of the candidates' length (not cacheable, so not cached)."""
+    groups: dict[tuple[str, str], list[np.ndarray]] = {}
+    queries = []
+    for qid, (index, columns, timings) in prefix.items():
+        named = {"\0index": np.asarray(index), **{k: np.asarray(v) for k, v in columns.items()}}
+        refs = []
+        for name, values in named.items():
+            if values.dtype.kind not in _PLAIN_KINDS or values.shape != (len(index),):
+                return None
+            group = (name, values.dtype.str)
+            refs.append([name, list(groups).index(group) if group in groups else len(groups)])
+            groups.setdefault(group, []).append(values)
+        queries.append([qid, len(index), refs, {k: float(v) for k, v in timings.items()}])
+    layout = {"queries": queries, "groups": [list(g) for g in groups]}
+    arrays = {f"g{i}": np.concatenate(parts) for i, parts in enumerate(groups.values())}
+    return {"layout": np.array(json.dumps(layout)), **arrays}
+
+
+def _candidates_from_arrays(arrays: Mapping[str, np.ndarray]) -> dict:
+    layout = json.loads(str(arrays["layout"][()]))
+    cursor = [0] * len(layout["groups"])
+    out = {}
+    for qid, n, refs, timings in layout["queries"]:
+        named = {}
+        for name, group in refs:
+            values = arrays[f"g{group}"][cursor[group] : cursor[group] + n]
+            if len(values) != n:
+                raise ValueError(f"column {name!r} of query {qid!r} is cut short")
+            named[name] = values.copy()  # owned arrays, as computed ones are: stages may edit them
+            cursor[group] += n
+        index = named.pop("\0index")
+        out[qid] = (index, named, {k: float(v) for k, v in timings.items()})
+    if any(c != len(arrays[f"g{i}"]) for i, c in enumerate(cursor)):
+        raise ValueError("rows left over after the last query")
+    return out
+
+
+@dataclass(frozen=True)
+class ProcessMemo:
+    """What one process reuses between runs (the jobs of a multirun): ingested corpora, built indexes
+    and retrieval-prefix candidates, keyed by suite hash + fingerprints; a few entries per kind (LRU).
+    """
+
+    max_entries: int = 4
+    _kinds: dict = field(default_factory=dict, repr=False)
+
+    def get(self, kind: str, key: Any) -> Any | None:
+        entries = self._kinds.setdefault(kind, OrderedDict())
+        if key not in entries:
+            return None
+        entries.move_to_end(key)
+        return entries[key]
+
+    def put(self, kind: str, key: Any, value: Any) -> Any:
+        entries = self._kinds.setdefault(kind, OrderedDict())
+        entries[key] = value
+        while len(entries) > self.max_entries:
+            entries.popitem(last=False)
+        return value
+
+    def get_or_make(self, kind: str, key: Any, make: Callable[[], Any]) -> Any:
+        value = self.get(kind, key)
+        return self.put(kind, key, make()) if value is None else value
