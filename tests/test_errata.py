@@ -89,6 +89,7 @@ def test_beam_takes_errata_too(tmp_path):
     assert suite.qrels["T/1:information_extraction:0"] == {"T/1:3": 1}
 
 
+@pytest.mark.slow  # two runs and a report: ~12 s on the shared machine
 def test_a_run_and_its_report_list_the_errata_applied(tmp_path, monkeypatch):
     from hydra import compose, initialize_config_dir
 
