@@ -55,7 +55,9 @@ def test_applying_errata_changes_exactly_the_named_judgements(tmp_path):
         ("conv-t1:q1", "evidence", ISSUE),
         ("conv-t1:q4", "text", "a reader's report"),
     ]
-    assert after.tags["errata"].startswith("errata.yaml (sha256 ") and after.tags["errata"].endswith("2 applied")
+    assert after.tags["errata"].startswith("errata.yaml (sha256 ") and after.tags["errata"].endswith(
+        "2 applied"
+    )
     assert sum(n.startswith("erratum applied (errata.yaml:") for n in after.notes) == 2
 
 
@@ -69,7 +71,9 @@ def test_errata_apply_before_granularity_so_corrected_evidence_maps_up(tmp_path)
 
 def test_an_old_value_that_does_not_match_is_refused_naming_file_line_and_field(tmp_path):
     path = errata_file(tmp_path, ERRATA.replace("old: [conv-t1:D2:1]", "old: [conv-t1:D2:2]"))
-    with pytest.raises(SuiteError, match=r"errata.yaml:2: old: does not match conv-t1:q1's evidence in the suite"):
+    with pytest.raises(
+        SuiteError, match=r"errata.yaml:2: old: does not match conv-t1:q1's evidence in the suite"
+    ):
         load_locomo(FIXTURE, errata=str(path))
     unknown = errata_file(tmp_path, ERRATA.replace("question: conv-t1:q4", "question: conv-t1:q99"))
     with pytest.raises(SuiteError, match=r"errata.yaml:7: question: 'conv-t1:q99' is not a query"):
@@ -83,7 +87,8 @@ def test_beam_takes_errata_too(tmp_path):
     folder, _, _ = beam_conversation(tmp_path)
     path = errata_file(
         tmp_path,
-        "- {question: 'T/1:information_extraction:0', field: evidence, old: ['T/1:2'], new: ['T/1:3'], source: test}\n",
+        "- {question: 'T/1:information_extraction:0', field: evidence, old: ['T/1:2'], new: ['T/1:3'],"
+        " source: test}\n",
     )
     suite = load_beam(folder, errata=str(path))
     assert suite.qrels["T/1:information_extraction:0"] == {"T/1:3": 1}

@@ -38,7 +38,9 @@ def beam_conversation(root: Path) -> tuple[Path, dict[int, int], dict[str, list[
         for _ in range(turns):
             pair = []
             for role in ("user", "assistant"):
-                pair.append({"role": role, "id": mid, "content": f"{role} says {WORDS[mid % 10]} number {mid}"})
+                pair.append(
+                    {"role": role, "id": mid, "content": f"{role} says {WORDS[mid % 10]} number {mid}"}
+                )
                 batch_of[mid] = b
                 mid += 1
             batch["turns"].append(pair)
@@ -112,7 +114,9 @@ def test_a_unit_takes_the_highest_grade_of_its_turns():
 
 def test_an_unknown_granularity_is_refused_naming_the_option(tmp_path):
     folder, _, _ = beam_conversation(tmp_path)
-    with pytest.raises(SuiteError, match="suite.granularity: must be one of turn, round, session, got 'sentence'"):
+    with pytest.raises(
+        SuiteError, match="suite.granularity: must be one of turn, round, session, got 'sentence'"
+    ):
         load_beam(folder, granularity="sentence")
 
 

@@ -52,7 +52,12 @@ def test_evidence_problems_are_split_or_dropped_and_counted():
     assert suite.qrels["conv-t1:q2"] == {"conv-t1:D1:1": 1, "conv-t1:D1:4": 1}  # "D1:1; D1:4", split
     assert suite.qrels["conv-t1:q4"] == {"conv-t1:D2:3": 1}  # "D" and "D9:9" dropped
     assert "conv-t1:q3" not in {q.id for q in suite.queries}  # no evidence: cannot be scored
-    assert json.loads(suite.tags["evidence_audit"]) == {"split": 1, "malformed": 1, "unknown": 1, "no_evidence": 1}
+    assert json.loads(suite.tags["evidence_audit"]) == {
+        "split": 1,
+        "malformed": 1,
+        "unknown": 1,
+        "no_evidence": 1,
+    }
     (audit,) = [n for n in suite.notes if n.startswith("LoCoMo evidence:")]
     assert "conv-t1:q4 'D'" in audit and "conv-t1:q4 'D9:9'" in audit and "conv-t1:q3" in audit
 

@@ -34,7 +34,9 @@ def official_dcg(relevances: list[float], k: int) -> float:
     return float(rel[0] + np.sum(rel[1:] / np.log2(np.arange(2, rel.size + 1)))) if rel.size else 0.0
 
 
-def official_metrics(rankings: list[int], correct: set[str], corpus_ids: list[str], k: int) -> tuple[float, ...]:
+def official_metrics(
+    rankings: list[int], correct: set[str], corpus_ids: list[str], k: int
+) -> tuple[float, ...]:
     recalled = {corpus_ids[i] for i in rankings[:k]}
     relevances = [1 if c in correct else 0 for c in corpus_ids]
     ideal = official_dcg(sorted(relevances, reverse=True), k)
@@ -116,7 +118,10 @@ def test_assistant_side_evidence_is_skipped_aloud_with_user_turns_and_scored_wit
 
 def test_an_answer_session_without_has_answer_is_not_relevant_and_is_noted():
     suite = load_longmemeval(FIXTURE, granularity="session")
-    assert sorted(suite.qrels["gpt4_2655b836"]) == ["gpt4_2655b836:answer_4be1b6b4_1", "gpt4_2655b836:answer_4be1b6b4_2"]
+    assert sorted(suite.qrels["gpt4_2655b836"]) == [
+        "gpt4_2655b836:answer_4be1b6b4_1",
+        "gpt4_2655b836:answer_4be1b6b4_2",
+    ]
     assert any("gpt4_2655b836:answer_4be1b6b4_3" in n for n in suite.notes)
 
 
@@ -129,5 +134,8 @@ def test_a_bad_instance_is_named_by_index_question_and_field(tmp_path):
     with pytest.raises(SuiteError) as err:
         load_longmemeval(path)
     text = str(err.value)
-    assert "[1] (gpt4_2655b836).haystack_*: haystack_session_ids, haystack_dates, haystack_sessions must be lists" in text
+    assert (
+        "[1] (gpt4_2655b836).haystack_*: haystack_session_ids, haystack_dates, haystack_sessions "
+        "must be lists" in text
+    )
     assert "[2] (7161e7e2).question_type: must be one of" in text

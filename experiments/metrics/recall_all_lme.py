@@ -1,4 +1,5 @@
-"""recall_all@k, LongMemEval's name (src/retrieval/eval_utils.py): 1 if every relevant document is in the top k.
+"""recall_all@k, LongMemEval's name (src/retrieval/eval_utils.py): 1 if every relevant document is in
+the top k.
 
 The same quantity as R_all@k; kept under LongMemEval's name so a LongMemEval table reads as the paper's.
 """

@@ -29,7 +29,7 @@ from typing import Any
 from experiments.suites import fields
 from experiments.suites.granularity import check_granularity
 from experiments.suites.options import finish
-from experiments.suites.suite import MAX_PROBLEMS, Problem, Suite, SuiteError, check_suite
+from experiments.suites.suite import MAX_PROBLEMS, Problem, Suite, SuiteError
 from retrieval.types import Memory, Query
 
 ABILITIES = (

@@ -41,13 +41,21 @@ def _entries(path: Path) -> list[tuple[int, Any]]:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
     except OSError as err:
-        raise SuiteError([Problem(str(path), None, None, f"cannot read errata file: {err.strerror or err}")]) from err
+        raise SuiteError(
+            [Problem(str(path), None, None, f"cannot read errata file: {err.strerror or err}")]
+        ) from err
     except (UnicodeDecodeError, yaml.YAMLError) as err:
         mark = getattr(err, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
         raise SuiteError([Problem(str(path), line, None, f"not a YAML errata file: {err}")]) from err
     if not isinstance(data, list) or not isinstance(node, yaml.SequenceNode):
-        raise SuiteError([Problem(str(path), None, None, "must be a YAML list of errata (question, field, old, new, source)")])
+        raise SuiteError(
+            [
+                Problem(
+                    str(path), None, None, "must be a YAML list of errata (question, field, old, new, source)"
+                )
+            ]
+        )
     return [(item.start_mark.line + 1, entry) for item, entry in zip(node.value, data, strict=True)]
 
 
@@ -87,7 +95,11 @@ def apply_errata(suite: Suite, path: str | Path) -> Suite:
             continue
         query = queries.get(qid) if isinstance(qid, str) else None
         if query is None:
-            bad(line, "question", f"{qid!r} is not a query of suite {suite.name!r} (see its notes for skipped ones)")
+            bad(
+                line,
+                "question",
+                f"{qid!r} is not a query of suite {suite.name!r} (see its notes for skipped ones)",
+            )
             continue
         if name not in ("evidence", "text") and not (isinstance(name, str) and name.startswith("labels.")):
             bad(line, "field", f"must be evidence, text or labels.<name>, got {name!r}")
@@ -122,7 +134,9 @@ def apply_errata(suite: Suite, path: str | Path) -> Suite:
                 labels = {**query.labels, name.removeprefix("labels."): new}
                 queries[qid] = replace(query, labels=MappingProxyType(labels))
         applied.append({"question": qid, "field": name, "source": source})
-        notes.append(f"erratum applied ({path.name}:{line}): {qid} {name}: {old!r} -> {new!r} (source: {source})")
+        notes.append(
+            f"erratum applied ({path.name}:{line}): {qid} {name}: {old!r} -> {new!r} (source: {source})"
+        )
     if problems:
         raise SuiteError(problems)
     return replace(

@@ -27,11 +27,20 @@ GRANULARITIES = ("turn", "round", "session")
 def check_granularity(granularity: str, where: str = "suite.granularity") -> None:
     if granularity not in GRANULARITIES:
         raise SuiteError(
-            [Problem("suite config", None, where, f"must be one of {', '.join(GRANULARITIES)}, got {granularity!r}")]
+            [
+                Problem(
+                    "suite config",
+                    None,
+                    where,
+                    f"must be one of {', '.join(GRANULARITIES)}, got {granularity!r}",
+                )
+            ]
         )
 
 
-def _units(memories: tuple[Memory, ...], granularity: str, session_of: Callable[[Memory], str]) -> list[list[Memory]]:
+def _units(
+    memories: tuple[Memory, ...], granularity: str, session_of: Callable[[Memory], str]
+) -> list[list[Memory]]:
     """The turns of each unit, in order (a unit never crosses a session or a scope)."""
     sessions: dict[tuple[str, str], list[Memory]] = {}
     for m in memories:

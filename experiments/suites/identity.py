@@ -56,10 +56,14 @@ def dataset_tags(files: Sequence[tuple[str, str | Path]]) -> dict[str, str]:
     if len(hashes) == 1:
         combined = next(iter(hashes.values()))
     else:
-        combined = hashlib.sha256("".join(f"{p}\t{h}\n" for p, h in sorted(hashes.items())).encode()).hexdigest()
+        combined = hashlib.sha256(
+            "".join(f"{p}\t{h}\n" for p, h in sorted(hashes.items())).encode()
+        ).hexdigest()
     listed = json.dumps(dict(sorted(hashes.items())), separators=(",", ":"))
     return {
         "dataset_release": release_name(hashes),
         "dataset_sha256": combined,
-        "dataset_files": listed if len(listed) <= _MAX_TAG_CHARS else f"{len(hashes)} files (manifest: dataset_sha256)",
+        "dataset_files": listed
+        if len(listed) <= _MAX_TAG_CHARS
+        else f"{len(hashes)} files (manifest: dataset_sha256)",
     }

@@ -1,4 +1,4 @@
-"""LoCoMo (Maharana et al., ACL 2024) read from its own `locomo10.json` (or any file in its schema), as a Suite.
+"""LoCoMo (Maharana et al., ACL 2024) read from its own `locomo10.json` (or a file in its schema), as a Suite.
 
 Upstream: snap-research/LoCoMo, `data/locomo10.json`, a JSON list of samples. Mapping:
 - one memory per turn, id `<sample_id>:<dia_id>` (`conv-26:D1:3`), text = the turn's text, plus
@@ -110,7 +110,11 @@ def _read_sample(
         return [], [], {}, []
     conversation, qa = sample.get("conversation"), sample.get("qa")
     if not isinstance(conversation, dict) or not isinstance(qa, list):
-        problems.append(Problem(path, None, f"{where}.conversation / qa", "a sample has a conversation object and a qa list"))
+        problems.append(
+            Problem(
+                path, None, f"{where}.conversation / qa", "a sample has a conversation object and a qa list"
+            )
+        )
         return [], [], {}, []
     scope = MappingProxyType({"conversation": sid})
     memories: list[Memory] = []
@@ -121,11 +125,18 @@ def _read_sample(
         created = parse_date_time(raw_time)
         if created is None:
             problems.append(
-                Problem(path, None, f"{where}.conversation.session_{n}_date_time", f"not a LoCoMo date-time: {raw_time!r:.60}")
+                Problem(
+                    path,
+                    None,
+                    f"{where}.conversation.session_{n}_date_time",
+                    f"not a LoCoMo date-time: {raw_time!r:.60}",
+                )
             )
         last_time = created or last_time
         if not isinstance(turns, list):
-            problems.append(Problem(path, None, f"{where}.conversation.session_{n}", "must be a list of turns"))
+            problems.append(
+                Problem(path, None, f"{where}.conversation.session_{n}", "must be a list of turns")
+            )
             continue
         for t, turn in enumerate(turns):
             at = f"{where}.conversation.session_{n}[{t}]"
@@ -138,7 +149,9 @@ def _read_sample(
                 continue
             match = DIA_ID.fullmatch(turn["dia_id"])
             if match is None or int(match["session"]) != n:
-                problems.append(Problem(path, None, f"{at}.dia_id", f"must be D{n}:<turn>, got {turn['dia_id']!r:.40}"))
+                problems.append(
+                    Problem(path, None, f"{at}.dia_id", f"must be D{n}:<turn>, got {turn['dia_id']!r:.40}")
+                )
                 continue
             known.add(turn["dia_id"])
             memories.append(
@@ -148,7 +161,9 @@ def _read_sample(
                     scope=scope,
                     role=turn["speaker"],
                     created_at=created,
-                    metadata=MappingProxyType({"session": n, "dia_id": turn["dia_id"], "date_time": raw_time}),
+                    metadata=MappingProxyType(
+                        {"session": n, "dia_id": turn["dia_id"], "date_time": raw_time}
+                    ),
                 )
             )
     queries, qrels, notes = [], {}, []
@@ -160,7 +175,9 @@ def _read_sample(
             continue
         category = q.get("category")
         if category not in CATEGORIES or isinstance(category, bool):
-            problems.append(Problem(path, None, f"{at}.category", f"must be one of 1-5, got {category!r:.20}"))
+            problems.append(
+                Problem(path, None, f"{at}.category", f"must be one of 1-5, got {category!r:.20}")
+            )
             continue
         evidence = q.get("evidence")
         if not isinstance(evidence, list) or not all(isinstance(e, str) for e in evidence):
@@ -213,16 +230,27 @@ def load_locomo(
     granularity: str = "turn",
     errata: str | None = None,
 ) -> Suite:
-    """Load a LoCoMo file (`locomo10.json` or a cut of it) as a suite of the chosen categories and granularity."""
+    """A LoCoMo file (`locomo10.json` or a cut of it) as a suite of the chosen categories and granularity."""
     check_granularity(granularity)
     wrong = [c for c in categories if c not in CATEGORIES or isinstance(c, bool)]
     if wrong or not categories:
-        raise SuiteError([Problem("suite config", None, "suite.categories", f"must be a non-empty list of 1-5, got {list(categories)}")])
+        raise SuiteError(
+            [
+                Problem(
+                    "suite config",
+                    None,
+                    "suite.categories",
+                    f"must be a non-empty list of 1-5, got {list(categories)}",
+                )
+            ]
+        )
     path = Path(path)
     problems: list[Problem] = []
     data = _read_json(path, problems)
     if data is not _FAILED and not isinstance(data, list):
-        problems.append(Problem(str(path), None, None, "must be a JSON list of samples (LoCoMo's locomo10.json)"))
+        problems.append(
+            Problem(str(path), None, None, "must be a JSON list of samples (LoCoMo's locomo10.json)")
+        )
     if problems:
         raise SuiteError(problems[:MAX_PROBLEMS])
     memories, queries, qrels, notes = [], [], {}, []
@@ -244,7 +272,10 @@ def load_locomo(
         description=f"LoCoMo from {path}",
         label_names=("category",) if queries else (),
         notes=(audit.note(), *notes),
-        tags={"evidence_audit": json.dumps(audit.counts()), "categories": ",".join(map(str, sorted(categories)))},
+        tags={
+            "evidence_audit": json.dumps(audit.counts()),
+            "categories": ",".join(map(str, sorted(categories))),
+        },
     )
     return finish(
         suite,

@@ -63,7 +63,12 @@ def is_abstention(question_id: str) -> bool:
 
 
 def _instance(
-    item: Any, i: int, path: str, keep_roles: tuple[str, ...], problems: list[Problem], audit: dict[str, list[str]]
+    item: Any,
+    i: int,
+    path: str,
+    keep_roles: tuple[str, ...],
+    problems: list[Problem],
+    audit: dict[str, list[str]],
 ) -> tuple[list[Memory], Query | None, dict[str, int]]:
     where = f"[{i}]"
     before = len(problems)
@@ -78,13 +83,29 @@ def _instance(
     if (problem := fields.text_problem(item.get("question"))) is not None:
         problems.append(Problem(path, None, f"{where}.question", problem))
     if item.get("question_type") not in QUESTION_TYPES:
-        problems.append(Problem(path, None, f"{where}.question_type", f"must be one of {', '.join(QUESTION_TYPES)}, got {item.get('question_type')!r:.40}"))
+        problems.append(
+            Problem(
+                path,
+                None,
+                f"{where}.question_type",
+                f"must be one of {', '.join(QUESTION_TYPES)}, got {item.get('question_type')!r:.40}",
+            )
+        )
     now = parse_date(item.get("question_date"))
     if now is None:
-        problems.append(Problem(path, None, f"{where}.question_date", f"not a LongMemEval date (2023/05/30 (Tue) 23:40), got {item.get('question_date')!r:.40}"))
+        problems.append(
+            Problem(
+                path,
+                None,
+                f"{where}.question_date",
+                f"not a LongMemEval date (2023/05/30 (Tue) 23:40), got {item.get('question_date')!r:.40}",
+            )
+        )
     lists = [item.get(k) for k in _LISTS]
     if not all(isinstance(v, list) for v in lists) or len({len(v) for v in lists}) != 1:
-        problems.append(Problem(path, None, f"{where}.haystack_*", f"{', '.join(_LISTS)} must be lists of one length"))
+        problems.append(
+            Problem(path, None, f"{where}.haystack_*", f"{', '.join(_LISTS)} must be lists of one length")
+        )
         return [], None, {}
     answer_sessions = item.get("answer_session_ids")
     if not isinstance(answer_sessions, list) or not all(isinstance(s, str) for s in answer_sessions):
@@ -96,22 +117,45 @@ def _instance(
     for s, (sid, date, session) in enumerate(zip(*lists, strict=True)):
         at = f"{where}.haystack_sessions[{s}]"
         if (problem := fields.id_problem(sid)) is not None or sid in seen:
-            problems.append(Problem(path, None, f"{where}.haystack_session_ids[{s}]", problem or f"repeats session {sid!r}"))
+            problems.append(
+                Problem(
+                    path, None, f"{where}.haystack_session_ids[{s}]", problem or f"repeats session {sid!r}"
+                )
+            )
             continue
         seen.add(sid)
         created = parse_date(date)
         if created is None:
-            problems.append(Problem(path, None, f"{where}.haystack_dates[{s}]", f"not a LongMemEval date, got {date!r:.40}"))
+            problems.append(
+                Problem(
+                    path, None, f"{where}.haystack_dates[{s}]", f"not a LongMemEval date, got {date!r:.40}"
+                )
+            )
         if not isinstance(session, list):
             problems.append(Problem(path, None, at, "a session is a list of turns"))
             continue
         for t, turn in enumerate(session):
-            if not isinstance(turn, dict) or turn.get("role") not in ROLES["all"] or not isinstance(turn.get("content"), str):
-                problems.append(Problem(path, None, f"{at}[{t}]", "a turn is {role: user|assistant, content: str, has_answer?: bool}"))
+            if (
+                not isinstance(turn, dict)
+                or turn.get("role") not in ROLES["all"]
+                or not isinstance(turn.get("content"), str)
+            ):
+                problems.append(
+                    Problem(
+                        path,
+                        None,
+                        f"{at}[{t}]",
+                        "a turn is {role: user|assistant, content: str, has_answer?: bool}",
+                    )
+                )
                 continue
             has_answer = turn.get("has_answer", False)
             if not isinstance(has_answer, bool):
-                problems.append(Problem(path, None, f"{at}[{t}].has_answer", f"must be true or false, got {has_answer!r:.20}"))
+                problems.append(
+                    Problem(
+                        path, None, f"{at}[{t}].has_answer", f"must be true or false, got {has_answer!r:.20}"
+                    )
+                )
                 continue
             if has_answer:
                 evidence_sessions.add(sid)
@@ -137,11 +181,17 @@ def _instance(
                 evidence[mid] = 1
     if len(problems) > before:
         return [], None, {}
-    audit["has_answer_outside_answer_sessions"] += [f"{qid}:{s}" for s in sorted(evidence_sessions - set(answer_sessions))]
-    audit["answer_sessions_without_has_answer"] += [f"{qid}:{s}" for s in answer_sessions if s not in evidence_sessions]
+    audit["has_answer_outside_answer_sessions"] += [
+        f"{qid}:{s}" for s in sorted(evidence_sessions - set(answer_sessions))
+    ]
+    audit["answer_sessions_without_has_answer"] += [
+        f"{qid}:{s}" for s in answer_sessions if s not in evidence_sessions
+    ]
     audit["answer_sessions_not_in_haystack"] += [f"{qid}:{s}" for s in answer_sessions if s not in seen]
     labels = {"question_type": item["question_type"], "abstention": "yes" if is_abstention(qid) else "no"}
-    query = Query(id=qid, text=item["question"].strip(), scope=scope, labels=MappingProxyType(labels), now=now)
+    query = Query(
+        id=qid, text=item["question"].strip(), scope=scope, labels=MappingProxyType(labels), now=now
+    )
     if is_abstention(qid):
         audit["abstention"].append(qid)
         return memories, query, {}
@@ -152,13 +202,14 @@ def _instance(
 
 
 _AUDIT = {
-    "abstention": "abstention question(s) (`_abs`): kept with no relevant memory, reported apart (upstream leaves "
+    "abstention": "abstention question(s) (`_abs`): kept with no relevant memory, reported apart "
+    "(upstream leaves "
     "them out of its retrieval metrics)",
     "unscorable": "non-abstention question(s) with no indexed evidence turn: skipped (cannot be scored; with "
     "roles=user, assistant-side evidence is not indexed: roles=all indexes it)",
     "evidence_not_indexed": "has_answer turn(s) of a role not indexed (suite.roles)",
     "empty_turns": "turn(s) with empty content, not indexed",
-    "has_answer_outside_answer_sessions": "session(s) with has_answer turns that answer_session_ids does not list",
+    "has_answer_outside_answer_sessions": "session(s) with has_answer turns not in answer_session_ids",
     "answer_sessions_without_has_answer": "answer session(s) with no has_answer turn: not relevant at any "
     "granularity (upstream: `noans`)",
     "answer_sessions_not_in_haystack": "answer_session_ids naming a session not in the haystack",
@@ -177,7 +228,9 @@ def load_longmemeval(
     """Load a LongMemEval file (S, M or oracle) as a suite: a scope per question's haystack."""
     check_granularity(granularity)
     if roles not in ROLES:
-        raise SuiteError([Problem("suite config", None, "suite.roles", f"must be user or all, got {roles!r}")])
+        raise SuiteError(
+            [Problem("suite config", None, "suite.roles", f"must be user or all, got {roles!r}")]
+        )
     path = Path(path)
     problems: list[Problem] = []
     data = _read_json(path, problems)
@@ -203,7 +256,7 @@ def load_longmemeval(
     if problems:
         raise SuiteError(problems[:MAX_PROBLEMS])
     notes = [
-        f"LongMemEval: {len(found)} {_AUDIT[key]} ({'; '.join(found[:10])}{' ...' if len(found) > 10 else ''})"
+        f"LongMemEval: {len(found)} {_AUDIT[key]} ({'; '.join(found[:10])}{' ...' * (len(found) > 10)})"
         for key, found in audit.items()
         if found
     ]
