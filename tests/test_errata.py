@@ -129,3 +129,15 @@ def test_a_run_and_its_report_list_the_errata_applied(tmp_path, monkeypatch):
     report = (tmp_path / "report" / "report.md").read_text()
     assert "Errata: errata.yaml (sha256" in report
     assert f"`conv-t1:q1` `evidence` ({ISSUE})" in report and "`conv-t1:q4` `text`" in report
+
+
+def test_a_canonical_suite_takes_errata_too(tmp_path, tiny):
+    from experiments.suites.jsonl import load_suite, save_suite
+
+    folder = save_suite(tiny, tmp_path / "suite")
+    path = errata_file(
+        tmp_path, "- {question: 'c1:q1', field: evidence, old: ['c1:1'], new: ['c1:4'], source: t}\n"
+    )
+    after = load_suite(folder, errata=str(path))
+    assert after.qrels == {**tiny.qrels, "c1:q1": {"c1:4": 1}}
+    assert after.tags["errata"].endswith("1 applied")
