@@ -34,7 +34,10 @@ def test_turns_become_memories_with_dia_id_speaker_and_session_time():
     assert (first.id, first.role, first.created_at) == ("conv-t1:D1:1", "Ana", "2023-05-08T13:56:00")
     assert first.metadata["dia_id"] == "D1:1" and first.scope == {"conversation": "conv-t1"}
     photo = next(m for m in suite.memories if m.id == "conv-t1:D1:3")
-    assert photo.text.endswith("[shared a photo of a grey cat on a windowsill]")
+    assert photo.text == (
+        'Ana said, "She hides under the sofa, but she loves the window." '
+        "and shared a photo of a grey cat on a windowsill"
+    )
     assert all(q.now == "2023-06-27T10:37:00" for q in suite.queries)  # after the last session
 
 

@@ -1,8 +1,8 @@
 """LoCoMo (Maharana et al., ACL 2024) read from its own `locomo10.json` (or a file in its schema), as a Suite.
 
 Upstream: snap-research/LoCoMo, `data/locomo10.json`, a JSON list of samples. Mapping:
-- one memory per turn, id `<sample_id>:<dia_id>` (`conv-26:D1:3`), text = the turn's text, plus
-  `[shared <caption>]` when the turn shares an image (the caption is what upstream's own RAG indexes);
+- one memory per turn, id `<sample_id>:<dia_id>` (`conv-26:D1:3`), text as upstream's evaluation code
+  renders a turn: `<speaker> said, "<text>"`, plus ` and shared <caption>` when it shares an image;
   role = the speaker's name; `created_at` = the session's date-time (`1:56 pm on 8 May, 2023` ->
   `2023-05-08T13:56:00`); metadata: session number, dia_id, the raw date-time;
 - one scope per conversation `{"conversation": "<sample_id>"}`;
@@ -92,9 +92,11 @@ def _sessions(conversation: dict) -> list[tuple[int, list]]:
 
 
 def _turn_text(turn: dict) -> str:
-    text = turn["text"].strip()
+    """Upstream's own rendering of a turn (task_eval: `<speaker> said, "<text>" and shared <caption>`): the
+    speaker's name is part of what a question asks about ("When did Caroline ...")."""
+    text = f'{turn["speaker"]} said, "{turn["text"].strip()}"'
     caption = turn.get("blip_caption")
-    return f"{text} [shared {caption.strip()}]" if isinstance(caption, str) and caption.strip() else text
+    return f"{text} and shared {caption.strip()}" if isinstance(caption, str) and caption.strip() else text
 
 
 def _read_sample(
