@@ -39,6 +39,28 @@ def _p(value: float) -> str:
     return "–" if not np.isfinite(value) else f"{value:.2g}"
 
 
+def _suite_provenance(run: RunRecord) -> list[Block]:
+    """What the suite's loader stated (experiments/suites: granularity, dataset release, errata), if any."""
+    tags = run.tags
+    said = [
+        f"{name} {code(tags[key])}"
+        for name, key in (("Granularity", "granularity"), ("dataset", "dataset_release"))
+        if tags.get(key)
+    ]
+    if tags.get("dataset_sha256"):
+        said.append(f"sha256 {code(tags['dataset_sha256'][:16])}")
+    if not said and not tags.get("errata"):
+        return []
+    text = "; ".join(said) + "."
+    if tags.get("errata"):
+        import json
+
+        applied = json.loads(tags.get("errata_applied") or "[]")
+        listed = "; ".join(f"{code(e['question'])} {code(e['field'])} ({md(e['source'])})" for e in applied)
+        text += f" Errata: {md(tags['errata'])}: {listed or 'none'}."
+    return [Paragraph(text)]
+
+
 def build_report(
     runs: Sequence[RunRecord],
     out_dir: Path,
@@ -97,6 +119,7 @@ def build_report(
             f"runs{f' ({md(source)})' if source else ''}. Suite {code(base_run.suite_name)} (content hash "
             f"{code(base_run.suite_hash[:12])}), {n} answerable queries. Baseline: **{baseline_md}**."
         ),
+        *_suite_provenance(base_run),
         Heading("Commands"),
         Code("\n".join(commands) or "(not recorded)"),
     ]

@@ -412,6 +412,7 @@ def _skip(run_dir: Path, cfg_hash: str, finished: Any, tracker: MlflowTracker | 
 def _tags(cfg: DictConfig, suite: Suite, pipeline: Pipeline) -> dict[str, str]:
     revisions = {s.name: s.encoder.fingerprint() for s in pipeline.stages if hasattr(s, "encoder")}
     return {
+        **suite.tags,  # the loader's provenance: granularity, dataset release and sha256s, errata applied
         "suite": suite.name,
         "suite_hash": suite.content_hash,
         "variant": str(cfg.variant.name),

@@ -28,7 +28,9 @@ from typing import Any
 
 from experiments.suites import fields
 from experiments.suites.files import read_suite_file
-from experiments.suites.suite import MAX_PROBLEMS, Problem, Suite, SuiteError, check_suite
+from experiments.suites.granularity import check_granularity
+from experiments.suites.options import finish
+from experiments.suites.suite import MAX_PROBLEMS, Problem, Suite, SuiteError
 from retrieval.types import Memory, Query
 
 ABILITIES = (
@@ -341,7 +343,13 @@ def load_conversation(
 
 
 def load_beam(
-    path: str | Path | Sequence[str | Path], *, name: str = "beam", k: int = 10, topics: bool = False
+    path: str | Path | Sequence[str | Path],
+    *,
+    name: str = "beam",
+    k: int = 10,
+    topics: bool = False,
+    granularity: str = "turn",
+    errata: str | None = None,
 ) -> Suite:
     """Load BEAM conversations (a tier folder such as `../shared/beam/100K`, or a list of folders).
 
@@ -350,7 +358,9 @@ def load_beam(
     messages as `metadata.topic` (for the topic_tags stage); off by default, so the default suite
     and its content hash are unchanged.
     """
+    check_granularity(granularity)
     memories, queries, qrels, notes, problems = [], [], {}, [], []
+    read: list[tuple[str, Path]] = []  # (release path, file) of every file read: the dataset's identity
     for folder in conversation_dirs(path):
         if len(problems) >= MAX_PROBLEMS:
             break
@@ -359,6 +369,10 @@ def load_beam(
             problems.append(Problem(str(folder), None, "conversation (folder name)", problem))
             continue
         m, q, r, n = load_conversation(folder, conversation, topics=topics, problems=problems)
+        read += [
+            (f"{conversation}/{name}", folder / name)
+            for name in ("chat.json", "probing_questions/probing_questions.json", *(("topic.json",) * topics))
+        ]
         memories += m
         queries += q
         qrels.update(r)
@@ -375,5 +389,11 @@ def load_beam(
         label_names=tuple(dict.fromkeys(label for q in queries for label in q.labels)),
         notes=tuple(notes),
     )
-    check_suite(suite, files={"suite": "suite config (suite.k)"})
-    return suite
+    # Sessions are chat.json's batches; rounds its turns (a user message and its reply).
+    return finish(
+        suite,
+        granularity=granularity,
+        session_of=lambda m: f"{m.scope['conversation']}:b{m.metadata['batch']}",
+        errata=errata,
+        files=read,
+    )

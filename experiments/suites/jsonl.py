@@ -356,8 +356,9 @@ def _read_meta(path: Path, problems: list[Problem]) -> dict[str, Any]:
     return meta
 
 
-def load_suite(path: str | Path, *, name: str | None = None) -> Suite:
-    """Read and validate a suite directory; raises SuiteError naming every problem found."""
+def load_suite(path: str | Path, *, name: str | None = None, errata: str | None = None) -> Suite:
+    """Read and validate a suite directory; raises SuiteError naming every problem found. `errata`: a YAML
+    errata file applied after reading (experiments/suites/errata.py; `+suite.errata=FILE`)."""
     root = Path(path)
     if not root.exists():
         raise SuiteError([Problem(str(root), None, None, "suite directory does not exist")])
@@ -416,6 +417,11 @@ def load_suite(path: str | Path, *, name: str | None = None) -> Suite:
             **{stem: [n for n, _ in objects] for stem, objects in knowledge.items()},
         },
     )
+    if errata:
+        from experiments.suites.errata import apply_errata
+
+        suite = apply_errata(suite, errata)
+        check_suite(suite, files={"suite": "suite.yaml"})
     return suite
 
 

@@ -58,6 +58,9 @@ class Suite:
     notes: tuple[str, ...] = field(default=())  # what a loader skipped or adjusted, said aloud
     # Concept graphs and feedback records the evaluated system holds (optional; scoped like memories).
     knowledge: Knowledge = field(default_factory=Knowledge)
+    # What a run states about where the suite came from (granularity, dataset release and file hashes,
+    # errata applied): written to every run's tags.json and MLflow tags, not part of the content hash.
+    tags: Mapping[str, str] = field(default_factory=dict)
 
     @functools.cached_property
     def content_hash(self) -> str:

@@ -44,10 +44,13 @@ from experiments.evaluate.metrics.conventions import (
 from experiments.evaluate.metrics.harm import harm
 from experiments.evaluate.metrics.hit import hit
 from experiments.evaluate.metrics.ndcg import ndcg
+from experiments.evaluate.metrics.ndcg_any import ndcg_any
 from experiments.evaluate.metrics.precision import precision
 from experiments.evaluate.metrics.r_precision import r_precision
 from experiments.evaluate.metrics.recall import recall
 from experiments.evaluate.metrics.recall_all import recall_all
+from experiments.evaluate.metrics.recall_all_lme import recall_all as lme_recall_all
+from experiments.evaluate.metrics.recall_any import recall_any
 from experiments.evaluate.metrics.reciprocal_rank import reciprocal_rank
 
 if TYPE_CHECKING:  # pandas only when a table is built: metric names are parsed by light modules too
@@ -76,10 +79,15 @@ FAMILIES: Mapping[str, MetricFamily] = MappingProxyType(
         "R_all": MetricFamily(recall_all, needs_cutoff=True),
         "Rprec": MetricFamily(r_precision, needs_cutoff=False),
         "harm": MetricFamily(harm, needs_cutoff=True, raw_grades=True),
+        # LongMemEval's official retrieval metrics, under their own names (docs/benchmarks.md).
+        "recall_any": MetricFamily(recall_any, needs_cutoff=True),
+        "recall_all": MetricFamily(lme_recall_all, needs_cutoff=True),
+        "ndcg_any": MetricFamily(ndcg_any, needs_cutoff=True),
     }
 )
 KNOWN_NAMES = (
-    "P@k, R@k, nDCG, nDCG@k, RR, RR@k, AP, AP@k, hit@k, R_all@k, Rprec, harm@k (k a positive integer), "
+    "P@k, R@k, nDCG, nDCG@k, RR, RR@k, AP, AP@k, hit@k, R_all@k, Rprec, harm@k, recall_any@k, recall_all@k, "
+    "ndcg_any@k (k a positive integer), "
     f"each optionally with parameters in parentheses before @: {KNOWN_PARAMETERS}, e.g. P(rel=2)@5"
 )
 _NAME = re.compile(r"(?P<family>\w+?)(?:\((?P<params>[^()]*)\))?(?:@(?P<k>[1-9][0-9]*))?")

@@ -1,0 +1,36 @@
+"""The suite options every conversation loader (BEAM, LoCoMo, LongMemEval) takes, applied in one order.
+
+    loader (a memory per turn) -> errata (experiments/suites/errata.py) -> granularity (granularity.py)
+        -> dataset identity tags (identity.py) -> check_suite
+
+Errata come first because they name turns; granularity then maps the corrected evidence up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from experiments.suites.errata import apply_errata
+from experiments.suites.granularity import regroup
+from experiments.suites.identity import dataset_tags
+from experiments.suites.suite import Suite, check_suite
+from retrieval.types import Memory
+
+
+def finish(
+    suite: Suite,
+    *,
+    granularity: str,
+    session_of: Callable[[Memory], str],
+    errata: str | Path | None,
+    files: Sequence[tuple[str, str | Path]],
+) -> Suite:
+    """`suite` (a memory per turn) with its errata applied, regrouped, tagged with its files, and checked."""
+    if errata:
+        suite = apply_errata(suite, errata)
+    suite = regroup(suite, granularity, session_of)
+    suite = replace(suite, tags={**suite.tags, **dataset_tags(files)})
+    check_suite(suite, files={"suite": "suite config (suite.k)"})
+    return suite
