@@ -1,0 +1,35 @@
+"""Where `memeval-study` writes its report: an output folder by default, reports/ only on request.
+
+A study run must leave the checkout's tracked files as they were (issue 25): `reports/<study>/` is what the
+docs link to, so only `refresh=true` (or naming it as `output_dir`) rewrites it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from experiments.configs import compose_config
+from experiments.study.cli import report_dir
+
+
+def _cfg(*overrides: str):
+    return compose_config(["study=boost_beam100k", *overrides], config_name="run_study")
+
+
+def test_by_default_the_report_goes_beside_the_rows_runs_not_into_reports():
+    cfg = _cfg()
+    assert report_dir(cfg, "boost_beam100k") == Path("outputs/studies/boost_beam100k")
+    assert report_dir(cfg, "boost_beam100k").parts[0] != "reports"
+
+
+def test_the_output_folder_follows_runs_root():
+    assert report_dir(_cfg("runs_root=/x/studies"), "s") == Path("/x/studies/s")
+
+
+def test_refresh_rewrites_the_committed_report():
+    assert report_dir(_cfg("refresh=true"), "boost_beam100k") == Path("reports/boost_beam100k")
+
+
+def test_an_output_dir_is_used_as_given_even_with_refresh():
+    assert report_dir(_cfg("output_dir=reports/boost_beam100k"), "x") == Path("reports/boost_beam100k")
+    assert report_dir(_cfg("output_dir=elsewhere", "refresh=true"), "x") == Path("elsewhere")
