@@ -51,14 +51,22 @@ fusion: setup
 		'~train_suite.path' train_suite.name=graph_synth_long_seed1 +train_suite.review_sentences=24 \
 		+train_suite.seed=1 output=models/learned-fusion-graph-synth.json $(ARGS)
 
+# The log ends with every tier's failed and erroring tests (pytest -rfE per tier, then one list of all):
+# what to look at, not only make's "Error 1".
 test: setup
-	@tiers='$(TIERS)'; IFS='|'; failed=0; for tier in $$tiers; do \
+	@tiers='$(TIERS)'; IFS='|'; failed=0; summary=$$(mktemp); for tier in $$tiers; do \
 	  name=$${tier%%:*}; mark=$${tier#*:}; start=$$(date +%s); \
 	  echo "== test tier: $$name (-m '$$mark')"; \
-	  $(PY) -m pytest -q -n $(WORKERS) --durations=8 -m "$$mark" $(ARGS); code=$$?; \
+	  { $(PY) -m pytest -q -rfE -n $(WORKERS) --durations=8 -m "$$mark" $(ARGS); echo $$? > "$$summary.code"; } \
+	    | tee "$$summary.$$name"; code=$$(cat "$$summary.code"); \
 	  echo "== test tier $$name: $$(( $$(date +%s) - start )) s, exit $$code"; \
+	  grep -E '^(FAILED|ERROR) ' "$$summary.$$name" | sed "s/^/[$$name] /" >> "$$summary"; \
 	  if [ $$code -ne 0 ] && [ $$code -ne 5 ]; then failed=$$code; fi; \
-	done; exit $$failed
+	done; \
+	if [ -s "$$summary" ]; then echo "== failed tests ($$(wc -l < "$$summary")):"; cat "$$summary"; \
+	elif [ $$failed -ne 0 ]; then echo "== tests: exit $$failed, no failed test listed (a collection or usage error above)"; \
+	else echo "== tests: every tier passed"; fi; \
+	rm -f "$$summary" "$$summary".*; exit $$failed
 
 test-fast: setup
 	$(PY) -m pytest -q -n $(WORKERS) -m "not slow and not integration" $(ARGS)

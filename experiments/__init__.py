@@ -9,6 +9,8 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 # `${project_root:}` in configs: data that ships with the project resolves from any working directory.
 if not OmegaConf.has_resolver("project_root"):
     OmegaConf.register_new_resolver("project_root", lambda: str(PROJECT_ROOT))
+
+
 # `${shipped_data:spark25}`: a dataset that ships with memeval, in a checkout or an installed wheel
 # (experiments/shipped_data.py).
 def _shipped_data(name: str) -> str:
