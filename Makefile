@@ -34,11 +34,11 @@ TIERS := fast:not slow and not integration|slow:slow and not integration|integra
 # The cross-encoder the `cross_encoder` and `spark_phase2/3` variants need (none ships): a compact 2-layer
 # reranker at 64 tokens trained from the bundled MiniLM on BEAM 500K, exported for OpenVINO (docs/reranker.md).
 # It stops on steps and patience (2 epochs, 3 validations every 25 steps without gain), so an idle and a
-# loaded machine build the same model; the 30-minute wall-clock cap is only a safety net and warns if it cuts.
+# loaded machine build the same model; the 60-minute wall-clock cap is only a safety net and warns if it cuts.
 # ARGS adds Hydra overrides, e.g. ARGS="train_suite.path=/data/beam/500K".
 reranker: setup
 	$(PY) -m experiments.training.reranker num_layers=2 epochs=2 patience=3 eval_every=25 val_max_queries=16 \
-		max_train_minutes=30 export_backend=openvino $(ARGS)
+		max_train_minutes=60 export_backend=openvino $(ARGS)
 
 # The learned-fusion models the `learned_fusion` (fit on BEAM 500K) and `beam_best` (fit on BEAM 100K, so
 # BEAM 500K stays held out) variants read, and the one study learned_fusion_synth fits on graph_synth_long
