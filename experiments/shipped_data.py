@@ -23,12 +23,14 @@ DISTRIBUTION = "memeval"
 INSTALLED_PREFIX = ("share", "memeval", "datasets")  # pyproject.toml's [tool.setuptools.data-files]
 
 
-def installed_datasets_root(distribution: str = DISTRIBUTION) -> Path | None:
-    """`<prefix>/share/memeval/datasets` of the installed distribution, or None when it holds no data."""
-    try:
-        dist = metadata.distribution(distribution)
-    except metadata.PackageNotFoundError:
-        return None
+def installed_datasets_root(dist: metadata.Distribution | None = None) -> Path | None:
+    """`<prefix>/share/memeval/datasets` of the installed distribution (memeval's by default), or None
+    when it is not installed or holds no data (an editable install)."""
+    if dist is None:
+        try:
+            dist = metadata.distribution(DISTRIBUTION)
+        except metadata.PackageNotFoundError:
+            return None
     n = len(INSTALLED_PREFIX)
     for file in dist.files or []:  # e.g. ../../../share/memeval/datasets/spark25/suite.yaml
         parts = file.parts
