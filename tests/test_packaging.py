@@ -23,14 +23,18 @@ def tracked(folder: str) -> list[str]:
 
 
 def test_every_tracked_file_under_datasets_ships_in_the_wheel():
-    patterns = [p for globs in DATA_FILES.values() for p in globs]
-    missing = [f for f in tracked("datasets") if not any(fnmatch.fnmatchcase(f, p) for p in patterns)]
+    patterns = [Path(p) for globs in DATA_FILES.values() for p in globs]
+
+    def shipped(name: str) -> bool:  # setuptools globs one folder each: `*` never crosses a `/`
+        f = Path(name)
+        return any(f.parent == p.parent and fnmatch.fnmatchcase(f.name, p.name) for p in patterns)
+
+    missing = [f for f in tracked("datasets") if not shipped(f)]
     assert tracked("datasets") and not missing, f"not in [tool.setuptools.data-files]: {missing}"
     for target, globs in DATA_FILES.items():  # each file lands in the folder named like its source's
         for pattern in globs:
-            assert target == "/".join(INSTALLED_PREFIX) + "/" + str(
-                Path(pattern).parent.relative_to("datasets")
-            )
+            source = Path(pattern).parent.relative_to("datasets").as_posix()
+            assert target == "/".join((*INSTALLED_PREFIX, source))
 
 
 def test_datasets_is_never_a_python_package():
