@@ -33,3 +33,25 @@ def test_refresh_rewrites_the_committed_report():
 def test_an_output_dir_is_used_as_given_even_with_refresh():
     assert report_dir(_cfg("output_dir=reports/boost_beam100k"), "x") == Path("reports/boost_beam100k")
     assert report_dir(_cfg("output_dir=elsewhere", "refresh=true"), "x") == Path("elsewhere")
+
+
+def _record(source: str, **params: str):
+    import pandas as pd
+
+    from experiments.runs import RunRecord
+
+    return RunRecord(source, {"variant.name": "exp05", **params}, {"variant": "exp05"}, pd.DataFrame())
+
+
+def test_row_labels_name_only_what_changes_the_results():
+    """A study reuses finished runs made with resume=auto beside its own resume=True rows: how a run
+    was started is no difference between rows (issue 25 found `resume=auto` in labels)."""
+    from experiments.report.analysis import name_runs
+
+    runs = [
+        _record("a", **{"stage.instruction_boost.weight": "0", "resume": "auto"}),
+        _record("b", **{"stage.instruction_boost.weight": "0.1", "resume": "True"}),
+    ]
+    labels, swept = name_runs(runs)
+    assert labels == ["exp05[instruction_boost.weight=0]", "exp05[instruction_boost.weight=0.1]"]
+    assert swept == "stage.instruction_boost.weight"
