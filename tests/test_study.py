@@ -242,7 +242,9 @@ def test_a_tiny_plan_runs_end_to_end_and_a_rerun_reuses_its_rows(tiny_dir, tmp_p
     assert second.returncode == 0, second.stderr[-3000:]
     assert second.stdout.count("skipped: config") == 2
     again = (tmp_path / "reports" / "tiny_plan" / "report.md").read_text()
-    assert again.split("## Commands")[1] == report.split("## Commands")[1]  # same numbers (not the date)
+    # The same numbers (not the date; the command block names the other output_dir).
+    after_commands = [text.split("## Commands")[1].split("```", 2)[2] for text in (again, report)]
+    assert after_commands[0] == after_commands[1]
 
 
 @pytest.mark.slow
