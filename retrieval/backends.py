@@ -229,7 +229,9 @@ def _export(net, tokenizer, path: Path, task: str) -> None:
         contextlib.redirect_stdout(devnull),
         warnings.catch_warnings(),
     ):
+        # torch's exporter's own deprecation and shape notes: nothing a memeval user can act on
         warnings.filterwarnings("ignore", r".*The axis name: .* will not be used", UserWarning)
+        warnings.filterwarnings("ignore", r".*isinstance\(treespec, LeafSpec\)", FutureWarning)
         program = torch.onnx.export(
             wrapped,
             tuple(sample[k] for k in names),
