@@ -116,10 +116,11 @@ ANSWERABLE_COLUMN = "answerable/all"
 
 
 def results_table(evaluation: Evaluation, metrics: list[str], label: str | None) -> str:
-    """Overall and per-label means, one row each, as console text: labels left, answerable/all query counts,
-    numbers right-aligned with 3 decimals, NaN for a mean with no query to average. pandas printed the same text (tests/
-    test_results_table.py) in ~5 ms per run, a sweep's jobs each print one; where it would have dropped a
-    column's common trailing zeros or switched to exponents for values under 0.001, this keeps 3 decimals."""
+    """Overall and per-label means, one row each, as console text: labels left, answerable/all query
+    counts, numbers right-aligned with 3 decimals, NaN for a mean with no query to average. pandas printed
+    the same text (tests/test_results_table.py) in ~5 ms per run, a sweep's jobs each print one; where it
+    would have dropped a column's common trailing zeros or switched to exponents for values under 0.001,
+    this keeps 3 decimals."""
     summary = evaluation.metrics
     rows = {"overall": summary["overall"]}
     if label and label in summary["by_label"]:
