@@ -37,6 +37,18 @@ _register_checkout_conf()
 # `${project_root:}` in configs: data that ships with the project resolves from any working directory.
 if not OmegaConf.has_resolver("project_root"):
     OmegaConf.register_new_resolver("project_root", lambda: str(PROJECT_ROOT))
+
+
+# `${shipped_data:spark25}`: a dataset that ships with memeval, in a checkout or an installed wheel
+# (experiments/shipped_data.py).
+def _shipped_data(name: str) -> str:
+    from experiments.shipped_data import shipped_dataset
+
+    return str(shipped_dataset(name))
+
+
+if not OmegaConf.has_resolver("shipped_data"):
+    OmegaConf.register_new_resolver("shipped_data", _shipped_data)
 # `${subdir:${cache_dir},embeddings}`: a folder under the cache, or null when caching is off
 # (plain `${cache_dir}/embeddings` would turn `cache_dir=null` into a folder named "None").
 if not OmegaConf.has_resolver("subdir"):

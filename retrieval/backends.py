@@ -39,6 +39,7 @@ import logging
 import os
 import shutil
 import uuid
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -266,6 +267,17 @@ def ensure_openvino_int8(onnx_path: Path, tokenizer, texts: Sequence[str], max_l
     return xml
 
 
+# The exporter's own loggers and the level they print from: onnx_ir's initializer passes and onnxscript's
+# optimizer log ~100 INFO lines an export, which Hydra's INFO root logger would print before a run's results.
+EXPORT_LOGGERS = {"torch.onnx": logging.ERROR, "onnx_ir": logging.WARNING, "onnxscript": logging.WARNING}
+
+
+def quiet_exporters() -> None:
+    """Keep the exporters' progress chatter out of the console; their warnings still show."""
+    for name, level in EXPORT_LOGGERS.items():
+        logging.getLogger(name).setLevel(level)
+
+
 def _export(net, tokenizer, path: Path, task: str) -> None:
     import torch
 
@@ -276,8 +288,15 @@ def _export(net, tokenizer, path: Path, task: str) -> None:
         raise BackendUnavailableError(f"cannot export a network whose inputs are {names}")
     wrapped = _Forward.module(net, names, OUTPUTS[task])
     batch, seq = torch.export.Dim("batch"), torch.export.Dim("seq", max=4096)
-    logging.getLogger("torch.onnx").setLevel(logging.ERROR)
-    with open(os.devnull, "w") as devnull, contextlib.redirect_stdout(devnull):
+    quiet_exporters()
+    with (
+        open(os.devnull, "w") as devnull,
+        contextlib.redirect_stdout(devnull),
+        warnings.catch_warnings(),
+    ):
+        # torch's exporter's own deprecation and shape notes: nothing a memeval user can act on
+        warnings.filterwarnings("ignore", r".*The axis name: .* will not be used", UserWarning)
+        warnings.filterwarnings("ignore", r".*isinstance\(treespec, LeafSpec\)", FutureWarning)
         program = torch.onnx.export(
             wrapped,
             tuple(sample[k] for k in names),

@@ -5,6 +5,7 @@ built here stand in for MiniLM and a trained reranker (exports take a second, no
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 from pathlib import Path
 
@@ -64,6 +65,23 @@ def test_bi_encoder_backends_give_the_torch_vectors(tiny_bi, exports, backend, t
     assert cosine.min() > 1 - tolerance, cosine
     folder = next(exports.glob(f"{tiny_bi.name}-*-bi-encoder"))
     assert (folder / ("model-int8.onnx" if backend == "onnx-int8" else "model.onnx")).is_file()
+
+
+@pytest.mark.slow  # one export
+def test_an_export_keeps_the_exporters_info_chatter_out_of_the_console(tiny_bi, tmp_path, caplog):
+    """onnx_ir and onnxscript log ~100 INFO lines an export; under Hydra's INFO root logger they came
+    before a run's results (issue 25). Their warnings still show."""
+    for name in backends.EXPORT_LOGGERS:  # as a fresh process has them, whatever ran before here
+        logging.getLogger(name).setLevel(logging.NOTSET)
+    caplog.set_level(logging.INFO)
+    encoder(tiny_bi, "onnx", tmp_path / "fresh_exports").encode(TEXTS, "document")
+    assert list((tmp_path / "fresh_exports").rglob("*.onnx"))  # it did export
+    chatter = [
+        f"{r.name}: {r.getMessage()[:80]}"
+        for r in caplog.records
+        if r.name.startswith(tuple(backends.EXPORT_LOGGERS)) and r.levelno < logging.WARNING
+    ]
+    assert not chatter
 
 
 @pytest.mark.slow

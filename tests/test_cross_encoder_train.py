@@ -14,6 +14,7 @@ from experiments.run.compose import CONF_DIR
 from experiments.suites.jsonl import save_suite
 from experiments.training.reranker import (
     Budget,
+    TimeBudgetWarning,
     keep_first_layers,
     split_by_conversation,
     train,
@@ -159,10 +160,43 @@ def test_the_time_budget_is_checked_every_step_and_the_best_model_is_saved(tmp_p
         "epochs=50",
         "max_train_minutes=0.0001",
     )
-    summary = train(cfg, tmp_path / "run")
+    # The cap is only a safety net: cutting there says the model now depends on the machine's speed.
+    with pytest.warns(TimeBudgetWarning, match="safety cap cut training at step 1 of"):
+        summary = train(cfg, tmp_path / "run")
     assert summary["stop_reason"] == "time budget" and summary["steps"] == 1
     assert [h["step"] for h in summary["history"]] == [0, 1]  # a last validation before stopping
     assert (tmp_path / "model" / "model.safetensors").is_file()
+
+
+@pytest.mark.slow  # two short trainings, ~30 s each on the loaded box
+def test_training_ends_on_steps_and_patience_so_two_runs_give_the_same_model(tmp_path):
+    """What `make reranker` relies on: with the cap out of reach, the stop and the weights depend only
+    on the config (steps, patience, seed), not on how fast the machine is."""
+    import warnings
+
+    base = build_tiny_cross_encoder(tmp_path / "tiny")
+    summaries = []
+    for run in ("a", "b"):
+        cfg = short_training(
+            tmp_path / run,
+            f"base_model={base}",
+            "tracking=none",
+            "max_pairs=40",
+            "epochs=3",
+            "eval_every=2",
+            "patience=2",
+            "max_train_minutes=30",
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", TimeBudgetWarning)  # the cap must not be what stopped it
+            summaries.append(train(cfg, tmp_path / run / "run"))
+    a, b = summaries
+    assert a["stop_reason"] in ("patience", "completed") and a["stop_reason"] == b["stop_reason"]
+    assert a["steps"] == b["steps"] and a["best_step"] == b["best_step"]
+    assert [h["val"] for h in a["history"]] == [h["val"] for h in b["history"]]
+    assert (tmp_path / "a" / "model" / "model.safetensors").read_bytes() == (
+        tmp_path / "b" / "model" / "model.safetensors"
+    ).read_bytes()
 
 
 def test_the_budget_keeps_room_for_a_last_validation():

@@ -193,7 +193,6 @@ def test_a_study_named_dot_dot_exits_2_and_writes_nothing(tmp_path):
             "study=dots",
             f"hydra.searchpath=[file://{tmp_path / 'conf'}]",
             "tracking=none",
-            "out_root=reports",
             "runs_root=runs",
         ],
         cwd=work,

@@ -192,7 +192,7 @@ def test_a_plan_metric_the_runs_do_not_compute_by_default_is_added_to_every_row(
     assert result.per_query("R@3").notna().all().all()
 
 
-def _study(tmp_path: Path, tiny_dir: Path) -> subprocess.CompletedProcess:
+def _study(tmp_path: Path, tiny_dir: Path, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [
             sys.executable,
@@ -201,9 +201,9 @@ def _study(tmp_path: Path, tiny_dir: Path) -> subprocess.CompletedProcess:
             "study=tiny_plan",
             f"hydra.searchpath=[file://{tmp_path / 'conf'}]",
             "tracking=none",
-            f"out_root={tmp_path / 'reports'}",
             f"runs_root={tmp_path / 'runs'}",
             f"cache_dir={tmp_path / 'cache'}",
+            *extra,
         ],
         cwd=REPO,
         capture_output=True,
@@ -231,17 +231,20 @@ def test_a_tiny_plan_runs_end_to_end_and_a_rerun_reuses_its_rows(tiny_dir, tmp_p
     (tmp_path / "conf" / "study" / "tiny_plan.yaml").write_text(yaml.safe_dump(plan))
     first = _study(tmp_path, tiny_dir)
     assert first.returncode == 0, first.stderr[-3000:]
-    report = (tmp_path / "reports" / "tiny_plan" / "report.md").read_text()
+    # By default the report goes beside the rows' runs (an output folder), never over reports/.
+    report = (tmp_path / "runs" / "tiny_plan" / "report.md").read_text()
     assert "python -m experiments.study study=tiny_plan" in report
     assert "Baseline: **bm25[bm25.b=0.75]**" in report and "bm25[bm25.b=0]" in report
     assert "## EXP-05 acceptance" in report and "`if` R@10" in report
     assert "PLUGIN: 3 answerable queries, baseline bm25[bm25.b=0.75], from the plan" in report
-    assert (tmp_path / "reports" / "tiny_plan" / "index.html").is_file()
-    second = _study(tmp_path, tiny_dir)
+    assert (tmp_path / "runs" / "tiny_plan" / "index.html").is_file()
+    second = _study(tmp_path, tiny_dir, f"output_dir={tmp_path / 'reports' / 'tiny_plan'}")
     assert second.returncode == 0, second.stderr[-3000:]
     assert second.stdout.count("skipped: config") == 2
     again = (tmp_path / "reports" / "tiny_plan" / "report.md").read_text()
-    assert again.split("## Commands")[1] == report.split("## Commands")[1]  # same numbers (not the date)
+    # The same numbers (not the date; the command block names the other output_dir).
+    after_commands = [text.split("## Commands")[1].split("```", 2)[2] for text in (again, report)]
+    assert after_commands[0] == after_commands[1]
 
 
 @pytest.mark.slow

@@ -241,7 +241,7 @@ def test_the_memeval_launcher_composes_each_job_as_hydra_does():
 
     loader = ConfigLoaderImpl(config_search_path=create_config_search_path(str(CONF_DIR)))
     master = loader.load_configuration(
-        "config", overrides=["hydra.sweep.dir=/tmp/memeval-sweep"], run_mode=RunMode.MULTIRUN
+        "config", overrides=["hydra.sweep.dir=multirun/memeval-sweep"], run_mode=RunMode.MULTIRUN
     )
     composer = SweepComposer(loader, master)
     for job in SWEEP_JOBS:
@@ -312,7 +312,7 @@ def test_the_launchers_config_copies_are_hydras():
     config = loader.load_sweep_config(master, ["variant=exp05", "stage.instruction_boost.weight=0.3"])
     with open_dict(config):  # as the launcher numbers a job
         config.hydra.job.id = config.hydra.job.num = 4
-        config.hydra.runtime.output_dir = "/tmp/memeval-sweep/4"
+        config.hydra.runtime.output_dir = "multirun/memeval-sweep/4"
     hydras = copy.deepcopy(config)
     with read_write(hydras), open_dict(hydras):
         del hydras["hydra"]

@@ -1,7 +1,7 @@
 """Calibration by simulation: is the cluster sign-flip test's false-positive rate what it claims?
 
     python -m experiments.benchmarks.cluster_calibration        # 1,000 replications, writes the report
-    python -m experiments.benchmarks.cluster_calibration --replications 500 --out /tmp/calibration
+    python -m experiments.benchmarks.cluster_calibration --replications 500 --out outputs/calibration
 
 A suite shaped like a memory benchmark (20 conversations of 20 questions) with no true difference
 between the two runs: each run's per-query value is a conversation effect plus query noise, with an

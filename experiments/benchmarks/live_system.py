@@ -1,7 +1,7 @@
 """What a live system costs the harness: `python -m experiments.benchmarks.live_system`.
 
     python -m experiments.benchmarks.live_system                  # BEAM 100K, hybrid; writes the report
-    python -m experiments.benchmarks.live_system --repeats 1 --out /tmp/live.md     # a quick look
+    python -m experiments.benchmarks.live_system --repeats 1 --out outputs/live.md     # a quick look
 
 Two figures, both measured in one run of this command, on loopback:
 1. Overhead: the same variant scored in process (`Pipeline.run`, no candidate cache) and through

@@ -1,7 +1,7 @@
 """Scale and speed benchmark: how the harness's cost grows with memories, and whether it meets its targets.
 
     python -m experiments.benchmarks.pipeline                       # full: synth 1k/10k/100k + BEAM 500K
-    python -m experiments.benchmarks.pipeline --sizes 1000 --queries 50 --no-beam500k --out /tmp/b   # smoke
+    python -m experiments.benchmarks.pipeline --sizes 1000 --queries 50 --no-beam500k --out outputs/b  # smoke
 
 Writes OUT/README.md (tables, machine, date, targets met or missed and by how much) and
 OUT/results.json (every raw number). Data flow: for each suite (a `beam_synth` conversation of N

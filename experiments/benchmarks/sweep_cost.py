@@ -80,7 +80,7 @@ def _measure_study(tmp: Path, plan: str) -> dict:
         if (REPO / ".memeval_cache" / part).exists():
             (cache / part).symlink_to((REPO / ".memeval_cache" / part).resolve())
     args = [sys.executable, "-m", "experiments.study", f"study={plan}", "tracking=none", "progress=false"]
-    wall, cpu = _timed([*args, f"cache_dir={cache}", f"runs_root={tmp}/runs", f"out_root={tmp}/out"])
+    wall, cpu = _timed([*args, f"cache_dir={cache}", f"runs_root={tmp}/runs", f"output_dir={tmp}/out"])
     rows = sum(1 for p in Path(tmp, "runs").glob("*/*") if (p / "metrics.json").is_file())
     print(f"study {plan}: {rows} rows, {wall:.1f} s wall, {cpu:.1f} s CPU", flush=True)
     return {"plan": plan, "wall": wall, "cpu": cpu, "rows": rows}

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -33,7 +34,7 @@ from experiments.track.finished_runs import RunError, RunRecord
 
 # Params that say where or how a run was executed, not what was measured.
 _IGNORED_PARAM_PREFIXES = (
-    "tracking.", "hydra", "cache_dir", "progress", "metrics", "objective", "report_label",
+    "tracking.", "hydra", "cache_dir", "progress", "resume", "metrics", "objective", "report_label",
     "suite.report_label", "suite.primary",
 )  # fmt: skip
 # Encoder settings that change speed or logging, not the vectors (wherever the encoder is interpolated).
@@ -373,11 +374,32 @@ def latency(comp: Comparison) -> pd.DataFrame:
     return table[first + [c for c in table.columns if c not in first]]
 
 
+# Folders a run directory sits under wherever it was written (Hydra's run and sweep roots, a study's runs).
+_RUN_ROOTS = ("outputs", "multirun")
+
+
+def portable_source(source: str, cwd: Path | None = None) -> str:
+    """A run's source as a report prints it, with no absolute path of the machine that wrote it.
+
+    Reports are committed and read elsewhere: a run directory is shown relative to the working directory
+    when under it, else from its last `outputs/` or `multirun/` folder on (a run another checkout
+    made and a study reused), else by its folder name. `mlflow:<id>` and relative paths are unchanged."""
+    path = Path(source)
+    if not path.is_absolute():
+        return source
+    try:
+        return path.relative_to((cwd or Path.cwd()).resolve()).as_posix()
+    except ValueError:
+        pass
+    roots = [i for i, part in enumerate(path.parts) if part in _RUN_ROOTS]
+    return Path(*path.parts[roots[-1] :]).as_posix() if roots else f"…/{path.name}"
+
+
 def provenance(comp: Comparison) -> pd.DataFrame:
     rows = {}
     for lab, run in zip(comp.labels, comp.runs, strict=True):
         rows[lab] = {
-            "source": run.source,
+            "source": portable_source(run.source),
             "suite": run.suite_name,
             "suite hash": run.suite_hash[:12] or "not recorded",
             "model revisions": run.tags.get("model_revisions") or _model_from_params(run),

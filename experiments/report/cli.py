@@ -54,7 +54,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     source.add_argument(
         "--run-dir", action="append", type=Path, default=[], help="a run dir, or a folder searched for them"
     )
-    parser.add_argument("--baseline", help="run label or variant compared against (default: see README)")
+    parser.add_argument(
+        "--baseline",
+        help="run label or variant compared against (default: a sweep's lowest setting, else the "
+        "`baseline` or `hybrid` variant, else the first run)",
+    )
     parser.add_argument(
         "--reference", action="append", default=[], metavar="RUN",
         help="another run label or variant every run is compared against too (repeatable; one Holm family)",

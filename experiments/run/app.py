@@ -118,24 +118,32 @@ def build_pipeline(cfg: DictConfig) -> Pipeline:
     return pipeline_from_config(list(cfg.variant.stages), cfg.stage, depth=cfg.depth)
 
 
+# The console table's count column, e.g. 24/25: the means are over the answerable queries (docs/metrics.md).
+ANSWERABLE_COLUMN = "answerable/all"
+
+
 def results_table(evaluation: Evaluation, metrics: list[str], label: str | None) -> str:
-    """Overall and per-label means, one row each, as console text: labels left, numbers right-aligned with
-    3 decimals, NaN for a mean with no query to average. pandas printed the same text (tests/
-    test_results_table.py) in ~5 ms per run, a sweep's jobs each print one; where it would have dropped a
-    column's common trailing zeros or switched to exponents for values under 0.001, this keeps 3 decimals."""
+    """Overall and per-label means, one row each, as console text: labels left, answerable/all query
+    counts, numbers right-aligned with 3 decimals, NaN for a mean with no query to average. pandas printed
+    the same text (tests/test_results_table.py) in ~5 ms per run, a sweep's jobs each print one; where it
+    would have dropped a column's common trailing zeros or switched to exponents for values under 0.001,
+    this keeps 3 decimals."""
     summary = evaluation.metrics
     rows = {"overall": summary["overall"]}
     if label and label in summary["by_label"]:
         rows.update(summary["by_label"][label])
     present = {key for row in rows.values() for key in row}
-    columns = ["n_queries", *[m for m in metrics if m in present]]
+    columns = [ANSWERABLE_COLUMN, *[m for m in metrics if m in present]]
 
-    def cell(value: Any) -> str:
+    def cell(row: dict[str, Any], column: str) -> str:
+        if column == ANSWERABLE_COLUMN:  # the means are over the answerable queries: say how many of all
+            return f"{row.get('n_answerable', row.get('n_queries'))}/{row.get('n_queries')}"
+        value = row.get(column)
         if value is None or (isinstance(value, float) and value != value):
             return "NaN"
         return f"{value:.3f}" if isinstance(value, float) else str(value)
 
-    body = [[str(name), *(cell(row.get(c)) for c in columns)] for name, row in rows.items()]
+    body = [[str(name), *(cell(row, c) for c in columns)] for name, row in rows.items()]
     widths = [max(len(text) for text in column) for column in zip(["", *columns], *body, strict=True)]
     lines = [[""] + columns, *body]
     return "\n".join(

@@ -1,7 +1,7 @@
 """`memeval-serve`: serve a memeval variant as a memory service on 127.0.0.1 (docs/live_systems.md).
 
     memeval-serve variant=exp05 --port 8000
-    memeval-serve variant=hybrid --port 8000 --state-dir /tmp/serve-state     # survives a restart
+    memeval-serve variant=hybrid --port 8000 --state-dir outputs/serve-state     # survives a restart
     memeval-serve --mcp stdio variant=dense       # the MCP face instead (experiments/serve/mcp_app.py)
 
 Positional arguments are `memeval-run` config overrides (variant=..., stage.x.y=..., cache_dir=...): the

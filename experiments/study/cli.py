@@ -5,7 +5,10 @@
 
 Loads conf/study/<plan>.yaml (checked before anything runs), runs every row through
 `experiments.run` (caches, process memo, resume: a re-run reuses finished rows), one MLflow parent
-run with a child per row when tracking is on, then writes <out_root>/<study>/report.md + index.html.
+run with a child per row when tracking is on, then writes report.md + index.html into the study's
+output folder (`report_dir`): outputs/studies/<study>/ by default, beside the rows' runs; the committed
+reports/<study>/ only when asked (`refresh=true`, or `output_dir=reports/<study>`), so a study run leaves
+the checkout's tracked files as they were.
 Exit 2 on a bad plan, suite or config, a missing model, or an unreachable store.
 """
 
@@ -20,6 +23,8 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.run.compose import CONF_DIR, answer_help
+
+REPORTS_DIR = "reports"  # the committed reports, relative to the working directory (the checkout)
 
 
 def run(cfg: DictConfig, command: str) -> Path:
@@ -40,13 +45,23 @@ def run(cfg: DictConfig, command: str) -> Path:
         progress=cfg.progress,
     )
     print(result)
-    out = write_report(result, under_root(cfg.out_root, plan.name), commands=[command])
+    out = write_report(result, report_dir(cfg, plan.name), commands=[command])
     parts = [(r, out / i) for i, r in result.results] if isinstance(result, SuiteResults) else [(result, out)]
     for part, folder in parts:
         if part.parent_run_id:
             _log_report(part.parent_run_id, cfg, folder)
     print(f"wrote {out}/report.md and index.html: {len(plan.rows)} rows, baseline {plan.baseline}")
     return out
+
+
+def report_dir(cfg: DictConfig, study: str) -> Path:
+    """Where a study's report goes: `output_dir` if given, the committed reports/<study>/ with
+    `refresh=true`, else <runs_root>/<study>/ (an output folder, beside the rows' runs)."""
+    from experiments.names import under_root
+
+    if cfg.get("output_dir"):
+        return Path(cfg.output_dir)
+    return under_root(REPORTS_DIR if cfg.get("refresh") else cfg.runs_root, study)
 
 
 def _log_report(parent_run_id: str, cfg: DictConfig, out: Path) -> None:

@@ -10,12 +10,15 @@ conversation with the evaluation suite (BEAM 500K by default; BEAM 100K is evalu
                    -> pairs: evidence = positives, first-stage non-evidence = hard negatives
                    -> binary cross-entropy, AdamW, linear warm-up/decay, fixed seed
                    -> every `eval_every` steps: rerank validation queries' top N, nDCG@8;
-                      keep the best weights, stop after `patience` validations without gain
-                   -> the wall-clock budget is checked every step (with room for a last validation)
+                      keep the best weights, stop after `patience` validations without gain or after
+                      `epochs` passes over the pairs (both count steps: the same model on any machine)
+                   -> the wall-clock budget (`max_train_minutes`) is only a safety cap, checked every
+                      step with room for a last validation; cutting there warns, as the model then
+                      depends on the machine's speed and load
                    -> save the best weights to `output_dir`; export them to `export_backend` (ONNX);
                       config + validation curve to MLflow and the run dir
 `num_layers` keeps only the first N transformer layers of the base model: a compact reranker that
-trains and scores in proportion faster (`make reranker`: 3 layers, docs/reranker.md).
+trains and scores in proportion faster (`make reranker`: 2 layers, docs/reranker.md).
 
 A plain torch loop, not `CrossEncoder.fit`: `fit` needs the `datasets` and `accelerate` packages,
 which the project does not install, and the loop is short enough to read.
@@ -28,6 +31,7 @@ import copy
 import json
 import sys
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,11 +83,17 @@ def split_by_conversation(suite: Suite, val_fraction: float, seed: int) -> Split
     )
 
 
-class Budget:
-    """The wall-clock budget of a training run, checked every step.
+class TimeBudgetWarning(UserWarning):
+    """Training was cut by the wall-clock cap: the model is not the config's deterministic one."""
 
-    It stops early enough to leave room for one more validation (as long as the slowest so far), so
-    the best weights are chosen and saved within the budget, not after it."""
+
+class Budget:
+    """The wall-clock safety cap of a training run, checked every step.
+
+    Training ends on steps and patience, which do not depend on the machine; this cap only bounds a
+    run on a machine far slower than expected. It stops early enough to leave room for one more
+    validation (as long as the slowest so far), so the best weights are chosen and saved within the
+    cap, not after it."""
 
     def __init__(self, started: float, minutes: float | None):
         self.deadline = started + 60 * minutes if minutes else None
@@ -265,7 +275,14 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
                     stale += 1
                 if out_of_time:  # best weights so far are kept and saved
                     stopped_early, stop_reason = True, "time budget"
-                    print(f"time budget of {cfg.max_train_minutes} min reached at step {step}")
+                    warnings.warn(
+                        f"the {cfg.max_train_minutes}-minute safety cap cut training at step {step} of "
+                        f"{total} before patience ({cfg.patience}) stopped it: this model depends on the "
+                        "machine's speed and load, not only on the config; raise max_train_minutes "
+                        "(or null) to train to the deterministic stop",
+                        TimeBudgetWarning,
+                        stacklevel=1,
+                    )
                     break
                 if stale >= cfg.patience:
                     stopped_early, stop_reason = True, "patience"

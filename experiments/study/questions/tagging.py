@@ -29,14 +29,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from experiments import PROJECT_ROOT
 from experiments.report.render import Block, Heading, Paragraph, Table
+from experiments.shipped_data import shipped_dataset
 from experiments.study.sections import SectionContext, register_section
 from experiments.suites.suite import Suite
 from retrieval.stages.instruction_tagging import INSTRUCTION
 from retrieval.types import Corpus, Memory
 
-JUDGEMENTS = PROJECT_ROOT / "datasets" / "exp05_tagging_judgements" / "beam_100K.tsv"
+JUDGEMENTS = shipped_dataset("exp05_tagging_judgements") / "beam_100K.tsv"
 FIELDS = ("memory_id", "role", "text_sha256", "standing_instruction", "note")
 
 
