@@ -120,7 +120,7 @@ def test_the_configs_are_the_top_level_conf_folder_imported_as_experiments_conf(
 
 def test_the_wheel_lists_every_package_of_the_tree():
     # package-dir (conf/ -> experiments.conf) needs an explicit package list; a new package folder
-    # missing from it would be left out of the wheel (tools/restructure/moves.py regenerates the list).
+    # missing from it would be left out of the wheel.
     import tomllib
 
     listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
