@@ -341,39 +341,49 @@ class HttpSystem:
             time.sleep(self.searchable_poll_s)
 
     def search(self, request: SearchRequest) -> list[Hit]:  # type: ignore[override]
-        values = {
-            "query_id": request.query_id,
-            "text": request.text,
-            "scope": dict(request.scope),
-            "k": request.k,
-            "as_of": request.as_of,
-            "overrides": {k: v for k, v in request.overrides.items() if v is not None},
-        }
         where = f"query {request.query_id}"
-        answer = self._request(self.endpoints["search"], values, where)
-        hits = read_path(answer, str(self.results["hits"]), where)
-        if not isinstance(hits, list):
-            self.stats.add("errors")
-            raise SystemError_(f"{where}: JSON path {self.results['hits']!r} is not a list")
-        out = []
-        for i, item in enumerate(hits):
-            here = f"{where}, result {i}"
-            try:
-                mid = read_path(item, str(self.results["id"]), here)
-                score_path, text_path = self.results.get("score"), self.results.get("text")
-                score = read_path(item, str(score_path), here) if score_path else None
-                text = read_path(item, str(text_path), here) if text_path else None
-            except SystemError_:
-                self.stats.add("errors")
-                raise
-            if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))):
-                self.stats.add("errors")
-                raise SystemError_(f"{here}: JSON path {score_path!r} is not a number: {score!r}")
-            out.append(
-                Hit(str(mid), None if score is None else float(score), None if text is None else str(text))
-            )
-        return out
+        answer = self._request(self.endpoints["search"], search_values(request), where)
+        return read_hits(answer, self.results, where, self.stats)
 
     def close(self) -> None:
         """Close this thread's connection (the pool threads' connections close with their threads)."""
         self._drop_connection()
+
+
+def search_values(request: SearchRequest) -> dict[str, Any]:
+    """The placeholders a search template may name ({query_id}, {text}, {scope}, {k}, {as_of},
+    {overrides}); an override left None (declared but unset) is not sent."""
+    return {
+        "query_id": request.query_id,
+        "text": request.text,
+        "scope": dict(request.scope),
+        "k": request.k,
+        "as_of": request.as_of,
+        "overrides": {k: v for k, v in request.overrides.items() if v is not None},
+    }
+
+
+def read_hits(answer: Any, results: Mapping[str, Any], where: str, stats: SystemStats) -> list[Hit]:
+    """The hits of a search answer through the configured JSON paths (`hits`, and per hit `id`, `score`,
+    `text`); a path that does not fit the answer is an error naming the query, the result and the path."""
+    hits = read_path(answer, str(results["hits"]), where)
+    if not isinstance(hits, list):
+        stats.add("errors")
+        raise SystemError_(f"{where}: JSON path {results['hits']!r} is not a list")
+    out = []
+    score_path, text_path = results.get("score"), results.get("text")
+    for i, item in enumerate(hits):
+        here = f"{where}, result {i}"
+        try:
+            mid = read_path(item, str(results["id"]), here)
+            score = read_path(item, str(score_path), here) if score_path else None
+            text = read_path(item, str(text_path), here) if text_path else None
+        except SystemError_:
+            stats.add("errors")
+            raise
+        if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))):
+            stats.add("errors")
+            raise SystemError_(f"{here}: JSON path {score_path!r} is not a number: {score!r}")
+        score = None if score is None else float(score)
+        out.append(Hit(str(mid), score, None if text is None else str(text)))
+    return out

@@ -37,7 +37,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from retrieval.systems.http import fill, memory_values, read_path
+from retrieval.systems.http import fill, memory_values, read_hits, read_path, search_values
 from retrieval.systems.protocol import Hit, SearchRequest, SystemError_
 from retrieval.systems.stats import SystemStats
 from retrieval.types import Memory
@@ -292,34 +292,8 @@ class McpSystem:
             time.sleep(self.searchable_poll_s)
 
     def search(self, request: SearchRequest) -> list[Hit]:
-        values = {
-            "query_id": request.query_id,
-            "text": request.text,
-            "scope": dict(request.scope),
-            "k": request.k,
-            "as_of": request.as_of,
-            "overrides": {k: v for k, v in request.overrides.items() if v is not None},
-        }
         where = f"query {request.query_id}"
-        answer = self._call("search", values, where)
-        hits = read_path(answer, str(self.results["hits"]), where)
-        if not isinstance(hits, list):
-            self.stats.add("errors")
-            raise SystemError_(f"{where}: JSON path {self.results['hits']!r} is not a list")
-        out = []
-        score_path, text_path = self.results.get("score"), self.results.get("text")
-        for i, item in enumerate(hits):
-            here = f"{where}, result {i}"
-            mid = read_path(item, str(self.results["id"]), here)
-            score = read_path(item, str(score_path), here) if score_path else None
-            text = read_path(item, str(text_path), here) if text_path else None
-            if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))):
-                self.stats.add("errors")
-                raise SystemError_(f"{here}: JSON path {score_path!r} is not a number: {score!r}")
-            out.append(
-                Hit(str(mid), None if score is None else float(score), None if text is None else str(text))
-            )
-        return out
+        return read_hits(self._call("search", search_values(request), where), self.results, where, self.stats)
 
     def close(self) -> None:
         session = self._state.pop("session", None)
