@@ -11,9 +11,9 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
+from experiments.report.drilldown import DrilldownOptions
 from experiments.report.render import Block, Paragraph
 from experiments.run.compose import CONF_DIR, compose_config
-from experiments.report.drilldown import DrilldownOptions
 from experiments.study import Experiment, PlanError, Row, SectionContext, load_plan, write_report
 from experiments.study.plan import Stats, StudyPlan
 from experiments.study.sections import available_sections
@@ -53,7 +53,9 @@ def restated_defaults(raw: dict) -> list[str]:
     loader's fallback (the first row) is a convenience, not a default value.
     """
     plan_defaults = {
-        f.name: f.default for f in fields(StudyPlan) if f.default is not MISSING and f.name not in ("stats", "drilldown")
+        f.name: f.default
+        for f in fields(StudyPlan)
+        if f.default is not MISSING and f.name not in ("stats", "drilldown")
     }
     plan_defaults["title"] = raw.get("name")
     found = [key for key, value in raw.items() if key in plan_defaults and _same(value, plan_defaults[key])]
