@@ -165,7 +165,7 @@ def test_variant_config_replays_access_and_prunes():
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=["variant=decay", "tracking=none"])
-    pipeline = pipeline_from_config(list(cfg.variant.stages), cfg.stage)
+    pipeline = pipeline_from_config(list(cfg.variant.stages), cfg.stage, depth=cfg.depth)
     decay, prune = pipeline.rank
     assert decay.access == "replay" and isinstance(decay.ledger, AccessLedger) and decay.ledger.top_k == 10
     assert isinstance(prune, ImportancePrune)

@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 
 from experiments.evaluate.metrics import per_query as relevance_per_query
-from experiments.evaluate.table import DEFAULT_METRICS, evaluate, per_query_table, query_cluster, scope_leaks
+from experiments.evaluate.table import evaluate, per_query_table, query_cluster, scope_leaks
+from experiments.run.compose import compose_config
 from experiments.suites.suite import Suite
 from retrieval.pipeline import Pipeline
 from retrieval.retrievers.bm25 import BM25Retriever
@@ -75,7 +76,7 @@ def test_the_one_frame_table_equals_the_joined_one(which, drop):
         first = kept[0]
         kept[0] = RankedList(first.query_id, (), np.zeros(0), {}, dict(first.timings_ms))
         output = dataclasses.replace(output, ranked=kept)
-    metrics = list(DEFAULT_METRICS)
+    metrics = list(compose_config(["tracking=none"]).metrics)  # the run's default metric list
     ours, theirs = per_query_table(suite, output, metrics), joined_table(suite, output, metrics)
     pd.testing.assert_frame_equal(ours, theirs, check_exact=True)
     assert list(ours.dtypes) == list(theirs.dtypes) and ours.index.equals(theirs.index)

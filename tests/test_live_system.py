@@ -74,7 +74,8 @@ def _system_pipeline(system: MemorySystem, **fields) -> Pipeline:
 
 def test_a_served_variant_ranks_exactly_as_the_in_process_run():
     suite = tiny_suite()
-    direct = pipeline_from_config(["bm25"], compose_config(["variant=bm25"]).stage).run(
+    cfg = compose_config(["variant=bm25"])
+    direct = pipeline_from_config(["bm25"], cfg.stage, depth=cfg.depth).run(
         suite.memories, suite.queries, progress=False
     )
     served = _system_pipeline(ServiceSystem(_bm25_service())).run(
@@ -371,11 +372,13 @@ def test_a_service_down_at_start_is_named(tmp_path):
 
 def test_the_composed_system_variant_builds_and_states_its_mode():
     cfg = compose_config(["variant=system", "system.mode=record", "system.cassette=x.jsonl", "tracking=none"])
-    stage = pipeline_from_config(list(cfg.variant.stages), cfg.stage).stages[0]
+    stage = pipeline_from_config(list(cfg.variant.stages), cfg.stage, depth=cfg.depth).stages[0]
     assert isinstance(stage, SystemRetriever) and stage.mode == "record" and stage.live
     with pytest.raises(Exception, match="cassette"):
         pipeline_from_config(
-            list(cfg.variant.stages), compose_config(["variant=system", "system.mode=replay"]).stage
+            list(cfg.variant.stages),
+            compose_config(["variant=system", "system.mode=replay"]).stage,
+            cfg.depth,
         )
 
 

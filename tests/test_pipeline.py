@@ -143,7 +143,7 @@ def test_a_sweep_reuses_a_stage_only_while_its_config_and_the_files_it_names_are
     )
     config = OmegaConf.create({"w": 0.1, "stage": stages})
     memo = ProcessMemo()
-    build = lambda: pipeline_from_config(["trec", "boost"], config.stage, memo=memo).stages  # noqa: E731
+    build = lambda: pipeline_from_config(["trec", "boost"], config.stage, depth=10, memo=memo).stages  # noqa: E731
     first = build()
     assert [a is b for a, b in zip(first, build(), strict=True)] == [True, True]
     config.w = 0.2  # an interpolated value changed: that stage is built again, the other reused
@@ -152,4 +152,5 @@ def test_a_sweep_reuses_a_stage_only_while_its_config_and_the_files_it_names_are
     run.write_text("q1 Q0 m2 1 2.0 x\n")  # the file a stage names changed: built again, new hash
     third = build()
     assert third[0] is not first[0] and third[0].fingerprint() != first[0].fingerprint()
-    assert pipeline_from_config(["trec"], config.stage).stages[0] is not third[0]  # no memo: always built
+    rebuilt = pipeline_from_config(["trec"], config.stage, depth=10).stages[0]
+    assert rebuilt is not third[0]  # no memo: always built

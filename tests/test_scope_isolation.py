@@ -68,7 +68,7 @@ def test_a_scope_collision_suite_gives_no_cross_scope_result(tmp_path):
     ranked = {r.query_id: r.memory_ids for r in output.ranked}
     assert ranked["alice:q"] == ("alice:1",)  # her own memory only; Bob's password never
     assert ranked["bob:q"][0] == "bob:0"
-    evaluation = evaluate(suite, output)
+    evaluation = evaluate(suite, output, ["P@5"])
     assert evaluation.metrics["scope_leaks"] == 0
     assert evaluation.per_query["scope_leaks"].tolist() == [0, 0]
 
@@ -101,7 +101,7 @@ def test_the_leak_counter_catches_a_deliberate_leak_between_colliding_scopes():
     assert ranked["alice:q"][0] == "bob:0"  # the stage really leaked Bob's memory to Alice
     leaks = scope_leaks(suite, output)
     assert leaks.to_dict() == {"alice:q": 1, "bob:q": 0}
-    evaluation = evaluate(suite, output)
+    evaluation = evaluate(suite, output, ["P@5"])
     assert evaluation.metrics["scope_leaks"] == 1
     assert evaluation.per_query.loc["alice:q", "scope_leaks"] == 1
 
@@ -144,4 +144,4 @@ def test_the_graph_and_feedback_channels_never_reach_another_scopes_knowledge():
     ranked = {r.query_id: r.memory_ids for r in output.ranked}
     assert not any(m.startswith("bob:") for m in ranked["alice:q"])
     assert ranked["bob:q"][0] == "bob:0"
-    assert evaluate(suite, output).metrics["scope_leaks"] == 0
+    assert evaluate(suite, output, ["P@5"]).metrics["scope_leaks"] == 0

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import MISSING, fields
 from pathlib import Path
 
 import pytest
 import yaml
 from omegaconf import OmegaConf
 
+from experiments.report.drilldown import DrilldownOptions
 from experiments.report.render import Block, Paragraph
 from experiments.run.compose import CONF_DIR, compose_config
 from experiments.study import Experiment, PlanError, Row, SectionContext, load_plan, write_report
+from experiments.study.plan import Stats, StudyPlan
 from experiments.study.sections import available_sections
 from experiments.suites.jsonl import save_suite
 from tests.support import REPO, tiny_suite
@@ -40,6 +43,60 @@ def test_every_committed_plan_composes_and_loads(name):
     plan = load_plan(OmegaConf.to_container(cfg.study, resolve=True))
     assert plan.name == name and plan.baseline in [r.name for r in plan.rows]
     assert len(yaml.safe_load((CONF_DIR / "study" / f"{name}.yaml").read_text())) <= 25
+
+
+def restated_defaults(raw: dict) -> list[str]:
+    """The keys of a plan file whose value is what the loader would use without them.
+
+    The defaults are read from the loader's own dataclasses (StudyPlan, Stats, DrilldownOptions), so a
+    changed default is followed here. `baseline` is not one: it names the plan's reference row, and the
+    loader's fallback (the first row) is a convenience, not a default value.
+    """
+    plan_defaults = {
+        f.name: f.default
+        for f in fields(StudyPlan)
+        if f.default is not MISSING and f.name not in ("stats", "drilldown")
+    }
+    plan_defaults["title"] = raw.get("name")
+    found = [key for key, value in raw.items() if key in plan_defaults and _same(value, plan_defaults[key])]
+    for key, cls in (("stats", Stats), ("drilldown", DrilldownOptions)):
+        block = raw.get(key)
+        if block == {}:
+            found.append(key)
+        found += [f"{key}.{sub}" for sub, value in (block or {}).items() if _same(value, getattr(cls(), sub))]
+    return found
+
+
+def _same(value, default) -> bool:
+    """A YAML value equal to a dataclass default (a YAML list stands for a tuple)."""
+    if isinstance(default, tuple):
+        return isinstance(value, list) and tuple(value) == default
+    return value == default and type(value) is type(default)
+
+
+@pytest.mark.parametrize("name", PLANS)
+def test_no_plan_states_a_value_the_loader_defaults_to(name):
+    raw = yaml.safe_load((CONF_DIR / "study" / f"{name}.yaml").read_text())
+    assert restated_defaults(raw) == [], f"conf/study/{name}.yaml restates defaults: delete them"
+
+
+def test_the_default_check_finds_every_kind_of_restated_default():
+    plan = good_plan(
+        stats={"test": "randomization", "alpha": 0.05, "correction": "holm", "seed": 0, "unit": "query"},
+        drilldown={"n": 3, "queries": ["q1"]},
+        title="tiny_study",
+        overrides=[],
+        description="",
+        label=None,
+        primary="nDCG@10",
+    )
+    found = restated_defaults(plan)
+    assert found == ["title", "overrides", "description", "label", "stats.test", "stats.alpha"] + [
+        "stats.correction",
+        "stats.seed",
+        "drilldown.n",
+    ]
+    load_plan(plan)  # every restated value is a valid one: the check is about repetition, not errors
 
 
 @pytest.mark.parametrize("name", ["boost_sweep21_beam100k", "exp05_beam100k", "beam_best_beam100k"])

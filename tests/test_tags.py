@@ -188,7 +188,7 @@ def test_variant_config_builds_keyword_tags_then_tag_boost():
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=["variant=tag_inference", "tracking=none"])
-    pipeline = pipeline_from_config(list(cfg.variant.stages), cfg.stage)
+    pipeline = pipeline_from_config(list(cfg.variant.stages), cfg.stage, depth=cfg.depth)
     assert isinstance(pipeline.ingest[0], KeywordTags) and isinstance(pipeline.rank[-1], TagBoost)
     assert pipeline.rank[-1].encoder is not None
 

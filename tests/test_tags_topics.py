@@ -93,6 +93,6 @@ def test_topic_variant_config_builds_topic_tags_then_tag_boost():
             "config", overrides=["suite=beam", "+suite.topics=true", "variant=tag_inference_topics"]
         )
     assert cfg.suite.topics is True
-    pipeline = pipeline_from_config(list(cfg.variant.stages), cfg.stage)
+    pipeline = pipeline_from_config(list(cfg.variant.stages), cfg.stage, depth=cfg.depth)
     assert isinstance(pipeline.ingest[0], TopicTags)
     assert isinstance(pipeline.rank[-1], TagBoost) and pipeline.rank[-1].threshold == 0.4

@@ -253,7 +253,7 @@ def test_configs_build_both_policies_of_the_one_mechanism():
     ]
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=overrides)
-    pipeline = pipeline_from_config(list(cfg.variant.stages), cfg.stage)
+    pipeline = pipeline_from_config(list(cfg.variant.stages), cfg.stage, depth=cfg.depth)
     high_order, fusion = pipeline.stages
     assert isinstance(high_order, TieredRetriever)
     assert high_order.cap == 50 and high_order.confidence_floor == 0.3
@@ -276,7 +276,7 @@ def test_tiering_advisory_variant_is_the_same_mechanism_under_the_advisory_polic
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=["variant=tiering_advisory", "tracking=none"])
-    policy, tiered, fusion = pipeline_from_config(list(cfg.variant.stages), cfg.stage).stages
+    policy, tiered, fusion = pipeline_from_config(list(cfg.variant.stages), cfg.stage, depth=cfg.depth).stages
     assert (
         isinstance(policy, AdvisoryTiers) and type(tiered) is TieredRetriever and type(fusion) is TierFusion
     )

@@ -27,8 +27,6 @@ from experiments.suites.suite import Suite
 from retrieval.pipeline import RunOutput
 from retrieval.types import Query, scope_key
 
-DEFAULT_METRICS = ("P@5", "R@5", "R@10", "nDCG@5", "nDCG@10", "RR", "AP", "hit@10", "R_all@10")
-
 
 @dataclass(frozen=True)
 class Evaluation:
@@ -250,7 +248,7 @@ def summarize(
 def evaluate(
     suite: Suite,
     output: RunOutput,
-    metrics: Sequence[str] = DEFAULT_METRICS,
+    metrics: Sequence[str],  # the run config's `metrics` (conf/config.yaml states the default list once)
     *,
     seed: int = 0,
     unit: str = "auto",

@@ -27,7 +27,7 @@ from retrieval.stage import FieldError, Stage, range_problems, stage_ranges
 def pipeline_from_config(
     order: Sequence[str],
     stages: Mapping[str, Any],
-    depth: int = 100,
+    depth: int,  # the run config's `depth` (conf/config.yaml states its default once)
     memo: ProcessMemo | None = None,
     resolved: Mapping[str, Any] | None = None,
 ) -> Pipeline:

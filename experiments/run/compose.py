@@ -99,6 +99,11 @@ def config_groups() -> dict[str, list[str]]:
         group = path.parent.relative_to(CONF_DIR).as_posix()
         if group != "." and group != "hydra" and not group.startswith("hydra/"):
             groups.setdefault(group, []).append(path.stem)
+    # The stage nodes built from the classes are options as well (experiments/run/stage_nodes.py).
+    from experiments.run.stage_nodes import STAGE_CLASSES
+
+    groups["stage"] = sorted({*groups.get("stage", []), *STAGE_CLASSES})
+    groups["stage/dataclass"] = sorted(STAGE_CLASSES)
     return {group: sorted(options) for group, options in sorted(groups.items())}
 
 

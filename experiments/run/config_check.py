@@ -267,7 +267,9 @@ def check_config(
     problems += tracking_problems(cfg, resolved)
     pipeline = None
     if not any(p.startswith(("variant.stages", "variant:", "stage:")) for p in problems):
-        depth = cfg.depth if _is_int(cfg.get("depth")) else 100
+        # A bad depth is already among the problems; the pipeline is still built (at any valid depth)
+        # so that its stages' problems are listed with it.
+        depth = cfg.depth if _is_int(cfg.get("depth")) else 1
         try:
             stages = resolved.get("stage") if resolved is not None else None
             pipeline = pipeline_from_config(

@@ -1,7 +1,7 @@
 """`memeval-study` / `python -m experiments.study study=<plan>`: run a study plan end to end.
 
     python -m experiments.study study=boost_beam100k
-    python -m experiments.study study=boost_beam100k tracking=none study.stats.seed=1
+    python -m experiments.study study=boost_beam100k tracking=none ++study.stats.seed=1
 
 Loads conf/study/<plan>.yaml (checked before anything runs), runs every row through
 `experiments.run` (caches, process memo, resume: a re-run reuses finished rows), one MLflow parent

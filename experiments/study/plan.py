@@ -11,7 +11,7 @@ rows (one run config each: the suite, the base variant, the plan's overrides, th
     baseline: stage.instruction_boost.weight=0
     baselines: [stage.instruction_boost.weight=0.2]   # optional: more references, one Holm family
     metrics: [R@10, nDCG@10]
-    stats: {test: randomization, alpha: 0.05, unit: auto}   # unit: auto | cluster | query
+    stats: {unit: cluster}   # optional, only what differs: randomization, 0.05, holm, seed 0, auto
 
 A bad plan is a `PlanError` naming the field (`study.baseline: ...`), raised before any run.
 """
