@@ -131,8 +131,13 @@ def test_cross_encoder_backends_give_the_torch_scores(tiny_ce, exports, backend,
 
     reference = scorer("torch").score("where is the cat", TEXTS)
     scores = scorer(backend).score("where is the cat", TEXTS)
-    assert np.abs(scores - reference).max() < tolerance * max(1.0, np.abs(reference).max())
-    assert list(np.argsort(-scores)) == list(np.argsort(-reference)) or backend == "onnx-int8"
+    allowed = tolerance * max(1.0, np.abs(reference).max())
+    assert np.abs(scores - reference).max() < allowed
+    if backend != "onnx-int8":
+        # The same order, except between texts whose torch scores are closer than the allowed error (a
+        # random tiny model's logits can differ by less than that: their order is noise, not a ranking).
+        apart = (reference[:, None] - reference[None, :]) > 2 * allowed
+        assert ((scores[:, None] - scores[None, :]) > 0)[apart].all()
 
 
 def test_the_backend_is_part_of_the_fingerprint_and_the_cache_folders(tiny_bi, tiny_ce, exports, tmp_path):

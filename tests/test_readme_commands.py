@@ -27,7 +27,10 @@ from tests.support import BEAM_DIR, CACHE_DIR, REPO
 
 SCRIPTS = set(tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"])
 # What a placeholder in a README command stands for when the test runs it.
-PLACEHOLDERS = {"<its TREC run file>": str(REPO / "datasets" / "spark25" / "runs" / "bm25.trec")}
+PLACEHOLDERS = {
+    "<its TREC run file>": str(REPO / "datasets" / "spark25" / "runs" / "bm25.trec"),
+    "<its URL>": "http://127.0.0.1:9",  # a live service's address: such a command is only composed (below)
+}
 # README commands that take minutes or start a server: checked by composing their config instead.
 COMPOSE_ONLY = ("memeval-study",)
 
@@ -84,8 +87,10 @@ def test_the_inline_memeval_commands_run_from_another_directory(tmp_path):
         assert "<" not in command, f"{command!r}: a placeholder this test does not know"
         args = shlex.split(command)
         args[0] = str(Path(sys.executable).parent / args[0].rsplit("/", 1)[1])
-        if args[0].endswith(COMPOSE_ONLY):
-            args.append("--cfg=job")  # minutes of BEAM work: only that it composes
+        if args[0].endswith(COMPOSE_ONLY) or "variant=system" in args:
+            args.append("--cfg=job")  # minutes of BEAM work, or a live service: only that it composes
+        if args[0].endswith("memeval-serve"):
+            args.append("--help")  # it would serve until stopped (tests/test_live_serve.py runs it for real)
         done = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, f"{command}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
     assert not (tmp_path / "reports").exists()  # nothing of the README's writes over committed reports

@@ -16,7 +16,7 @@ import time
 import mlflow
 import pytest
 
-from experiments.run.resume import CONFIG_HASH_TAG, finished_in_mlflow
+from experiments.run.resume import CODE_VERSION_TAG, CONFIG_HASH_TAG, finished_in_mlflow
 from tests.sweep_support import copy_store, job_dirs, parents_and_children, runs, sweep, write_tiny_suite
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
@@ -72,6 +72,8 @@ def test_a_running_or_failed_run_does_not_count_as_finished(tracked):
     child = children[0]
     names = ["nDCG@10"]
     args = (uri, "sweeps", None, child.data.tags[CONFIG_HASH_TAG], child.data.tags["suite_hash"], names)
+    # The run's version (code, libraries, every stage's fingerprint) is part of what "finished" means.
+    args = (*args, child.data.tags[CODE_VERSION_TAG])
     found = finished_in_mlflow(*args)
     assert found is not None and found.mlflow_run_id == child.info.run_id
     assert found.overall["nDCG@10"] == child.data.metrics["nDCG_at_10"]
