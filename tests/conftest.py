@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 
 from experiments.suites.suite import Suite
-from tests.support import BEAM_DIR, tiny_suite
+from tests.support import BEAM_DIR, LOCOMO, tiny_suite
 
-REAL_BEAM_FIXTURES = frozenset({"beam_100k", "beam_suite"})
+# Fixtures reading benchmark data from ../shared: a test using one is slow (the fast tier needs nothing
+# outside the repository).
+REAL_BEAM_FIXTURES = frozenset({"beam_100k", "beam_suite", "locomo_file"})
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects: the mark must already be there
@@ -53,3 +55,10 @@ def beam_suite(beam_100k):
 @pytest.fixture
 def tiny() -> Suite:
     return tiny_suite()
+
+
+@pytest.fixture(scope="session")
+def locomo_file() -> Path:
+    if not LOCOMO.is_file():  # a missing dataset is a failure, never a silent skip
+        pytest.fail(f"LoCoMo data not found at {LOCOMO}")
+    return LOCOMO

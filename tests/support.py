@@ -12,6 +12,7 @@ from retrieval.types import Memory, Query
 REPO = Path(__file__).resolve().parents[1]
 # ../shared/beam beside the checkout (README.md, "Development"); MEMEVAL_BEAM_DIR points elsewhere.
 BEAM_DIR = Path(os.environ.get("MEMEVAL_BEAM_DIR", REPO.parent / "shared" / "beam"))
+LOCOMO = REPO.parent / "shared" / "locomo" / "locomo10_conv1-5.json"  # LoCoMo conversations 1-5
 # Embeddings are cached across test runs (keyed by model revision and text), like a user's cache.
 CACHE_DIR = REPO / ".memeval_cache"
 

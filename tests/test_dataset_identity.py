@@ -12,7 +12,6 @@ import shutil
 
 from experiments.suites.beam import load_beam
 from experiments.suites.locomo import load_locomo
-from tests.test_locomo import LOCOMO
 
 BEAM_RELEASE = "BEAM 100K at upstream commit b2a3ee8"
 
@@ -38,13 +37,14 @@ def test_a_byte_modified_beam_file_is_named_modified(tmp_path, beam_100k):
     assert json.loads(tags["dataset_files"])["100K/1/chat.json"] == hashlib.sha256(bytes(data)).hexdigest()
 
 
-def test_locomo_cut_is_named_and_a_modified_copy_is_not(tmp_path):
-    assert load_locomo(LOCOMO).tags["dataset_release"].startswith("LoCoMo locomo10.json, conversations 1-5")
-    copy = tmp_path / LOCOMO.name
-    copy.write_bytes(LOCOMO.read_bytes().replace(b"Caroline", b"Karoline", 1))
+def test_locomo_cut_is_named_and_a_modified_copy_is_not(tmp_path, locomo_file):
+    release = load_locomo(locomo_file).tags["dataset_release"]
+    assert release.startswith("LoCoMo locomo10.json, conversations 1-5")
+    copy = tmp_path / locomo_file.name
+    copy.write_bytes(locomo_file.read_bytes().replace(b"Caroline", b"Karoline", 1))
     tags = load_locomo(copy).tags
     assert tags["dataset_release"].startswith("modified LoCoMo locomo10.json, conversations 1-5")
     assert tags["dataset_sha256"] == hashlib.sha256(copy.read_bytes()).hexdigest()
     renamed = tmp_path / "mine.json"
-    shutil.copy(LOCOMO, renamed)  # the same bytes under another name are still the release
+    shutil.copy(locomo_file, renamed)  # the same bytes under another name are still the release
     assert load_locomo(renamed).tags["dataset_release"].startswith("LoCoMo locomo10.json, conversations 1-5")

@@ -15,17 +15,8 @@ import pytest
 
 from experiments.suites.locomo import load_locomo
 from experiments.suites.suite import SuiteError
-from tests.support import REPO
 
 FIXTURE = Path(__file__).parent / "data" / "locomo" / "locomo_fixture.json"
-LOCOMO = Path(REPO.parent / "shared" / "locomo" / "locomo10_conv1-5.json")
-
-
-@pytest.fixture(scope="module")
-def locomo_file() -> Path:
-    if not LOCOMO.is_file():  # a missing dataset is a failure, never a silent skip
-        pytest.fail(f"LoCoMo data not found at {LOCOMO}")
-    return LOCOMO
 
 
 def test_turns_become_memories_with_dia_id_speaker_and_session_time():
