@@ -146,20 +146,9 @@ class HttpSystem:
         parsed = urllib.parse.urlsplit(self.base_url)
         if parsed.scheme not in ("http", "https") or not parsed.hostname:
             problems.append(f"base_url: expected http(s)://host[:port][/prefix], got {self.base_url!r}")
-        for name in ("search", "ingest"):
-            if name not in self.endpoints:
-                problems.append(f"endpoints.{name}: required")
-        for name, spec in self.endpoints.items():
-            if name not in ENDPOINTS:
-                problems.append(f"endpoints.{name}: not an operation ({', '.join(ENDPOINTS)})")
-            elif not isinstance(spec, Mapping) or not isinstance(spec.get("path"), str):
-                problems.append(f"endpoints.{name}: expected {{method, path, body}}, got {spec!r}")
-        for key in ("hits", "id"):
-            if not self.results.get(key):
-                problems.append(f"results.{key}: a JSON path is required")
-        for number, name in ((self.timeout_s, "timeout_s"), (self.ingest_batch, "ingest_batch")):
-            if number <= 0:
-                problems.append(f"{name}: must be > 0, got {number}")
+        problems += adapter_problems(
+            "endpoints", self.endpoints, ENDPOINTS, ("path", "{method, path, body}"), self
+        )
         if self.retries < 0:
             problems.append(f"retries: must be >= 0, got {self.retries}")
         if problems:
@@ -387,3 +376,25 @@ def read_hits(answer: Any, results: Mapping[str, Any], where: str, stats: System
         score = None if score is None else float(score)
         out.append(Hit(str(mid), score, None if text is None else str(text)))
     return out
+
+
+def adapter_problems(
+    group: str, specs: Mapping[str, Any], operations: Sequence[str], shape: tuple[str, str], adapter: Any
+) -> list[str]:
+    """What a YAML-configured adapter (HTTP endpoints, MCP tools) must hold: search and ingest among its
+    operations (`specs`, each a mapping with the text field `shape[0]`), JSON paths for the hits and their
+    ids (`adapter.results`), and positive `timeout_s` and `ingest_batch`."""
+    key, expected = shape
+    problems = [f"{group}.{name}: required" for name in ("search", "ingest") if name not in specs]
+    for name, spec in specs.items():
+        if name not in operations:
+            problems.append(f"{group}.{name}: not an operation ({', '.join(operations)})")
+        elif not isinstance(spec, Mapping) or not isinstance(spec.get(key), str):
+            problems.append(f"{group}.{name}: expected {expected}, got {spec!r}")
+    for path in ("hits", "id"):
+        if not adapter.results.get(path):
+            problems.append(f"results.{path}: a JSON path is required")
+    for number, name in ((adapter.timeout_s, "timeout_s"), (adapter.ingest_batch, "ingest_batch")):
+        if number <= 0:
+            problems.append(f"{name}: must be > 0, got {number}")
+    return problems

@@ -37,7 +37,14 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from retrieval.systems.http import fill, memory_values, read_hits, read_path, search_values
+from retrieval.systems.http import (
+    adapter_problems,
+    fill,
+    memory_values,
+    read_hits,
+    read_path,
+    search_values,
+)
 from retrieval.systems.protocol import Hit, SearchRequest, SystemError_
 from retrieval.systems.stats import SystemStats
 from retrieval.types import Memory
@@ -141,20 +148,7 @@ class McpSystem:
             problems.append(f"url: the http transport needs http(s)://host:port/path, got {self.url!r}")
         if self.transport not in ("stdio", "http"):
             problems.append(f"transport: 'stdio' or 'http', not {self.transport!r}")
-        for name in ("search", "ingest"):
-            if name not in self.tools:
-                problems.append(f"tools.{name}: required")
-        for name, spec in self.tools.items():
-            if name not in OPERATIONS:
-                problems.append(f"tools.{name}: not an operation ({', '.join(OPERATIONS)})")
-            elif not isinstance(spec, Mapping) or not isinstance(spec.get("tool"), str):
-                problems.append(f"tools.{name}: expected {{tool, arguments}}, got {spec!r}")
-        for key in ("hits", "id"):
-            if not self.results.get(key):
-                problems.append(f"results.{key}: a JSON path is required")
-        for number, name in ((self.timeout_s, "timeout_s"), (self.ingest_batch, "ingest_batch")):
-            if number <= 0:
-                problems.append(f"{name}: must be > 0, got {number}")
+        problems += adapter_problems("tools", self.tools, OPERATIONS, ("tool", "{tool, arguments}"), self)
         if problems:
             raise ValueError("; ".join(problems))
 
