@@ -69,6 +69,10 @@ class RunOutput:
     channel_reports: Mapping[str, Any] = field(default_factory=dict)
 
 
+# The only order a pipeline accepts its stages in, by kind.
+STAGE_KINDS = ("ingest", "retriever", "fusion", "rank")
+
+
 @dataclass(frozen=True)
 class Pipeline:
     stages: tuple[Stage, ...]
@@ -81,7 +85,7 @@ class Pipeline:
     def __post_init__(self) -> None:
         active = tuple(s for s in self.stages if s.enabled)
         kinds = [_kind(s) for s in active]
-        expected = sorted(kinds, key=["ingest", "retriever", "fusion", "rank"].index)
+        expected = sorted(kinds, key=STAGE_KINDS.index)
         if kinds != expected:
             raise PipelineConfigError(
                 "stages must come in the order ingest -> retriever -> fusion -> rank; got "
@@ -357,13 +361,16 @@ def _single_channel(corpus: Corpus, channel: str, hits: tuple[np.ndarray, np.nda
     return Candidates(corpus, index, {channel: scores, f"{channel}_rank": rank, "score": scores})
 
 
-def _kind(stage: Stage) -> str:
-    for kind, cls in (
-        ("ingest", IngestStage),
-        ("retriever", Retriever),
-        ("fusion", Fusion),
-        ("rank", RankStage),
-    ):
-        if isinstance(stage, cls):
+def stage_kind(cls: type) -> str | None:
+    """A stage class's kind (one of STAGE_KINDS), or None for a class that is no stage."""
+    for kind, base in zip(STAGE_KINDS, (IngestStage, Retriever, Fusion, RankStage), strict=True):
+        if isinstance(cls, type) and issubclass(cls, base):
             return kind
-    raise PipelineConfigError(f"{type(stage).__name__} is not an ingest, retriever, fusion or rank stage")
+    return None
+
+
+def _kind(stage: Stage) -> str:
+    kind = stage_kind(type(stage))
+    if kind is None:
+        raise PipelineConfigError(f"{type(stage).__name__} is not an ingest, retriever, fusion or rank stage")
+    return kind

@@ -40,9 +40,11 @@ def good_plan(**changes) -> dict:
 @pytest.mark.parametrize("name", PLANS)
 def test_every_committed_plan_composes_and_loads(name):
     cfg = compose_config([f"study={name}"], config_name="run_study")
-    plan = load_plan(OmegaConf.to_container(cfg.study, resolve=True))
+    plan = load_plan(OmegaConf.to_container(cfg.study, resolve=True), name=name)
     assert plan.name == name and plan.baseline in [r.name for r in plan.rows]
-    assert len(yaml.safe_load((CONF_DIR / "study" / f"{name}.yaml").read_text())) <= 25
+    raw = yaml.safe_load((CONF_DIR / "study" / f"{name}.yaml").read_text())
+    assert len(raw) <= 25
+    assert "name" not in raw, "a plan is named by its file (study=<name>): it does not restate it"
 
 
 def restated_defaults(raw: dict) -> list[str]:
@@ -105,7 +107,7 @@ def test_rows_sharing_their_group_choices_compose_as_hydra_composes_each(name):
     from experiments.study.experiment import RowComposer, _compose
 
     cfg = compose_config([f"study={name}"], config_name="run_study")
-    plan = load_plan(OmegaConf.to_container(cfg.study, resolve=True))
+    plan = load_plan(OmegaConf.to_container(cfg.study, resolve=True), name=name)
     composer = RowComposer()
     for row in plan.rows[:5]:
         overrides = plan.row_overrides(row)
@@ -126,7 +128,7 @@ def test_a_row_value_for_a_missing_key_is_still_an_error():
 
 def test_the_worked_example_sweeps_five_weights_against_weight_zero():
     cfg = compose_config(["study=boost_beam100k"], config_name="run_study")
-    plan = load_plan(OmegaConf.to_container(cfg.study, resolve=True))
+    plan = load_plan(OmegaConf.to_container(cfg.study, resolve=True), name="boost_beam100k")
     weights = [dict(r.swept)["stage.instruction_boost.weight"] for r in plan.rows]
     assert [float(w) for w in weights] == [0.0, 0.1, 0.2, 0.3, 0.4]
     assert plan.baseline == "exp05[instruction_boost.weight=0]"

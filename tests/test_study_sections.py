@@ -203,7 +203,7 @@ def test_exp05_plans_keep_the_studys_rows_and_differ_only_in_suite():
     plans = {}
     for name in ("exp05_beam100k", "exp05_beam500k", "exp05_beam500k_conv1-5"):
         cfg = compose_config([f"study={name}"], config_name="run_study")
-        plans[name] = load_plan(OmegaConf.to_container(cfg.study, resolve=True))
+        plans[name] = load_plan(OmegaConf.to_container(cfg.study, resolve=True), name=name)
     base = plans["exp05_beam100k"]
     weights = {float(v) for r in base.rows for k, v in r.swept}
     assert {0.0, 0.05, 0.1, 0.15, 0.25, 0.5} <= weights and base.baseline == "hybrid"

@@ -250,6 +250,7 @@ def test_configs_build_both_policies_of_the_one_mechanism():
         "+stage@stage.advisory_policy=advisory_tiers",
         "+stage@stage.advisory_tiered=tiered_advisory",
         "+stage@stage.advisory_fusion=tier_fusion_advisory",
+        "variant.stages=[tiered,fusion]",  # the advisory nodes are only instantiated below, not run
     ]
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=overrides)

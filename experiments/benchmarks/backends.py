@@ -152,7 +152,6 @@ def evaluate(cfg, pipeline) -> dict[str, Any]:
 def rerank_heads(n_queries: int) -> list[tuple[str, list[str]]]:
     """(question, its 16 BM25 candidates' texts) for the first `n_queries` BEAM 100K questions."""
 
-
     cfg = compose(["variant=bm25"])
     suite = load_suite_from_config(cfg, memoise=True)
     queries = list(suite.queries)[:n_queries]

@@ -61,7 +61,6 @@ def pipeline_from_config(
     return Pipeline(tuple(built), depth=depth)
 
 
-
 def _stage_key(node: Any) -> str | None:
     """What a stage built from `node` depends on: its resolved config, the working directory (relative
     paths) and the size and mtime of every file it names; None when the config does not resolve (the

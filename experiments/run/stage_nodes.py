@@ -8,7 +8,7 @@ Hydra's ConfigStore as `_target_` plus its fields' defaults, twice:
   (`defaults: [dataclass/dense@_here_, _self_]`) when it wires components (`encoder: ${encoder}`) or
   differs on purpose, stating only that.
 
-Hydra itself runs the registration (hydra_plugins/memeval_stages: Hydra imports its plugin modules before
+Hydra itself runs the registration (hydra_plugins/memeval_config: Hydra imports its plugin modules before
 it composes anything), so every way of composing (the @hydra.main apps, compose_config, tests with
 initialize_config_dir) sees the same nodes. The values are plain YAML
 values (tuples as lists, mappings as dicts, a component's default as its own `_target_` node), so `--cfg job`

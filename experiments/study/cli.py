@@ -27,7 +27,8 @@ from experiments.run.compose import CONF_DIR, answer_help
 REPORTS_DIR = "reports"  # the committed reports, relative to the working directory (the checkout)
 
 
-def run(cfg: DictConfig, command: str) -> Path:
+def run(cfg: DictConfig, command: str, name: str | None = None) -> Path:
+    """Run the plan `cfg.study` (named `name`, its file name, unless it states one); write its report."""
     from experiments.names import under_root
     from experiments.study.experiment import SuiteResults, run_plan
     from experiments.study.plan import PlanError, load_plan
@@ -36,7 +37,7 @@ def run(cfg: DictConfig, command: str) -> Path:
     if cfg.get("study") is None:
         plans = sorted(p.stem for p in (CONF_DIR / "study").glob("*.yaml"))
         raise PlanError(f"study: name a plan, study=<name>; shipped plans: {plans} (--help for more)")
-    plan = load_plan(OmegaConf.to_container(cfg.study, resolve=True))
+    plan = load_plan(OmegaConf.to_container(cfg.study, resolve=True), name=name)
     result = run_plan(
         plan,
         runs_dir=under_root(cfg.runs_root, plan.name),
@@ -91,7 +92,7 @@ def run_app(cfg: DictConfig) -> None:
     from retrieval.pipeline import PipelineConfigError
 
     try:
-        run(cfg, command)
+        run(cfg, command, name=HydraConfig.get().runtime.choices.get("study"))
     except (
         PlanError,
         ConfigError,

@@ -424,10 +424,13 @@ def _drilldown(raw: Any) -> DrilldownOptions:
     return DrilldownOptions(n, _strings(raw.get("queries"), "drilldown.queries"))
 
 
-def load_plan(raw: Mapping[str, Any]) -> StudyPlan:
-    """Check a plan (a mapping, e.g. `cfg.study` as a container) and expand its sweep into rows."""
+def load_plan(raw: Mapping[str, Any], name: str | None = None) -> StudyPlan:
+    """Check a plan (a mapping, e.g. `cfg.study` as a container) and expand its sweep into rows.
+    `name`: the plan's file name (`study=<name>`), its name unless the plan states another."""
     if not isinstance(raw, Mapping):
         raise PlanError(f"study: a plan is a mapping, got {type(raw).__name__}")
+    if name is not None and raw.get("name") in (None, ""):
+        raw = {**raw, "name": name}
     unknown = set(raw) - PLAN_KEYS
     if unknown:
         raise PlanError(f"study: unknown keys {sorted(unknown)}; a plan has {sorted(PLAN_KEYS)}")
