@@ -76,7 +76,7 @@ STAGE_KINDS = ("ingest", "retriever", "fusion", "rank")
 @dataclass(frozen=True)
 class Pipeline:
     stages: tuple[Stage, ...]
-    depth: int = 100
+    depth: int  # ranked list length kept per query: the run config's `depth` (conf/config.yaml)
     ingest: tuple[IngestStage, ...] = field(init=False)
     retrievers: tuple[Retriever, ...] = field(init=False)
     fusion: Fusion | None = field(init=False)

@@ -47,7 +47,7 @@ def _suite(patterns, k=5):
 
 def test_evaluate_reports_noise_overall_and_per_label_when_the_suite_has_patterns():
     suite = _suite(PATTERNS)
-    out = Pipeline((BM25Retriever(),)).run(suite.memories, suite.queries, progress=False)
+    out = Pipeline((BM25Retriever(),), depth=100).run(suite.memories, suite.queries, progress=False)
     ev = evaluate(suite, out, ["P@5"])
     assert ev.per_query.loc["q0", "noise@5"] == pytest.approx(0.5)
     assert ev.metrics["overall"]["noise@5"] == pytest.approx(0.5)
@@ -57,13 +57,13 @@ def test_evaluate_reports_noise_overall_and_per_label_when_the_suite_has_pattern
 
 def test_noise_is_measured_at_the_suites_own_cutoff():
     suite = _suite(PATTERNS, k=10)
-    out = Pipeline((BM25Retriever(),)).run(suite.memories, suite.queries, progress=False)
+    out = Pipeline((BM25Retriever(),), depth=100).run(suite.memories, suite.queries, progress=False)
     ev = evaluate(suite, out, ["P@5"])
     assert "noise@10" in ev.metrics["overall"] and "noise@5" not in ev.metrics["overall"]
 
 
 def test_evaluate_without_patterns_is_unchanged():
     suite = _suite(())
-    out = Pipeline((BM25Retriever(),)).run(suite.memories, suite.queries, progress=False)
+    out = Pipeline((BM25Retriever(),), depth=100).run(suite.memories, suite.queries, progress=False)
     ev = evaluate(suite, out, ["P@5"])
     assert "noise@5" not in ev.per_query.columns and "noise@5" not in ev.metrics["overall"]

@@ -43,7 +43,7 @@ def _suite() -> Suite:
 
 def _phase(name: str, *rank) -> tuple[RunRecord, object]:
     suite = _suite()
-    output = Pipeline((BM25Retriever(), *rank)).run(suite.memories, suite.queries, progress=False)
+    output = Pipeline((BM25Retriever(), *rank), depth=100).run(suite.memories, suite.queries, progress=False)
     evaluation = evaluate(suite, output, ["P@5", "nDCG@5", "R@5"])
     record = RunRecord(name, {}, evaluation.metrics, evaluation.per_query)
     return record, output

@@ -376,7 +376,7 @@ def _run(*stages):
     queries = [query(f"q{i}", q.text, "p", context=q.context) for i, q in enumerate(queries)]
     ingest = [s for s in stages if isinstance(s, IngestStage)]
     rank = [s for s in stages if not isinstance(s, IngestStage)]
-    return Pipeline((*ingest, BM25Retriever(top_n=10), *rank)).run(mems, queries, progress=False)
+    return Pipeline((*ingest, BM25Retriever(top_n=10), *rank), depth=100).run(mems, queries, progress=False)
 
 
 OFF_CASES = {

@@ -10,7 +10,7 @@ from retrieval.retrievers.bm25 import BM25Retriever
 
 def _assert_same_rankings(suite) -> None:
     runs = {
-        backend: Pipeline((BM25Retriever(backend=backend, top_n=10),)).run(
+        backend: Pipeline((BM25Retriever(backend=backend, top_n=10),), depth=100).run(
             suite.memories, suite.queries, progress=False
         )
         for backend in ("bm25s", "rank_bm25")

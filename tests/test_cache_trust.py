@@ -114,7 +114,7 @@ def test_a_changed_cross_encoder_file_misses_the_rerank_score_cache(tmp_path):
 
 def run_bm25(cache: CandidateCache):
     suite = tiny_suite()
-    pipeline = Pipeline((BM25Retriever(top_n=5),))
+    pipeline = Pipeline((BM25Retriever(top_n=5),), depth=100)
     hashed = suite.content_hash
     return pipeline.run(suite.memories, suite.queries, suite_hash=hashed, cache=cache, progress=False)
 
@@ -152,7 +152,7 @@ class Payload:
 
 def test_a_planted_pickle_where_candidates_live_never_runs_and_the_entry_is_recomputed(tmp_path):
     suite = tiny_suite()
-    pipeline = Pipeline((BM25Retriever(top_n=5),))
+    pipeline = Pipeline((BM25Retriever(top_n=5),), depth=100)
     fresh = run_bm25(None)
     folder = tmp_path / "candidates"
     key = pipeline.prefix_fingerprint(suite.content_hash, [q.id for q in suite.queries])

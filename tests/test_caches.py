@@ -52,7 +52,7 @@ class Halve(Boost):
 
 
 def bm25_boost(weight: float = 1.0) -> Pipeline:
-    return Pipeline((BM25Retriever(top_n=5), Boost(weight=weight)))
+    return Pipeline((BM25Retriever(top_n=5), Boost(weight=weight)), depth=100)
 
 
 def run(pipeline: Pipeline, suite, **kwargs):
@@ -250,8 +250,10 @@ def test_a_prefix_cache_hit_reports_no_replayed_latency(tmp_path):
 def test_reused_rank_levels_of_the_process_memo_are_not_timed_again():
     suite, memo = tiny_suite(), ProcessMemo()
     stages = (BM25Retriever(top_n=5), Halve(weight=0.5))
-    first = run(Pipeline((*stages, Boost(weight=1.0))), suite, memo=memo)
-    swept = run(Pipeline((*stages, Boost(weight=2.0))), suite, memo=memo)  # only the last stage changes
+    first = run(Pipeline((*stages, Boost(weight=1.0)), depth=100), suite, memo=memo)
+    swept = run(
+        Pipeline((*stages, Boost(weight=2.0)), depth=100), suite, memo=memo
+    )  # only the last stage changes
     assert first.cache["rank_levels_reused"] == 0 and first.cache["latency_measured"]
     assert swept.cache["rank_levels_reused"] == 1
     assert swept.cache["prefix_candidates"]["source"] == "process memo"

@@ -143,11 +143,11 @@ def test_a_pipeline_from_reused_candidates_ranks_as_one_that_measures_each_query
         InstructionBoost(weight=0.4),
         ConcisenessPenalty(weight=0.3, max_words=3),
     )
-    cold = Pipeline(stages).run(suite.memories, queries, progress=False)
+    cold = Pipeline(stages, depth=100).run(suite.memories, queries, progress=False)
     memo = ProcessMemo()
     other = (stages[0], InstructionBoost(weight=0.1), stages[2])  # both rank stages re-run after it
-    Pipeline(other).run(suite.memories, queries, suite_hash="h", memo=memo, progress=False)
-    warm = Pipeline(stages).run(suite.memories, queries, suite_hash="h", memo=memo, progress=False)
+    Pipeline(other, depth=100).run(suite.memories, queries, suite_hash="h", memo=memo, progress=False)
+    warm = Pipeline(stages, depth=100).run(suite.memories, queries, suite_hash="h", memo=memo, progress=False)
     assert warm.prefix_cache_hit and not cold.prefix_cache_hit
     assert warm.cache["rank_levels_reused"] == 0  # the batch path ran both stages
     # the first stage ran batched; the query without candidates kept its own columns, so the second

@@ -180,15 +180,15 @@ def test_the_stage_switched_off_is_identical_to_its_absence(tiny_model, tmp_path
     scorer = CrossEncoderScorer(model=str(tiny_model), max_length=32, cache_dir=str(tmp_path))
     queries = [query("q1", "sqlite expense chart csv"), query("q2", "flask deploy")]
     bm25 = BM25Retriever(channel="bm25")
-    plain = Pipeline((bm25,)).run(pipeline_memories(), queries, progress=False)
+    plain = Pipeline((bm25,), depth=100).run(pipeline_memories(), queries, progress=False)
     off = CrossEncoderRerank(scorer=scorer, top_n=4, top_k=2, enabled=False)
-    switched = Pipeline((bm25, off)).run(pipeline_memories(), queries, progress=False)
+    switched = Pipeline((bm25, off), depth=100).run(pipeline_memories(), queries, progress=False)
     for a, b in zip(plain.ranked, switched.ranked, strict=True):
         assert a.memory_ids == b.memory_ids
         np.testing.assert_array_equal(a.scores, b.scores)
     assert scorer.stats == {"hits": 0, "misses": 0}
     on = CrossEncoderRerank(scorer=scorer, top_n=4, top_k=2, mode="replace")
-    reranked = Pipeline((bm25, on)).run(pipeline_memories(), queries, progress=False)
+    reranked = Pipeline((bm25, on), depth=100).run(pipeline_memories(), queries, progress=False)
     assert [len(r.memory_ids) for r in reranked.ranked] == [min(2, len(a.memory_ids)) for a in plain.ranked]
     assert len(plain.ranked[0].memory_ids) > 2  # the cut is exercised
     assert all("cross_encoder" in r.timings_ms for r in reranked.ranked)

@@ -150,11 +150,11 @@ def test_switched_off_decay_and_prune_are_identical_to_their_absence():
     memories = [mem(str(i), f"2024-{1 + i % 12:02d}-01", importance="low") for i in range(40)]
     memories = [Memory(**{**m.__dict__, "text": f"memory note {i % 7}"}) for i, m in enumerate(memories)]
     queries = [Query(id=f"q{i}", text=f"note {i}", scope=SCOPE, now="2025-01-01") for i in range(3)]
-    base = Pipeline((BM25Retriever(),)).run(memories, queries, progress=False)
+    base = Pipeline((BM25Retriever(),), depth=100).run(memories, queries, progress=False)
     off = Pipeline(
-        (BM25Retriever(), TimeDecay(enabled=False), ImportancePrune(enabled=False, min_weight=0.9))
+        (BM25Retriever(), TimeDecay(enabled=False), ImportancePrune(enabled=False, min_weight=0.9)), depth=100
     ).run(memories, queries, progress=False)
-    on = Pipeline((BM25Retriever(), TimeDecay())).run(memories, queries, progress=False)
+    on = Pipeline((BM25Retriever(), TimeDecay()), depth=100).run(memories, queries, progress=False)
     for a, b in zip(base.ranked, off.ranked, strict=True):
         assert a.memory_ids == b.memory_ids and np.array_equal(a.scores, b.scores)
     assert any(a.memory_ids != c.memory_ids for a, c in zip(base.ranked, on.ranked, strict=True))

@@ -144,7 +144,7 @@ def test_max_boosted_lifts_only_the_best_ranked_tagged_candidates():
 def pipeline_ranking(*rank_stages):
     suite = tiny_suite()
     stages = (InstructionTagging(roles=None), BM25Retriever(), *rank_stages)
-    out = Pipeline(stages).run(suite.memories, suite.queries, progress=False)
+    out = Pipeline(stages, depth=100).run(suite.memories, suite.queries, progress=False)
     return [(r.query_id, r.memory_ids, r.scores.tolist()) for r in out.ranked]
 
 

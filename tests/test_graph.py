@@ -237,7 +237,7 @@ def test_the_graph_build_is_deterministic_and_order_free_per_scope():
 
 
 def _rates(suite, stages, knowledge=True):
-    out = Pipeline(stages).run(
+    out = Pipeline(stages, depth=100).run(
         suite.memories, suite.queries, progress=False, knowledge=suite.knowledge if knowledge else None
     )
     by_label = evaluate(suite, out, ["R_all@10"]).metrics["by_label"]["ability"]

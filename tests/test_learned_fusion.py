@@ -93,7 +93,7 @@ def test_a_saved_model_loads_with_its_feature_list_and_provenance(tmp_path):
 
 
 def tiny_pipeline(stage: LearnedFusion) -> Pipeline:
-    return Pipeline((BM25Retriever(), stage))
+    return Pipeline((BM25Retriever(), stage), depth=100)
 
 
 def test_a_missing_model_is_an_error_before_any_work(tmp_path):

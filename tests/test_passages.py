@@ -146,7 +146,7 @@ def test_on_graph_synth_long_dense_passages_find_the_last_sentence_whole_message
         assert len(tokenizer(review.text)["input_ids"]) > 256
 
     def r_at_10(stage) -> dict[str, float]:
-        out = Pipeline((stage,)).run(suite.memories, suite.queries, progress=False)
+        out = Pipeline((stage,), depth=100).run(suite.memories, suite.queries, progress=False)
         by_label = evaluate(suite, out, ["R@10"]).metrics["by_label"]["ability"]
         return {label: values["R@10"] for label, values in by_label.items()}
 

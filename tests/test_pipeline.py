@@ -33,12 +33,12 @@ class AddToFirst(RankStage):
         return candidates.with_score(self.name, candidates.score + bonus)
 
 
-def bm25_only(*rank, **kw):
-    return Pipeline((BM25Retriever(top_n=10), *rank), **kw)
+def bm25_only(*rank):
+    return Pipeline((BM25Retriever(top_n=10), *rank), depth=100)
 
 
 def test_a_query_sees_only_its_own_scope(tiny):
-    out = Pipeline((BM25Retriever(), BM25Retriever(channel="bm25b", k1=1.2), RRFFusion())).run(
+    out = Pipeline((BM25Retriever(), BM25Retriever(channel="bm25b", k1=1.2), RRFFusion()), depth=100).run(
         tiny.memories, tiny.queries, progress=False
     )
     scope_of = {m.id: m.scope_key for m in tiny.memories}
@@ -85,7 +85,7 @@ def test_the_prefix_cache_reuses_candidates_and_changes_nothing(tiny, tmp_path):
     assert not first.prefix_cache_hit and second.prefix_cache_hit and other_weight.prefix_cache_hit
     for a, b in zip(first.ranked, second.ranked, strict=True):
         assert a.memory_ids == b.memory_ids and np.array_equal(a.scores, b.scores)
-    changed_prefix = Pipeline((BM25Retriever(top_n=10, k1=1.2),)).run(
+    changed_prefix = Pipeline((BM25Retriever(top_n=10, k1=1.2),), depth=100).run(
         tiny.memories, tiny.queries, suite_hash=tiny.content_hash, cache=cache, progress=False
     )
     assert not changed_prefix.prefix_cache_hit
@@ -93,11 +93,11 @@ def test_the_prefix_cache_reuses_candidates_and_changes_nothing(tiny, tmp_path):
 
 def test_stage_order_and_fusion_rules_are_checked():
     with pytest.raises(PipelineConfigError, match="order"):
-        Pipeline((AddToFirst(), BM25Retriever()))
+        Pipeline((AddToFirst(), BM25Retriever()), depth=100)
     with pytest.raises(PipelineConfigError, match="fusion"):
-        Pipeline((BM25Retriever(), BM25Retriever(channel="other")))
+        Pipeline((BM25Retriever(), BM25Retriever(channel="other")), depth=100)
     with pytest.raises(PipelineConfigError, match="at least one retriever"):
-        Pipeline((AddToFirst(),))
+        Pipeline((AddToFirst(),), depth=100)
 
 
 def test_rrf_sums_reciprocal_ranks_over_channels():

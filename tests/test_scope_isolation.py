@@ -64,7 +64,7 @@ def test_scope_key_is_injective_on_crafted_values(first, second):
 def test_a_scope_collision_suite_gives_no_cross_scope_result(tmp_path):
     suite = load_suite(save_suite(collision_suite(), tmp_path / "collision"))  # the loader keeps them apart
     assert suite.summary()["scopes"] == 2
-    output = Pipeline((BM25Retriever(),)).run(suite.memories, suite.queries, progress=False)
+    output = Pipeline((BM25Retriever(),), depth=100).run(suite.memories, suite.queries, progress=False)
     ranked = {r.query_id: r.memory_ids for r in output.ranked}
     assert ranked["alice:q"] == ("alice:1",)  # her own memory only; Bob's password never
     assert ranked["bob:q"][0] == "bob:0"
@@ -94,7 +94,7 @@ class InjectMemory(RankStage):
 
 def test_the_leak_counter_catches_a_deliberate_leak_between_colliding_scopes():
     suite = collision_suite()
-    output = Pipeline((BM25Retriever(), InjectMemory(memory_id="bob:0"))).run(
+    output = Pipeline((BM25Retriever(), InjectMemory(memory_id="bob:0")), depth=100).run(
         suite.memories, suite.queries, progress=False
     )
     ranked = {r.query_id: r.memory_ids for r in output.ranked}
@@ -140,7 +140,9 @@ def test_the_graph_and_feedback_channels_never_reach_another_scopes_knowledge():
         RRFFusion(),
         GraphExpand(),
     )
-    output = Pipeline(stages).run(suite.memories, suite.queries, progress=False, knowledge=knowledge)
+    output = Pipeline(stages, depth=100).run(
+        suite.memories, suite.queries, progress=False, knowledge=knowledge
+    )
     ranked = {r.query_id: r.memory_ids for r in output.ranked}
     assert not any(m.startswith("bob:") for m in ranked["alice:q"])
     assert ranked["bob:q"][0] == "bob:0"

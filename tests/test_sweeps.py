@@ -91,7 +91,7 @@ def test_process_memo_evicts_the_least_recently_used_entry():
 
 def test_a_memoised_pipeline_gives_the_same_rankings_and_reuses_corpus_and_candidates():
     suite = tiny_suite()
-    pipeline = Pipeline((BM25Retriever(top_n=5),))
+    pipeline = Pipeline((BM25Retriever(top_n=5),), depth=100)
     memo = ProcessMemo()
     plain = pipeline.run(suite.memories, suite.queries, suite_hash=suite.content_hash, progress=False)
     first = pipeline.run(suite.memories, suite.queries, suite_hash="h", progress=False, memo=memo)
@@ -157,8 +157,8 @@ def test_a_sweep_over_a_later_rank_stage_reruns_only_that_stage():
     CountedShift.calls.clear()
     for weight in (0.0, 0.5, 1.0):
         stages = (BM25Retriever(top_n=5), CountedHalving(), CountedShift(weight=weight))
-        plain = Pipeline(stages).run(suite.memories, suite.queries, suite_hash="h", progress=False)
-        memoised = Pipeline(stages).run(
+        plain = Pipeline(stages, depth=100).run(suite.memories, suite.queries, suite_hash="h", progress=False)
+        memoised = Pipeline(stages, depth=100).run(
             suite.memories, suite.queries, suite_hash="h", progress=False, memo=memo
         )
         for a, b in zip(plain.ranked, memoised.ranked, strict=True):

@@ -173,11 +173,11 @@ def test_switched_off_tag_boost_is_identical_to_no_tag_boost():
 
     suite = [mem(str(i), text(i), tags=("lease",) if i % 20 == 11 else ()) for i in range(60)]
     queries = [ask("#lease pets rule", qid="q1"), ask("pets rule", qid="q2")]
-    base = Pipeline((BM25Retriever(),)).run(suite, queries, progress=False)
-    off = Pipeline((BM25Retriever(), TagBoost(fallback="none", enabled=False))).run(
+    base = Pipeline((BM25Retriever(),), depth=100).run(suite, queries, progress=False)
+    off = Pipeline((BM25Retriever(), TagBoost(fallback="none", enabled=False)), depth=100).run(
         suite, queries, progress=False
     )
-    on = Pipeline((BM25Retriever(), TagBoost(fallback="none"))).run(suite, queries, progress=False)
+    on = Pipeline((BM25Retriever(), TagBoost(fallback="none")), depth=100).run(suite, queries, progress=False)
     for a, b in zip(base.ranked, off.ranked, strict=True):
         assert a.memory_ids == b.memory_ids and np.array_equal(a.scores, b.scores)
     assert base.ranked[0].memory_ids != on.ranked[0].memory_ids

@@ -221,7 +221,7 @@ def test_tiered_synth_is_deterministic_with_every_tier_and_judged_decoys():
 
 def test_pipeline_on_synth_never_returns_decoys_and_never_leaks():
     suite = tiered_synth(observations=160, scopes=2)
-    out = Pipeline((TieredRetriever(bm25=BM25Retriever()), TierFusion())).run(
+    out = Pipeline((TieredRetriever(bm25=BM25Retriever()), TierFusion()), depth=100).run(
         suite.memories, suite.queries, progress=False
     )
     decoys = {m.id for m in suite.memories if m.id.endswith(":decoy")}
@@ -332,8 +332,12 @@ def test_defaults():
 def test_switched_off_tier_fusion_leaves_the_tiered_channel_as_ranked():
     corpus_memories = tuple(POOL) + filler(POOL)
     q = [ask("billing api timeout")]
-    alone = Pipeline((retriever(),)).run(corpus_memories, q, progress=False).ranked[0]
-    off = Pipeline((retriever(), TierFusion(enabled=False))).run(corpus_memories, q, progress=False).ranked[0]
+    alone = Pipeline((retriever(),), depth=100).run(corpus_memories, q, progress=False).ranked[0]
+    off = (
+        Pipeline((retriever(), TierFusion(enabled=False)), depth=100)
+        .run(corpus_memories, q, progress=False)
+        .ranked[0]
+    )
     assert alone.memory_ids == off.memory_ids and np.array_equal(alone.scores, off.scores)
 
 

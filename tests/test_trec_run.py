@@ -81,7 +81,9 @@ def _run_on_tiny(tmp_path: Path, lines: list[str]) -> None:
     path = tmp_path / "bad.trec"
     path.write_text("".join(f"{line}\n" for line in lines))
     suite = tiny_suite()
-    Pipeline((TrecRunRetriever(path=str(path)),)).run(suite.memories, suite.queries, progress=False)
+    Pipeline((TrecRunRetriever(path=str(path)),), depth=100).run(
+        suite.memories, suite.queries, progress=False
+    )
 
 
 @pytest.mark.parametrize(
@@ -109,7 +111,9 @@ def test_ties_are_ranked_as_trec_eval_ranks_them_and_unlisted_queries_get_nothin
     path = tmp_path / "ties.trec"
     path.write_text("c1:q0 Q0 c1:1 1 1.0 x\nc1:q0 Q0 c1:3 2 1.0 x\nc1:q0 Q0 c1:0 3 2.0 x\n")
     suite = tiny_suite()
-    out = Pipeline((TrecRunRetriever(path=str(path)),)).run(suite.memories, suite.queries, progress=False)
+    out = Pipeline((TrecRunRetriever(path=str(path)),), depth=100).run(
+        suite.memories, suite.queries, progress=False
+    )
     ranked = {r.query_id: r for r in out.ranked}
     assert ranked["c1:q0"].memory_ids == ("c1:0", "c1:3", "c1:1")  # score, then doc id descending
     assert list(ranked["c1:q0"].columns["trec_run"]) == [2.0, 1.0, 1.0]
