@@ -19,5 +19,5 @@ def _controller() -> Any:
 
 
 def one_blas_thread() -> Any:
-    """A context manager: BLAS limited to one thread inside it (threadpoolctl; ~0.1 ms to enter)."""
+    """A context manager: BLAS limited to one thread inside it (threadpoolctl; cheap to enter)."""
     return _controller().limit(limits=1, user_api="blas")

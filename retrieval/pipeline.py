@@ -32,7 +32,7 @@ from tqdm.auto import tqdm
 
 from retrieval import cache_io
 from retrieval.code_version import KEY_RULES, source_hash
-from retrieval.reuse import CandidateCache, ProcessMemo
+from retrieval.reuse import CandidateCache, ProcessMemo, Reuse
 from retrieval.stage import (
     BatchRankStage,
     Fusion,
@@ -158,46 +158,33 @@ class Pipeline:
     ) -> RunOutput:
         """`memo` (needs `suite_hash`) reuses this process's corpus, indexes and candidates across runs.
         `knowledge` is the suite's concept graphs and feedback records (part of its `suite_hash`)."""
-        memo = memo if suite_hash else None
-        if self.live:  # a service's answers are never reused across runs: see `live`
-            memo, cache = None, None
+        reuse = Reuse.of(memo, cache, suite_hash, live=bool(self.live))
         build_ms: dict[str, float] = {}
         channel_reports: dict[str, Any] = {}
         counts_before = dict(cache_io.COUNTS)
         t0 = time.perf_counter()
         ingest_key = (suite_hash, source_hash("retrieval"), tuple(s.fingerprint() for s in self.ingest))
-
-        def ingest() -> Corpus:
-            return Corpus(tuple(self.ingest_memories(memories)), knowledge)
-
-        corpus = memo.get_or_make("corpus", ingest_key, ingest) if memo is not None else ingest()
+        corpus = reuse.made(
+            "corpus", ingest_key, lambda: Corpus(tuple(self.ingest_memories(memories)), knowledge)
+        )
         build_ms["ingest"] = (time.perf_counter() - t0) * 1000
 
         key = self.prefix_fingerprint(suite_hash or "", [q.id for q in queries])
-        cached, source = (memo.get("prefix", key), "process memo") if memo is not None else (None, None)
-        if cached is None and cache is not None and suite_hash:
-            cached, source = cache.load(key), "disk"
-        if cached is None:
-            prefix = self._retrieve(corpus, queries, build_ms, progress, memo, ingest_key, channel_reports)
-            if cache is not None and suite_hash:
-                cache.save(key, prefix)
-        else:
-            prefix = cached
-        if memo is not None:
-            memo.put("prefix", key, prefix)
+        prefix, source = reuse.prefix(
+            key,
+            lambda: self._retrieve(corpus, queries, build_ms, progress, reuse, ingest_key, channel_reports),
+        )
+        cached = prefix if source is not None else None
 
-        # Rank stages one at a time over all queries. With a memo, the candidates after each stage are
-        # kept under the chain of fingerprints so far, so a sweep over a later stage's field re-runs
-        # only that stage and the ones after it (the kept stages' timings become NaN: not measured here).
+        # Rank stages one at a time over all queries. The candidates after each stage are kept under the
+        # chain of fingerprints so far, so a sweep over a later stage's field re-runs only that stage and
+        # the ones after it (the kept stages' timings become NaN: not measured here).
         chain = [key]
         for stage in self.rank:
             chain.append(hashlib.sha256(f"{chain[-1]}|{stage.fingerprint()}".encode()).hexdigest()[:24])
-        state, start = prefix, 0
-        for level in range(len(self.rank), 0, -1) if memo is not None else ():
-            hit = memo.get("rank", chain[level])
-            if hit is not None:
-                state, start = hit, level
-                break
+        state, start = reuse.deepest_rank_level(chain)
+        if state is None:
+            state = prefix
         reused = cached is not None or start > 0
         if reused:  # reused work was not timed in this run: its timings are unknown, not replayed
             state = {q: (index, columns, _unmeasured(times)) for q, (index, columns, times) in state.items()}
@@ -210,13 +197,12 @@ class Pipeline:
                 done = _apply_all(stage, queries, corpus, state, bar, laid_out) if reused else None
                 if done is None:
                     state, laid_out = (
-                        {q.id: _apply(stage, q, corpus, state[q.id], memo, bar) for q in queries},
+                        {q.id: _apply(stage, q, corpus, state[q.id], reuse.shares, bar) for q in queries},
                         None,
                     )
                 else:
                     state, laid_out = done
-                if memo is not None:
-                    memo.put("rank", chain[level + 1], state)
+                reuse.keep_rank_level(chain[level + 1], state)
         ranked = []
         entries = [state[q.id] for q in queries]
         # Each query's top `depth`, in new arrays (the memo stays intact): all queries at once when their
@@ -237,7 +223,6 @@ class Pipeline:
                 RankedList(query.id, tuple(corpus.ids[index]), columns["score"], dict(columns), dict(timings))
             )
         counts = {k: v - counts_before.get(k, 0) for k, v in cache_io.COUNTS.items()}
-        source = source if cached is not None else None
         report = {
             "prefix_candidates": {"hit": cached is not None, "source": source},
             "rank_levels_reused": start,
@@ -260,19 +245,15 @@ class Pipeline:
         queries: Sequence[Query],
         build_ms: dict,
         progress: bool,
-        memo: ProcessMemo | None = None,
+        reuse: Reuse,
         ingest_key: tuple = (),
         channel_reports: dict | None = None,
     ) -> dict:
         indexes = {}
         for retriever in self.retrievers:
             t = time.perf_counter()
-            if memo is not None:
-                key = (*ingest_key, retriever.fingerprint())
-                build = functools.partial(retriever.build, corpus)
-                indexes[retriever.channel] = memo.get_or_make("index", key, build)
-            else:
-                indexes[retriever.channel] = retriever.build(corpus)
+            build = functools.partial(retriever.build, corpus)
+            indexes[retriever.channel] = reuse.made("index", (*ingest_key, retriever.fingerprint()), build)
             build_ms[f"index_{retriever.channel}"] = (time.perf_counter() - t) * 1000
             # An index built from outside data (a TREC run file) checks the queries it will be asked.
             if callable(getattr(indexes[retriever.channel], "check_queries", None)):
@@ -307,10 +288,10 @@ class Pipeline:
         return out
 
 
-def _apply(stage: RankStage, query: Query, corpus: Corpus, entry: tuple, memo: Any, bar: Any) -> tuple:
+def _apply(stage: RankStage, query: Query, corpus: Corpus, entry: tuple, shared: bool, bar: Any) -> tuple:
     """One rank stage on one query's candidates -> (index, columns, timings with this stage's ms)."""
     index, columns, timings = entry
-    if memo is not None:  # shared with later runs: a stage must never see another run's edits
+    if shared:  # kept for later runs: a stage must never see another run's edits
         index, columns = index.copy(), {k: v.copy() for k, v in columns.items()}
     t = time.perf_counter()
     candidates = stage(query, Candidates(corpus, index, columns))

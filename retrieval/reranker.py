@@ -113,9 +113,9 @@ class CrossEncoderScorer:
     batch_size: int = 32
     cache_dir: str | None = ".memeval_cache/rerank_scores"
     device: str = "cpu"
-    # Runtime threads while scoring (None = the runtime's default). One costs the least CPU a query (and
-    # was ~2x faster by wall on a shared, oversubscribed CPU); torch's setting is restored after each
-    # call, so other components are unaffected.
+    # Runtime threads while scoring (None = the runtime's default). One costs the least CPU a query, and
+    # on a shared, oversubscribed CPU more threads only wait on each other (reports/benchmarks/); torch's
+    # setting is restored after each call, so other components are unaffected.
     threads: int | None = 1
     # Inference backend (retrieval/backends.py): torch | onnx | onnx-int8 | openvino. Part of the
     # fingerprint, hence of the score cache folder: scores from different backends never mix.

@@ -1,7 +1,8 @@
-"""What a run may reuse instead of recomputing: the retrieval-prefix candidates on disk (CandidateCache)
-and, within one process (a multirun's jobs), corpora, indexes, candidates, rank levels and built stages
-(ProcessMemo). retrieval.pipeline.Pipeline.run consults them; the keys (suite hash, the `retrieval`
-source hash and stage fingerprints) are made there, so a code or config change never reads an old entry.
+"""What a run may reuse instead of recomputing, and the order it looks in: the policy (Reuse), the
+retrieval-prefix candidates on disk (CandidateCache) and, within one process (a multirun's jobs), corpora,
+indexes, candidates, rank levels and built stages (ProcessMemo). retrieval.pipeline.Pipeline.run asks
+Reuse only; the keys (suite hash, the `retrieval` source hash and stage fingerprints) are made there, so a
+code or config change never reads an old entry. The design and the benchmark behind it: docs/sweeps.md.
 """
 
 from __future__ import annotations
@@ -118,3 +119,64 @@ class ProcessMemo:
     def get_or_make(self, kind: str, key: Any, make: Callable[[], Any]) -> Any:
         value = self.get(kind, key)
         return self.put(kind, key, make()) if value is None else value
+
+
+@dataclass(frozen=True)
+class Reuse:
+    """The reuse policy of one run: what it may take instead of computing, looked up in this order.
+
+    - corpus and indexes: the process memo (a multirun's earlier job on the same suite and stages);
+    - retrieval-prefix candidates: the process memo, then the disk cache, else retrieved and kept in both;
+    - rank stages: the deepest level whose chain of fingerprints the memo holds; the stages after it run.
+
+    Nothing is reused without a suite hash (nothing to key it by), nor for a pipeline with a live channel
+    (a service's answers may change while its config does not: they come from the service or its cassette).
+    """
+
+    memo: ProcessMemo | None = None
+    cache: CandidateCache | None = None
+
+    @classmethod
+    def of(
+        cls, memo: ProcessMemo | None, cache: CandidateCache | None, suite_hash: str | None, live: bool
+    ) -> Reuse:
+        if live or not suite_hash:
+            return cls()
+        return cls(memo, cache)
+
+    @property
+    def shares(self) -> bool:
+        """Whether what a run computes is kept for later runs (so a stage must work on copies)."""
+        return self.memo is not None
+
+    def made(self, kind: str, key: Any, make: Callable[[], Any]) -> Any:
+        """A corpus or an index: the memo's, else made (and kept)."""
+        return self.memo.get_or_make(kind, key, make) if self.memo is not None else make()
+
+    def prefix(self, key: str, retrieve: Callable[[], dict]) -> tuple[dict, str | None]:
+        """The prefix candidates and where they came from ("process memo", "disk", None: retrieved now)."""
+        found, source = (
+            (self.memo.get("prefix", key), "process memo") if self.memo is not None else (None, None)
+        )
+        if found is None and self.cache is not None:
+            found, source = self.cache.load(key), "disk"
+        if found is None:
+            found, source = retrieve(), None
+            if self.cache is not None:
+                self.cache.save(key, found)
+        if self.memo is not None:
+            self.memo.put("prefix", key, found)
+        return found, source
+
+    def deepest_rank_level(self, chain: list[str]) -> tuple[Any, int]:
+        """(candidates after rank stage `level`, level) for the deepest level the memo holds, else (None, 0).
+        `chain[level]`: the key after `level` rank stages (chain[0] is the prefix's)."""
+        for level in range(len(chain) - 1, 0, -1) if self.memo is not None else ():
+            hit = self.memo.get("rank", chain[level])
+            if hit is not None:
+                return hit, level
+        return None, 0
+
+    def keep_rank_level(self, key: str, state: Any) -> None:
+        if self.memo is not None:
+            self.memo.put("rank", key, state)

@@ -288,7 +288,7 @@ class Candidates(_CandidateRows):
 class CandidateBatch(_CandidateRows):
     """Many queries' candidates laid end to end, query i's at rows `bounds[i]:bounds[i + 1]`, each query's
     in rank order: what a `BatchRankStage` ranks for every query in a few array operations, where one
-    query at a time costs ~50 µs of numpy calls a query and stage.
+    query at a time pays numpy's per-call overhead for every query and stage.
 
     Its operations keep each query's rule: `minmax` and `running_count` work within each query, and
     `with_score` re-sorts within each query (stable), as `Candidates` does for one query, to the bit.
@@ -353,12 +353,13 @@ class CandidateBatch(_CandidateRows):
         starts = self.bounds[:-1][sizes > 0]
         if len(starts) and len(score) == len(starts) * sizes.max():
             # Every query with rows has as many (the usual batch): one stable sort along each row of a
-            # (query, rank) matrix, ~3x faster than the two sorts below, the same order.
+            # (query, rank) matrix instead of the two flat sorts below, the same order
+            # (tests/test_candidate_batch.py).
             order = np.argsort(-score.reshape(len(starts), -1), axis=1, kind="stable")
             order = (order + starts[:, None]).reshape(-1)
         else:
             # Stable sorts: by score over all rows, then by query, which keeps each query's rows in that
-            # order (ties as they were). np.lexsort gives the same order, ~1.5x slower.
+            # order (ties as they were). np.lexsort gives the same order, more slowly.
             by_score = np.argsort(-score, kind="stable")
             order = by_score[np.argsort(self.query_of_row()[by_score], kind="stable")]
         columns = {k: v[order] for k, v in cols.items()}

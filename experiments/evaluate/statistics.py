@@ -37,15 +37,15 @@ from retrieval.blas_threads import one_blas_thread
 _CHUNK_ELEMENTS = 1 << 22
 # Resample draws up to this many indices are kept per process (lru of 4: ~14 MB each for BEAM 100K).
 _CACHED_ELEMENTS = 1 << 22
-# Resamples per block of the mean products: 256 x 179 queries is 0.4 MB, read from cache by every column
-# after the first (~1.7x faster than each column streaming the whole 14 MB count matrix; a mean is its own
-# row's dot product, so the block size does not change it: tests/test_statistics.py).
+# Resamples per block of the mean products: a block small enough to stay in the CPU cache is read from
+# there by every column after the first, instead of each column streaming the whole count matrix (a mean
+# is its own row's dot product, so the block size does not change it: tests/test_statistics.py).
 _BLOCK_ROWS = 256
 # Bootstrap intervals of means already computed in this process (values, resamples, seed, confidence): the
 # last 512 are kept (bootstrap_cis).
 _MEAN_CIS: OrderedDict[tuple, ConfidenceInterval] = OrderedDict()
 _MEAN_CIS_KEPT = 512
-# Exact sign-flip enumeration costs 2**m floats for m non-zero differences: 2**20 is 8 MB and ~10 ms.
+# Exact sign-flip enumeration costs 2**m floats for m non-zero differences: 2**20 is 8 MB: still cheap.
 EXACT_MAX_N = 20
 # Two test statistics closer than this (relative to the sum of |differences|) are the same value:
 # sign-flipped sums are added in a different order than the observed one, so exact ties

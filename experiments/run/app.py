@@ -70,8 +70,8 @@ if TYPE_CHECKING:  # evaluation needs pandas and scipy (~2 s to import): importe
 
 def _files_signature(path: Any) -> tuple:
     """(name, size, mtime) of every file under a suite path, so a memoised suite is never stale. Walked
-    with os.scandir (each job of a sweep walks it: ~4x faster than Path.rglob); like rglob, it does not
-    descend into symlinked folders."""
+    with os.scandir, not Path.rglob (each job of a sweep walks it, and rglob makes a Path per entry); like
+    rglob, it does not descend into symlinked folders."""
     root = str(path)
     if os.path.isfile(root):
         found = os.stat(root)
@@ -125,9 +125,9 @@ ANSWERABLE_COLUMN = "answerable/all"
 def results_table(evaluation: Evaluation, metrics: list[str], label: str | None) -> str:
     """Overall and per-label means, one row each, as console text: labels left, answerable/all query
     counts, numbers right-aligned with 3 decimals, NaN for a mean with no query to average. pandas printed
-    the same text (tests/test_results_table.py) in ~5 ms per run, a sweep's jobs each print one; where it
-    would have dropped a column's common trailing zeros or switched to exponents for values under 0.001,
-    this keeps 3 decimals."""
+    the same text (tests/test_results_table.py) at a real share of a sweep job's cost (each prints one);
+    where it would have dropped a column's common trailing zeros or switched to exponents for values
+    under 0.001, this keeps 3 decimals."""
     summary = evaluation.metrics
     rows = {"overall": summary["overall"]}
     if label and label in summary["by_label"]:

@@ -34,7 +34,7 @@ def compose_config(overrides: Sequence[str] = (), config_name: str = "config") -
 
 def parse_overrides(overrides: Sequence[str]) -> list:
     """Hydra's parse of each override line (a copy of it: a sweep's jobs repeat most lines, and Hydra's
-    grammar parser costs ~0.25 ms a line)."""
+    grammar parser is a generated ANTLR parser, slow per line)."""
     import copy
 
     return [copy.copy(_parsed(line)) for line in overrides]
@@ -80,11 +80,12 @@ def apply_values(cfg: DictConfig, values: list) -> DictConfig:
 
 
 def config_copy(cfg: DictConfig) -> DictConfig:
-    """`copy.deepcopy(cfg)`, made by a pickle round trip: ~2.5x faster on this config tree (OmegaConf's
-    deepcopy is Python code node by node) and the same tree, every node's value, type, flags and metadata
-    (tests/test_configs.py walks both). A config holding something pickle cannot take is deep-copied.
-    In memory only: these bytes never touch a file, so nothing planted can reach `pickle.loads` here (a
-    copy.deepcopy instead measured 2.20x one run for the tracked sweep against 1.82x: over the 2x target)."""
+    """`copy.deepcopy(cfg)`, made by a pickle round trip: C code where OmegaConf's deepcopy is Python
+    code node by node (a sweep copies each job's config), and the same tree, every node's value, type,
+    flags and metadata (tests/test_configs.py walks both). A config holding something pickle cannot take
+    is deep-copied. In memory only: these bytes never touch a file, so nothing planted can reach
+    `pickle.loads` here (with copy.deepcopy the tracked sweep went over its 2x-one-run target:
+    reports/benchmarks/sweep_cost.md)."""
     import copy
     import pickle
 
@@ -112,8 +113,8 @@ def config_groups() -> dict[str, list[str]]:
 def help_text(config_name: str) -> str:
     """The app's `hydra.help.template` with `$APP_CONFIG_GROUPS` filled in as Hydra fills it.
 
-    Hydra's own --help composes the config once per group to list them (~1.5 s of CPU on this tree);
-    the options are just the YAML files of each group folder, read here in milliseconds.
+    Hydra's own --help composes the config once per group to list them (seconds of CPU on this tree);
+    the options are just the YAML files of each group folder, read here at once.
     """
     import string
 
@@ -141,7 +142,7 @@ def answer_help(config_name: str, argv: Sequence[str]) -> bool:
 
 def yaml_text(container: Any) -> str:
     """`OmegaConf.to_yaml` of a config already turned into a container (to_container), through libyaml's
-    emitter when PyYAML has it: ~4x faster, a sweep job writes its config every run. The representers are
+    emitter when PyYAML has it (C, not Python: a sweep job writes its config every run). The representers are
     OmegaConf's (a string that would read back as a number or bool is quoted); a long string may be folded
     at other places, and the YAML reads back the same (tests/test_configs.py)."""
     dumper = _dumper()

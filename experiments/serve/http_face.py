@@ -11,7 +11,7 @@
 
 Bodies are read and written with the stdlib json module (no model coercion), so a score crosses the
 wire as its shortest repr and reads back as the same float. Requests are answered one at a time on
-the event loop (a search is ~1 ms of CPU; a scope's index is built in the background after ingest);
+the event loop (a search is short CPU work; a scope's index is built in the background after ingest);
 the test fault delay is an asynchronous wait, so delayed searches overlap as a slow service's would.
 A refused request answers 400 with the reason.
 
@@ -82,8 +82,8 @@ def make_app(service: MemoryService, faults: Faults | None = None) -> Any:
                 raise ServiceError("the request body must be a JSON object")
             if search and faults.search_delay_ms:
                 await asyncio.sleep(faults.search_delay_ms / 1000)  # a slow service, waiting concurrently
-            # Inline, not in a worker thread: a search is ~1 ms of CPU under the GIL either way, and the
-            # thread hop cost more than that on a loaded machine (reports/benchmarks/live_system.md).
+            # Inline, not in a worker thread: a search is short CPU work under the GIL either way, and the
+            # thread hop cost more than the search on a loaded machine (reports/benchmarks/live_system.md).
             # Index builds run in the background (service.count), so nothing here waits on one.
             return answer(work(body))
         except (ServiceError, ValueError, KeyError, TypeError) as err:

@@ -194,8 +194,8 @@ class RowComposer:
     one Hydra composition of their config-group choices, then get their values set as Hydra sets them.
 
     Hydra applies every value override after composing the defaults list, in order, so this is the same
-    config (tests/test_study.py compares both for the committed plans); a composition costs ~0.25 s of CPU,
-    setting values microseconds. Anything else (a group choice, `key@package=`, `~key`, `hydra.*`) goes into
+    config (tests/test_study.py compares both for the committed plans); a composition costs far more than
+    setting values. Anything else (a group choice, `key@package=`, `~key`, `hydra.*`) goes into
     the composition's key. Scoped to one plan run: the YAML files cannot change under it unseen for long.
     """
 

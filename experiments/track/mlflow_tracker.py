@@ -53,8 +53,8 @@ _CORE_TABLES = ("experiments", "runs", "metrics", "params", "tags")
 
 @functools.cache
 def _schema_head() -> str:
-    """The schema revision this MLflow's migrations end at: read from its migration scripts (~20 ms, and
-    each job of a sweep checks the store twice), and fixed for the life of the process."""
+    """The schema revision this MLflow's migrations end at: read from its migration scripts (parsed
+    Python files, and each job of a sweep checks the store twice), and fixed for the life of the process."""
     from mlflow.store.db.utils import _get_latest_schema_revision
 
     return _get_latest_schema_revision()
@@ -399,7 +399,7 @@ class MlflowTracker:
                     log_dataset(client, run_id, dataset.as_input())
 
                 # One call: the client splits it into batches within the store's limits (100 params,
-                # 1000 entities), and each batch is one store transaction (~25 ms on SQLite).
+                # 1000 entities), and each batch is one store transaction, the store's unit of cost.
                 ts = _now_ms()
                 client.log_batch(
                     run_id,

@@ -1,7 +1,7 @@
 """memeval's default Hydra launcher: Hydra's basic one, composing each sweep job's config once.
 
 Hydra's BasicSweeper composes every job's config to validate the batch, then BasicLauncher composes it
-again to run it: two full compositions (~0.2 s of CPU each on this config tree) per job. Here the
+again to run it: two full compositions per job, each about as costly as a warm job's own work. Here the
 sweeper's validation goes through the launcher's composer (it shares the launcher's Hydra context), and
 the launch takes the configs it validated. Jobs of a sweep
 that differ only in values (`stage.x.weight=0,0.1,...`) share one composition of what shapes the config
@@ -67,7 +67,7 @@ class SweepComposer:
         """Whether the master config is this job's composition already: Hydra composed it from the command
         line without its sweeps, so a job whose shaping overrides are the command line's own (a sweep over
         values only) and whose values include the command line's, each set again as it was, gets the same
-        config as from a new composition (~0.2 s of CPU, about two jobs' worth). A `+key=` addition is never
+        config as from a new composition (which costs about two warm jobs' worth). A `+key=` addition is never
         applied twice: such a job is composed."""
         given = {o.input_line for o in values}
         return (
@@ -168,8 +168,8 @@ class MemevalLauncher(BasicLauncher):
             configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
             if len(runs) == 1:
                 # What the first job left alive (suite, indexes, process memo, modules) stays for the sweep:
-                # out of the cyclic collector's full passes, which re-walked it every few jobs (~5 ms a job
-                # on BEAM 100K). Once: a later job's garbage is collected as usual.
+                # out of the cyclic collector's full passes, which re-walked it every few jobs. Once: a later
+                # job's garbage is collected as usual.
                 gc.freeze()
         return runs
 

@@ -47,7 +47,7 @@ class _PassageIndex:
         for key, (part, lo, hi) in spans.items():
             if retriever.scorer == "dense":
                 # One scope at a time: the encoder persists each call's new vectors, so an interrupted
-                # first build keeps the conversations it finished (passages cost ~2x the whole messages).
+                # first build keeps the conversations it finished (passages outnumber the messages).
                 score = retriever.encoder.encode(passages[lo:hi], role="document")
             else:
                 docs = [tokenize(p) for p in passages[lo:hi]]

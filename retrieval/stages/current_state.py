@@ -30,7 +30,7 @@ def jaccard_matrix(texts: Sequence[str]) -> np.ndarray:
     """Pairwise Jaccard similarity of content-token sets (diagonal 0)."""
     token_sets = [set(tokenize(t)) for t in texts]
     vocab = {tok: i for i, tok in enumerate(sorted(set().union(*token_sets)))} if token_sets else {}
-    # Integer matmul: exact counts, and no BLAS threads (which spin for ~0.2 s a call on a busy machine).
+    # Integer matmul: exact counts, and no BLAS threads (which spin-wait on a busy machine).
     x = np.zeros((len(texts), len(vocab)), dtype=np.int32)
     for row, tokens in enumerate(token_sets):
         x[row, [vocab[t] for t in tokens]] = 1

@@ -63,8 +63,8 @@ class _ForbiddenLLM:
 class _BatchedEmbedder:
     """mem0's own embedder, asked once per ingest batch instead of once per memory.
 
-    `add(..., infer=False)` embeds each message alone (`embed(text)`); on a shared 2-core machine one
-    MiniLM call costs ~0.3-1.6 s of overhead, so a BEAM scope would take minutes. `prime(texts)` embeds the
+    `add(..., infer=False)` embeds each message alone (`embed(text)`); each call pays the model's
+    whole per-call overhead, so a BEAM scope would take minutes. `prime(texts)` embeds the
     batch with mem0's `embed_batch` (the same SentenceTransformer.encode, batched: vectors agree with the
     one-at-a-time ones to float rounding), and `embed` then hands each primed vector out once. Anything
     not primed (queries, mem0's other paths) goes to mem0's embedder unchanged.
@@ -173,7 +173,7 @@ class Mem0System:
         folder = self.store_dir
         if folder is None:
             # In memory where there is a tmpfs: each add commits to two SQLite files (Qdrant's local
-            # persistence and mem0's history): ~80 ms per memory on this disk, ~10 ms on tmpfs (40 adds).
+            # persistence and mem0's history), and a disk's fsyncs would make ingest the run's cost.
             shm = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
             folder = tempfile.mkdtemp(prefix="memeval-mem0-", dir=shm)
             self._state["tmp"] = folder
