@@ -75,6 +75,19 @@ def test_the_runner_imports_nothing_study_specific():
 STAGE_FOLDERS = ("retrieval.retrievers", "retrieval.fusions", "retrieval.stages", "retrieval.systems")
 
 
+def test_generic_report_sections_read_score_columns_not_stages():
+    # A question's own sections (experiments/study/questions/) may run the stage they study; the generic
+    # ones (plugins/, the report writer, the gate's and MLflow reports) read a run's columns only.
+    edges = _module_imports()
+    generic = ("experiments.study.plugins", "experiments.report", "experiments.study.report")
+    found = {
+        m: sorted(t for t in ts if t.startswith(STAGE_FOLDERS))
+        for m, ts in edges.items()
+        if m.startswith(generic)
+    }
+    assert {m: ts for m, ts in found.items() if ts} == {}
+
+
 def test_the_system_under_test_imports_nothing_from_the_harness():
     edges = _module_imports()
     upward = {m: sorted(t for t in ts if t.startswith("experiments")) for m, ts in edges.items()}
