@@ -78,6 +78,14 @@ def test_the_derived_order_is_the_order_the_pipeline_runs(variant, order):
     assert len(build_pipeline(cfg).stages) == len(enabled)  # built in that order: the pipeline accepts it
 
 
+def test_the_derived_order_resolves_in_place_as_hydras_cfg_resolve_does():
+    from omegaconf import OmegaConf
+
+    cfg = compose_config(["variant=exp05"])
+    OmegaConf.resolve(cfg)  # what `memeval-run --cfg job --resolve` does
+    assert list(cfg.variant.stages)[:2] == ["instruction_tagging", "bm25"]
+
+
 def test_a_stage_added_on_the_command_line_runs_in_its_kinds_place_and_one_can_be_dropped():
     cfg = compose_config(["variant=hybrid", "+stage@stage.tags=keyword_tags", "~stage@stage.dense"])
     assert list(cfg.variant.stages) == ["tags", "bm25", "fusion"]

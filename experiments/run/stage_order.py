@@ -45,6 +45,8 @@ def _kind_of(target: str) -> str | None:
 
 
 def register_stage_order() -> None:
-    from omegaconf import OmegaConf
+    from omegaconf import ListConfig, OmegaConf
 
-    OmegaConf.register_new_resolver(RESOLVER, stage_order, replace=True)
+    # A ListConfig, not a list: OmegaConf.resolve (`--cfg job --resolve`) puts a container result in
+    # place of the interpolation, where a plain list would not fit the value node it replaces.
+    OmegaConf.register_new_resolver(RESOLVER, lambda stages: ListConfig(stage_order(stages)), replace=True)
