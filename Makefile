@@ -27,8 +27,11 @@ run: setup
 # minutes), slow (real BEAM runs, subprocess sweeps), integration (a real mlflow server, launchers).
 # `make test-fast` is the quick loop while editing. ARGS go to every tier (e.g. ARGS="-x"). Each tier runs
 # on WORKERS pytest-xdist processes (2 = this project's 2-core machines; WORKERS=0 runs in one process):
-# tests share only the atomic, checksummed caches and each has its own tmp folder and stores.
+# tests share only the atomic, checksummed caches and each has its own tmp folder and stores. A module
+# whose costly module fixture serves all its tests (`pytest.mark.xdist_group`) runs on one worker only
+# (`--dist loadgroup`), not once per worker.
 WORKERS ?= 2
+XDIST := -n $(WORKERS) --dist loadgroup
 TIERS := fast:not slow and not integration|slow:slow and not integration|integration:integration
 
 # The cross-encoder the `cross_encoder` and `spark_phase2/3` variants need (none ships): a compact 2-layer
@@ -57,7 +60,7 @@ test: setup
 	@tiers='$(TIERS)'; IFS='|'; failed=0; summary=$$(mktemp); for tier in $$tiers; do \
 	  name=$${tier%%:*}; mark=$${tier#*:}; start=$$(date +%s); \
 	  echo "== test tier: $$name (-m '$$mark')"; \
-	  { $(PY) -m pytest -q -rfE -n $(WORKERS) --durations=8 -m "$$mark" $(ARGS); echo $$? > "$$summary.code"; } \
+	  { $(PY) -m pytest -q -rfE $(XDIST) --durations=8 -m "$$mark" $(ARGS); echo $$? > "$$summary.code"; } \
 	    | tee "$$summary.$$name"; code=$$(cat "$$summary.code"); \
 	  echo "== test tier $$name: $$(( $$(date +%s) - start )) s, exit $$code"; \
 	  grep -E '^(FAILED|ERROR) ' "$$summary.$$name" | sed "s/^/[$$name] /" >> "$$summary"; \
@@ -69,7 +72,7 @@ test: setup
 	rm -f "$$summary" "$$summary".*; exit $$failed
 
 test-fast: setup
-	$(PY) -m pytest -q -n $(WORKERS) -m "not slow and not integration" $(ARGS)
+	$(PY) -m pytest -q $(XDIST) -m "not slow and not integration" $(ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check retrieval experiments hydra_plugins tests
@@ -97,4 +100,4 @@ upgrade-check:
 	.venv-latest/bin/python -m pip install --quiet --upgrade -e ".[dev]"
 	.venv-latest/bin/python -m pip freeze --exclude-editable | grep -v '^-e' | sort > .venv-latest/freeze.txt
 	grep -v '^#' requirements.lock | sort | diff - .venv-latest/freeze.txt || true
-	.venv-latest/bin/python -m pytest -q -n $(WORKERS) -m "not slow and not integration"
+	.venv-latest/bin/python -m pytest -q $(XDIST) -m "not slow and not integration"

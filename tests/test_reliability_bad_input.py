@@ -26,7 +26,8 @@ CORPUS = REPO / "tests" / "data" / "bad_suites"
 CASES = sorted(p.name for p in CORPUS.iterdir() if (p / "expected.txt").is_file())
 HUGE = 1_000_001
 # ~30 fresh Python processes (about 2.5 s of CPU each, mostly imports): minutes on a shared 2-core box.
-pytestmark = pytest.mark.slow
+# slow; one worker runs every case once for the whole module (the `outcomes` fixture)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("bad_input")]
 
 
 def _prepare(case: str, tmp: Path) -> Path:

@@ -144,3 +144,15 @@ def test_a_sweep_over_variants_names_each_job_by_its_variant(tmp_path):
         for f in map(str, sorted((tmp_path / "sweep").glob("*/run.trec")))
     }
     assert tags == {"0": "bm25", "1": "tiering"}
+
+
+def test_a_run_pins_the_derived_order_once_to_its_value():
+    from experiments.run.stage_order import pin_stage_order
+
+    cfg = compose_config(["variant=exp05"])
+    derived = list(cfg.variant.stages)
+    pin_stage_order(cfg)
+    assert not cfg.variant._get_node("stages")._is_interpolation() and list(cfg.variant.stages) == derived
+    broken = compose_config(["variant=bm25", "variant.stages=${no_such_key}"])
+    pin_stage_order(broken)  # left for the config check to name
+    assert broken.variant._get_node("stages")._is_interpolation()

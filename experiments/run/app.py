@@ -41,6 +41,7 @@ from experiments.run.resume import (
     resume_enabled,
     run_version,
 )
+from experiments.run.stage_order import pin_stage_order
 from experiments.run.trec import write_run
 from experiments.suites.jsonl import write_qrels
 from experiments.suites.suite import Suite, SuiteError
@@ -245,6 +246,7 @@ def run_experiment(
     """
     # One resolution (hash, config.yaml, params, the sweep memo's stage keys); a config that does not
     # resolve gets check_config's list of every problem first.
+    pin_stage_order(cfg)
     resolved = _resolved(cfg)
     # every config problem at once (ConfigError), before any data is read
     pipeline = check_config(cfg, memo=process_memo() if multirun else None, resolved=resolved)
