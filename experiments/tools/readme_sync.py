@@ -11,7 +11,7 @@ links and images of the report (its plots) are rebased so they still resolve fro
 A block `<!-- generated headline from reports/X/report.md -->` holds only links to the report (Markdown,
 HTML) and its headline table (the one under "Variants × metrics"): docs/results.md is such a page, so
 each result is stored once, in its report. A block `<!-- generated: variants -->` lists
-conf/variant/*.yaml with each file's first comment.
+conf/variant/*.yaml with each file's first comment and its stages in the order they run.
 """
 
 from __future__ import annotations
@@ -40,14 +40,20 @@ def _demote(markdown: str, levels: int = 2) -> str:
 
 
 def variants_list(root: Path = ROOT) -> str:
-    rows = ["| variant | what it is |", "|---|---|"]
-    for path in sorted((root / "conf" / "variant").glob("*.yaml")):
-        comments = [
-            ln.lstrip("# ").strip()
-            for ln in path.read_text().splitlines()
-            if ln.startswith("#") and "@package" not in ln
-        ]
-        rows.append(f"| `{path.stem}` | {comments[0] if comments else ''} |")
+    """Each variant's first comment line and its stages in the order they run (derived: stage_order)."""
+    from hydra import compose, initialize_config_dir
+
+    rows = ["| variant | what it is | stages, in order |", "|---|---|---|"]
+    with initialize_config_dir(config_dir=str(root / "conf"), version_base="1.3"):
+        for path in sorted((root / "conf" / "variant").glob("*.yaml")):
+            comments = [
+                ln.lstrip("# ").strip()
+                for ln in path.read_text().splitlines()
+                if ln.startswith("#") and "@package" not in ln
+            ]
+            stages = compose(config_name="config", overrides=[f"variant={path.stem}"]).variant.stages
+            order = " → ".join(f"`{s}`" for s in stages)
+            rows.append(f"| `{path.stem}` | {comments[0] if comments else ''} | {order} |")
     return "\n".join(rows) + "\n"
 
 
