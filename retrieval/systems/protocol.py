@@ -1,4 +1,4 @@
-"""The adapter contract every live memory system implements (DESIGN.md "Live memory systems").
+"""The adapter contract every live memory system implements (docs/live_systems.md).
 
 Data flow: `SystemRetriever.build(corpus)` calls, for each scope of the corpus, `reset(scope)`,
 `ingest(scope, memories)` and `wait_until_searchable(scope, memories)`; then `search(request)` once per
