@@ -27,11 +27,9 @@ run: setup
 # minutes), slow (real BEAM runs, subprocess sweeps), integration (a real mlflow server, launchers).
 # `make test-fast` is the quick loop while editing. ARGS go to every tier (e.g. ARGS="-x"). Each tier runs
 # on WORKERS pytest-xdist processes (2 = this project's 2-core machines; WORKERS=0 runs in one process):
-# tests share only the atomic, checksummed caches and each has its own tmp folder and stores. A module
-# whose costly module fixture serves all its tests (`pytest.mark.xdist_group`) runs on one worker only
-# (`--dist loadgroup`), not once per worker.
+# tests share only the atomic, checksummed caches and each has its own tmp folder and stores.
 WORKERS ?= 2
-XDIST := -n $(WORKERS) --dist loadgroup
+XDIST := -n $(WORKERS)
 TIERS := fast:not slow and not integration|slow:slow and not integration|integration:integration
 
 # The cross-encoder the `cross_encoder` and `spark_phase2/3` variants need (none ships): a compact 2-layer

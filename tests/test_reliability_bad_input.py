@@ -11,12 +11,15 @@ in `path_is_a_file`, suite.path names the case's file `suite.jsonl` where a dire
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -26,8 +29,7 @@ CORPUS = REPO / "tests" / "data" / "bad_suites"
 CASES = sorted(p.name for p in CORPUS.iterdir() if (p / "expected.txt").is_file())
 HUGE = 1_000_001
 # ~30 fresh Python processes (about 2.5 s of CPU each, mostly imports): minutes on a shared 2-core box.
-# slow; one worker runs every case once for the whole module (the `outcomes` fixture)
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("bad_input")]
+pytestmark = pytest.mark.slow
 
 
 def _prepare(case: str, tmp: Path) -> Path:
@@ -63,13 +65,28 @@ def _run(case: str, tmp: Path, uri: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def outcomes(tmp_path_factory) -> tuple[dict[str, subprocess.CompletedProcess], Path, str]:
-    """Every case run once, two at a time (each is a fresh Python process: mostly start-up time)."""
-    tmp = tmp_path_factory.mktemp("bad_input")
+def outcomes(tmp_path_factory, worker_id) -> tuple[dict[str, SimpleNamespace], Path, str]:
+    """Every case run once per test session, two at a time (each is a fresh Python process: mostly
+    start-up time). Under pytest-xdist the first worker to get here runs them and the others read its
+    results, under a lock: the session's own temporary folder holds both."""
+    session = tmp_path_factory.getbasetemp()
+    tmp = (session if worker_id == "master" else session.parent) / "bad_input"
     uri = f"sqlite:///{tmp / 'mlflow.db'}"
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        done = dict(zip(CASES, pool.map(lambda c: _run(c, tmp, uri), CASES), strict=True))
-    return done, tmp, uri
+    tmp.mkdir(exist_ok=True)
+    with open(tmp / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        record = tmp / "outcomes.json"
+        if not record.exists():
+            with ThreadPoolExecutor(max_workers=2) as pool:
+                done = dict(zip(CASES, pool.map(lambda c: _run(c, tmp, uri), CASES), strict=True))
+            fields = {
+                c: {"returncode": p.returncode, "stdout": p.stdout, "stderr": p.stderr}
+                for c, p in done.items()
+            }
+            record.with_suffix(".part").write_text(json.dumps(fields))
+            record.with_suffix(".part").replace(record)
+    results = json.loads(record.read_text())
+    return {case: SimpleNamespace(**fields) for case, fields in results.items()}, tmp, uri
 
 
 def test_the_corpus_covers_every_kind_of_bad_input():
