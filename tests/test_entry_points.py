@@ -129,7 +129,13 @@ def test_the_wheel_lists_every_package_of_the_tree():
         for top in ("retrieval", "experiments", "hydra_plugins")
         for init in (REPO / top).rglob("__init__.py")
     }
-    assert listed == tree | {"experiments.conf", "hydra_plugins"}
+    conf = REPO / "conf"  # experiments.conf: its group folders hold YAML only, listed as data packages
+    groups = {
+        ".".join(("experiments", "conf", *d.relative_to(conf).parts))
+        for d in conf.rglob("*")
+        if d.is_dir() and "__pycache__" not in d.parts and any(d.glob("*.yaml"))
+    }
+    assert listed == tree | {"experiments.conf", "hydra_plugins"} | groups
 
 
 def test_python_m_experiments_run_composes_the_run_config(tmp_path):
