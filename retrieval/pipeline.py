@@ -174,7 +174,7 @@ class Pipeline:
             key,
             lambda: self._retrieve(corpus, queries, build_ms, progress, reuse, ingest_key, channel_reports),
         )
-        cached = prefix if source is not None else None
+        prefix_hit = source is not None  # from the process memo or the disk cache
 
         # Rank stages one at a time over all queries. The candidates after each stage are kept under the
         # chain of fingerprints so far, so a sweep over a later stage's field re-runs only that stage and
@@ -182,10 +182,8 @@ class Pipeline:
         chain = [key]
         for stage in self.rank:
             chain.append(hashlib.sha256(f"{chain[-1]}|{stage.fingerprint()}".encode()).hexdigest()[:24])
-        state, start = reuse.deepest_rank_level(chain)
-        if state is None:
-            state = prefix
-        reused = cached is not None or start > 0
+        state, start = reuse.deepest_rank_level(chain, prefix)
+        reused = prefix_hit or start > 0
         if reused:  # reused work was not timed in this run: its timings are unknown, not replayed
             state = {q: (index, columns, _unmeasured(times)) for q, (index, columns, times) in state.items()}
         todo = len(queries) * (len(self.rank) - start)
@@ -224,7 +222,7 @@ class Pipeline:
             )
         counts = {k: v - counts_before.get(k, 0) for k, v in cache_io.COUNTS.items()}
         report = {
-            "prefix_candidates": {"hit": cached is not None, "source": source},
+            "prefix_candidates": {"hit": prefix_hit, "source": source},
             "rank_levels_reused": start,
             "rank_levels": len(self.rank),
             **{
@@ -237,7 +235,7 @@ class Pipeline:
                 {s for r in ranked for s, ms in r.timings_ms.items() if math.isnan(ms)}
             ),
         }
-        return RunOutput(ranked, corpus, build_ms, cached is not None, key, report, channel_reports)
+        return RunOutput(ranked, corpus, build_ms, prefix_hit, key, report, channel_reports)
 
     def _retrieve(
         self,

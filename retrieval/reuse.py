@@ -168,14 +168,14 @@ class Reuse:
             self.memo.put("prefix", key, found)
         return found, source
 
-    def deepest_rank_level(self, chain: list[str]) -> tuple[Any, int]:
-        """(candidates after rank stage `level`, level) for the deepest level the memo holds, else (None, 0).
-        `chain[level]`: the key after `level` rank stages (chain[0] is the prefix's)."""
+    def deepest_rank_level(self, chain: list[str], prefix: Any) -> tuple[Any, int]:
+        """(candidates after rank stage `level`, level) for the deepest level the memo holds, else
+        (`prefix`, 0). `chain[level]`: the key after `level` rank stages (chain[0] is the prefix's)."""
         for level in range(len(chain) - 1, 0, -1) if self.memo is not None else ():
             hit = self.memo.get("rank", chain[level])
             if hit is not None:
                 return hit, level
-        return None, 0
+        return prefix, 0
 
     def keep_rank_level(self, key: str, state: Any) -> None:
         if self.memo is not None:

@@ -47,11 +47,14 @@ def _kind_of(target: str) -> str | None:
 def pin_stage_order(cfg: Any) -> None:
     """Replace a derived `variant.stages` in `cfg` by its value: resolved once for the run, not at each of
     its reads (an OmegaConf resolver runs at every access)."""
-    from omegaconf import DictConfig, read_write
+    from omegaconf import DictConfig, OmegaConf, read_write
 
     variant = cfg.get("variant") if isinstance(cfg, DictConfig) else None
-    node = variant._get_node("stages") if isinstance(variant, DictConfig) else None
-    if node is not None and node._is_interpolation():
+    if (
+        isinstance(variant, DictConfig)
+        and "stages" in variant
+        and OmegaConf.is_interpolation(variant, "stages")
+    ):
         try:
             value = list(variant.stages)
         except Exception:  # noqa: BLE001 - left as it is: the config check names the problem

@@ -7,7 +7,7 @@ chosen variant's name interpolated into a config group that this config source a
 (a study's row labels), as does a `variant: {name: ...}` in a variant file.
 
 Hydra finds the source and the search-path entry that points at it (`memeval-variant-name://`, appended by
-VariantNameSearchPath, so a user's own `hydra.searchpath=[...]` keeps it) through its plugin discovery
+FileNameSearchPath, so a user's own `hydra.searchpath=[...]` keeps it) through its plugin discovery
 (hydra_plugins/memeval_config).
 """
 
@@ -23,7 +23,9 @@ from omegaconf import OmegaConf
 GROUPS = ("variant_name", "study_name")
 
 
-class VariantNameSource(ConfigSource):
+class FileNameSource(ConfigSource):
+    """Answers `<group>_name/<choice>` (GROUPS) with `{name: <choice>}`: a variant or plan named by file."""
+
     @staticmethod
     def scheme() -> str:
         return "memeval-variant-name"
@@ -53,6 +55,6 @@ class VariantNameSource(ConfigSource):
         return []  # any name is answered; none is listed
 
 
-class VariantNameSearchPath(SearchPathPlugin):
+class FileNameSearchPath(SearchPathPlugin):
     def manipulate_search_path(self, search_path: ConfigSearchPath) -> None:
-        search_path.append(provider="memeval", path=f"{VariantNameSource.scheme()}://")
+        search_path.append(provider="memeval", path=f"{FileNameSource.scheme()}://")

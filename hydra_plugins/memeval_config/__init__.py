@@ -13,9 +13,9 @@ sees the same nodes, and none has to remember to import them.
 
 from experiments.run.stage_nodes import register_stage_nodes
 from experiments.run.stage_order import register_stage_order
-from experiments.run.variant_name import VariantNameSearchPath, VariantNameSource
+from experiments.run.variant_name import FileNameSearchPath, FileNameSource
 
-__all__ = ["VariantNameSearchPath", "VariantNameSource"]
+__all__ = ["FileNameSearchPath", "FileNameSource"]
 
 register_stage_nodes()
 register_stage_order()
