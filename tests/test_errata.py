@@ -63,7 +63,9 @@ def test_applying_errata_changes_exactly_the_named_judgements(tmp_path):
 
 
 def test_errata_apply_before_granularity_so_corrected_evidence_maps_up(tmp_path):
-    session = load_locomo(FIXTURE, protocol="memeval", granularity="session", errata=str(errata_file(tmp_path)))
+    session = load_locomo(
+        FIXTURE, protocol="memeval", granularity="session", errata=str(errata_file(tmp_path))
+    )
     assert session.qrels["conv-t1:q1"] == {"conv-t1:D2": 1}
     path = errata_file(tmp_path, ERRATA.replace("conv-t1:D2:3]", "conv-t1:D1:2]"))
     moved = load_locomo(FIXTURE, protocol="memeval", granularity="session", errata=str(path))

@@ -60,7 +60,9 @@ def test_session_granularity_is_a_session_per_memory_with_evidence_mapped_up():
     suite = load_locomo(FIXTURE, granularity="session")
     assert [m.id for m in suite.memories] == ["conv-t1:D1", "conv-t1:D2"]
     assert suite.qrels["conv-t1:q2"] == {"conv-t1:D1": 1}
-    rounds = load_locomo(FIXTURE, granularity="round", protocol="memeval")  # Ana opens session 1, Ben session 2
+    rounds = load_locomo(
+        FIXTURE, granularity="round", protocol="memeval"
+    )  # Ana opens session 1, Ben session 2
     assert [m.metadata["turns"] for m in rounds.memories][:2] == [
         ["conv-t1:D1:1", "conv-t1:D1:2"],
         ["conv-t1:D1:3", "conv-t1:D1:4"],

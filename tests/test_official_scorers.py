@@ -85,7 +85,8 @@ def test_locomo_official_recall_equals_upstreams_eval_question_answering(locomo_
         # Upstream's stats script (evaluation_stats.py) averages the per-question values rounded to 3 places
         # and counts a question with no evidence as 0: docs/benchmarks.md says so; this pins the difference.
         stored = [
-            {**q, "m_recall": locomo_upstream.question_recall_as_stored(upstream, i)} for i, q in enumerate(qas)
+            {**q, "m_recall": locomo_upstream.question_recall_as_stored(upstream, i)}
+            for i, q in enumerate(qas)
         ]
         no_evidence = [i for i, q in enumerate(qas) if not q["evidence"]]
         expected = (sum(round(float(v), 3) for v in upstream) - len(no_evidence)) / len(qas)
@@ -129,13 +130,12 @@ def _upstream_results(raw: list[dict], run: dict[str, list[str]], granularity: s
         rankings = [position[m] for m in run.get(qid, [])]
         metrics = {"session": {}, "turn": {}}
         for k in KS:
+            names = (f"recall_any@{k}", f"recall_all@{k}", f"ndcg_any@{k}")
             values = lme_upstream.evaluate_retrieval(rankings, correct_docs, corpus_ids, k=k)
-            metrics[granularity].update(zip((f"recall_any@{k}", f"recall_all@{k}", f"ndcg_any@{k}"), values))
+            metrics[granularity].update(zip(names, values, strict=True))
             if granularity == "turn":
                 values = lme_upstream.evaluate_retrieval_turn2session(rankings, correct_docs, corpus_ids, k=k)
-                metrics["session"].update(
-                    zip((f"recall_any@{k}", f"recall_all@{k}", f"ndcg_any@{k}"), values)
-                )
+                metrics["session"].update(zip(names, values, strict=True))
         results.append({**entry, "retrieval_results": {"metrics": metrics}})
     return results
 
@@ -150,16 +150,18 @@ def test_longmemeval_official_equals_upstreams_eval_utils_and_both_averages(gran
     table = evaluation.per_query
     by_id = {r["question_id"]: r for r in upstream}
     scored = table[~table["abstention"]]
-    assert sorted(scored.index) == sorted(q for q in by_id if "_abs" not in q)  # print_retrieval_metrics.py:12
+    assert sorted(scored.index) == sorted(
+        q for q in by_id if "_abs" not in q
+    )  # print_retrieval_metrics.py:12
     for qid in scored.index:
         for name in names:
-            assert abs(scored.loc[qid, name] - by_id[qid]["retrieval_results"]["metrics"][granularity][name]) <= (
-                TOLERANCE
-            ), (qid, name)
+            assert abs(
+                scored.loc[qid, name] - by_id[qid]["retrieval_results"]["metrics"][granularity][name]
+            ) <= (TOLERANCE), (qid, name)
         for name in session_view:
             value = by_id[qid]["retrieval_results"]["metrics"]["session"][name.removeprefix("session_")]
             assert abs(scored.loc[qid, name] - value) <= TOLERANCE, (qid, name)
-    # The overall mean is print_retrieval_metrics.py's; label lme_average="both scripts" is run_retrieval.py's.
+    # The overall mean is print_retrieval_metrics.py's; lme_average="both scripts" is run_retrieval.py's.
     averaged = lme_upstream.run_retrieval_average(upstream)
     both = evaluation.metrics["by_label"]["lme_average"]["both scripts"]
     for name in names:
@@ -194,10 +196,17 @@ def test_longmemeval_official_equals_upstream_on_seeded_full_rankings(granularit
         rng = np.random.default_rng(seed)
         run = {q: [ids[i] for i in rng.permutation(len(ids))] for q, ids in scope_of.items()}
         ours = official_per_query(suite.scorer, suite.qrels, run, [*names, *session_view])
-        by_id = {r["question_id"]: r["retrieval_results"]["metrics"] for r in _upstream_results(raw, run, granularity)}
+        by_id = {
+            r["question_id"]: r["retrieval_results"]["metrics"]
+            for r in _upstream_results(raw, run, granularity)
+        }
         for qid in ours.index:
             for name in names:
-                assert abs(ours.loc[qid, name] - by_id[qid][granularity][name]) <= TOLERANCE, (seed, qid, name)
+                assert abs(ours.loc[qid, name] - by_id[qid][granularity][name]) <= TOLERANCE, (
+                    seed,
+                    qid,
+                    name,
+                )
             for name in session_view:
                 expected = by_id[qid]["session"][name.removeprefix("session_")]
                 assert abs(ours.loc[qid, name] - expected) <= TOLERANCE, (seed, qid, name)

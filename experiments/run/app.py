@@ -28,6 +28,7 @@ from hydra.types import RunMode
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from experiments.evaluate.metrics.official import check_metrics
 from experiments.run.build import pipeline_from_config
 from experiments.run.compose import answer_help, yaml_text
 from experiments.run.config_check import SUITE_REPORT_KEYS, ConfigError, check_config
@@ -43,7 +44,6 @@ from experiments.run.resume import (
 )
 from experiments.run.stage_order import pin_stage_order
 from experiments.run.trec import write_run
-from experiments.evaluate.metrics.official import check_metrics
 from experiments.suites.jsonl import write_qrels
 from experiments.suites.suite import Problem, Suite, SuiteError
 from experiments.track.mlflow_tracker import (

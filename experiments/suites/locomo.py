@@ -117,7 +117,7 @@ def _read_sample(
     raw_evidence: dict[str, tuple[str, ...]] | None,
 ) -> tuple[list[Memory], list[Query], dict, list[str]]:
     """A sample's memories, queries, qrels and notes; `raw_evidence` (protocol=official) collects each
-    scored question's evidence list as the file has it, and then a question with no usable evidence is kept."""
+    scored question's evidence list as the file has it; then a question with no usable evidence is kept."""
     where = f"[{i}]"
     if not isinstance(sample, dict):
         problems.append(Problem(path, None, where, "a sample must be an object"))
@@ -249,7 +249,10 @@ def _check_protocol(protocol: str, granularity: str, errata: str | None) -> None
     elif protocol == "official" and granularity == "round":
         problem = ("suite.granularity", "upstream retrieves turns or sessions: round is protocol=memeval's")
     elif protocol == "official" and errata:
-        problem = ("suite.errata", "upstream scores its answer key as it is: errata need suite.protocol=memeval")
+        problem = (
+            "suite.errata",
+            "upstream scores its answer key as it is: errata need suite.protocol=memeval",
+        )
     if problem is not None:
         raise SuiteError([Problem("suite config", None, *problem)])
 
@@ -328,7 +331,18 @@ def load_locomo(
             for m in memories
         }
         scorer = LocomoScorer(evidence=raw_evidence, unit=unit, by_session=by_session)
-        suite = replace(suite, scorer=scorer, tags={**suite.tags, "official_scorer": scorer.name})
+        note = (
+            f"protocol=official: {len(raw_evidence)} questions scored as upstream; R@k is its recall over "
+            "each raw evidence list (a malformed or unknown id is a miss that counts, no evidence "
+            "scores 1, at session granularity each id counts); the other metrics read the qrels, where "
+            "those ids are dropped"
+        )
+        suite = replace(
+            suite,
+            scorer=scorer,
+            notes=(*suite.notes, note),
+            tags={**suite.tags, "official_scorer": scorer.name},
+        )
     return finish(
         suite,
         granularity=granularity,

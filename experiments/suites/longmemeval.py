@@ -259,6 +259,17 @@ _AUDIT = {
 }
 
 
+# What protocol=official does differently with some of the above (upstream's own rules).
+_OFFICIAL = {
+    "abstention": "abstention question(s) (`_abs` anywhere in the id, as upstream): reported apart, as "
+    "upstream leaves them out of both averages",
+    "unscorable": "non-abstention question(s) with no has_answer user turn in an `answer` session: scored as "
+    "upstream scores them (recall_any 0, recall_all 1, ndcg_any 0)",
+    "has_answer_outside_answer_sessions": "session(s) with has_answer turns not in answer_session_ids "
+    "(upstream counts a has_answer turn only in a session whose id holds `answer`)",
+}
+
+
 def _check_protocol(protocol: str, roles: str, granularity: str, errata: str | None) -> None:
     problem = None
     if protocol not in PROTOCOLS:
@@ -270,7 +281,10 @@ def _check_protocol(protocol: str, roles: str, granularity: str, errata: str | N
     elif protocol == "official" and granularity == "round":
         problem = ("suite.granularity", "upstream retrieves turns or sessions: round is protocol=memeval's")
     elif protocol == "official" and errata:
-        problem = ("suite.errata", "upstream scores its answer key as it is: errata need suite.protocol=memeval")
+        problem = (
+            "suite.errata",
+            "upstream scores its answer key as it is: errata need suite.protocol=memeval",
+        )
     if problem is not None:
         raise SuiteError([Problem("suite config", None, *problem)])
 
@@ -319,8 +333,9 @@ def load_longmemeval(
                 position[query.id] = {f"{query.id}:{suffix}": n for n, (_, suffix) in enumerate(upstream)}
     if problems:
         raise SuiteError(problems[:MAX_PROBLEMS])
+    explained = {**_AUDIT, **(_OFFICIAL if official else {})}
     notes = [
-        f"LongMemEval: {len(found)} {_AUDIT[key]} ({'; '.join(found[:10])}{' ...' * (len(found) > 10)})"
+        f"LongMemEval: {len(found)} {explained[key]} ({'; '.join(found[:10])}{' ...' * (len(found) > 10)})"
         for key, found in audit.items()
         if found
     ]
@@ -332,7 +347,9 @@ def load_longmemeval(
         qrels=qrels,
         k=k,
         description=f"LongMemEval from {path}",
-        label_names=(("question_type", "abstention", "lme_average") if official else ("question_type", "abstention"))
+        label_names=(
+            ("question_type", "abstention", "lme_average") if official else ("question_type", "abstention")
+        )
         if queries
         else (),
         notes=tuple(notes),

@@ -90,7 +90,7 @@ class Suite:
         return digest.hexdigest()
 
     def is_abstention(self, query_id: str) -> bool:
-        """Reported apart: no relevant memory, or, with a benchmark's scorer, a query upstream does not score."""
+        """Reported apart: no relevant memory, or, with a benchmark's scorer, a query upstream leaves out."""
         if self.scorer is not None:
             return query_id not in self.scorer.scored
         return not any(g > 0 for g in self.qrels.get(query_id, {}).values())

@@ -1,4 +1,4 @@
-"""`suite.protocol=official|memeval`: a benchmark's own scorer, reproduced exactly, beside memeval's conventions.
+"""`suite.protocol=official|memeval`: a benchmark's own scorer, reproduced exactly, or memeval's conventions.
 
 A loader that reads a benchmark with a published scorer (LoCoMo, LongMemEval) attaches, under
 `protocol=official`, a `BenchmarkScorer` to its suite. It decides two things memeval's qrels cannot say:
@@ -44,7 +44,7 @@ def check_metrics(scorer: BenchmarkScorer | None, metrics: Sequence[str]) -> Non
     if wrong:
         raise ValueError(
             f"metrics {wrong} are LongMemEval's session view of a turn-level run (upstream's "
-            "evaluate_retrieval_turn2session): only suite=longmemeval with suite.protocol=official computes them"
+            "evaluate_retrieval_turn2session): only suite=longmemeval with suite.protocol=official has them"
         )
 
 

@@ -26,7 +26,8 @@ import numpy as np
 from experiments.evaluate.metrics import Metric
 
 NAME = (
-    "LongMemEval src/retrieval/eval_utils.py evaluate_retrieval (session_*: evaluate_retrieval_turn2session); "
+    "LongMemEval src/retrieval/eval_utils.py evaluate_retrieval (session_*: "
+    "evaluate_retrieval_turn2session); "
     "overall mean = src/evaluation/print_retrieval_metrics.py (every non-abstention question); "
     "label lme_average='both scripts' = src/retrieval/run_retrieval.py's mean"
 )
