@@ -17,7 +17,6 @@ from experiments.suites.beam import load_beam
 from experiments.suites.locomo import load_locomo
 from experiments.suites.suite import SuiteError
 from experiments.track.finished_runs import load_run_dir
-from tests.support import REPO
 from tests.test_granularity import beam_conversation
 
 FIXTURE = Path(__file__).parent / "data" / "locomo" / "locomo_fixture.json"
@@ -147,12 +146,14 @@ def test_a_canonical_suite_takes_errata_too(tmp_path, tiny):
     assert after.tags["errata"].endswith("1 applied")
 
 
-def test_the_shipped_locomo_errata_restore_the_typo_d_11_26_under_memeval_and_official_refuses_errata():
+def test_the_shipped_locomo_errata_restore_the_typo_d_11_26_under_memeval_and_official_refuses_errata(
+    locomo_file,
+):
     """datasets/errata/locomo10.yaml: conv-43 q18 names `D:11:26` for `D11:26` (Tim on "The Alchemist")."""
     from experiments.shipped_data import shipped_dataset
 
     shipped = shipped_dataset("errata") / "locomo10.yaml"
-    path = REPO.parent / "shared" / "locomo" / "locomo10_conv1-5.json"
+    path = locomo_file
     before = load_locomo(path, protocol="memeval")
     after = load_locomo(path, protocol="memeval", errata=str(shipped))
     assert "conv-43:D11:26" not in before.qrels["conv-43:q18"]

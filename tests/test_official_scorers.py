@@ -18,10 +18,11 @@ import pytest
 
 from experiments.run.app import build_pipeline, execute, load_suite_from_config
 from experiments.run.compose import compose_config
+from tests.support import LOCOMO
 from tests.upstream import locomo_evaluation as locomo_upstream
 from tests.upstream import longmemeval_retrieval as lme_upstream
 
-LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "locomo" / "locomo10_conv1-5.json"
+LOCOMO_FIXTURE = Path(__file__).parent / "data" / "locomo" / "locomo_fixture.json"  # its schema, in the repo
 EDGES = Path(__file__).parent / "data" / "longmemeval" / "longmemeval_official_edges.json"
 KS = (1, 3, 5, 10, 30, 50)  # run_retrieval.py:316
 TOLERANCE = 1e-9
@@ -49,10 +50,8 @@ def _run(suite_name: str, path: Path, granularity: str, metrics: list[str], *ext
 
 
 @pytest.fixture(scope="module")
-def locomo_raw():
-    if not LOCOMO.exists():
-        pytest.fail(f"LoCoMo conversations 1-5 are expected at {LOCOMO} (see its README)")
-    return json.loads(LOCOMO.read_text())
+def locomo_raw(locomo_file):  # conftest: ../shared/locomo, a failure (never a skip) when missing
+    return json.loads(locomo_file.read_text())
 
 
 @pytest.mark.parametrize("granularity", ["turn", "session"])
@@ -234,8 +233,8 @@ def test_longmemeval_edge_cases_read_as_upstream_reads_them():
     [
         (["suite=longmemeval", f"suite.path={EDGES}", "suite.roles=all"], "suite.roles"),
         (["suite=longmemeval", f"suite.path={EDGES}", "suite.granularity=round"], "suite.granularity"),
-        (["suite=locomo", f"suite.path={LOCOMO}", "suite.granularity=round"], "suite.granularity"),
-        (["suite=locomo", f"suite.path={LOCOMO}", "suite.protocol=upstream"], "suite.protocol"),
+        (["suite=locomo", f"suite.path={LOCOMO_FIXTURE}", "suite.granularity=round"], "suite.granularity"),
+        (["suite=locomo", f"suite.path={LOCOMO_FIXTURE}", "suite.protocol=upstream"], "suite.protocol"),
     ],
 )
 def test_what_upstream_does_not_do_is_refused_under_official_naming_the_field(overrides, field):
