@@ -249,3 +249,16 @@ def test_the_session_view_needs_longmemevals_official_scorer():
 
     with pytest.raises(ValueError, match="session_recall_any@5"):
         check_metrics(None, ["R@5", "session_recall_any@5"])
+
+
+def test_a_suite_scored_by_upstream_is_not_saved_as_a_canonical_suite_that_would_score_otherwise(tmp_path):
+    from experiments.suites.jsonl import save_suite
+
+    official = load_suite_from_config(compose_config(["suite=longmemeval", f"suite.path={EDGES}"]))
+    with pytest.raises(ValueError, match="suite.protocol=memeval"):
+        save_suite(official, tmp_path / "suite")
+    assert not (tmp_path / "suite").exists()
+    memeval = load_suite_from_config(
+        compose_config(["suite=longmemeval", f"suite.path={EDGES}", "suite.protocol=memeval"])
+    )
+    assert (save_suite(memeval, tmp_path / "suite") / "qrels.tsv").is_file()
