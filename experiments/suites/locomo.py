@@ -39,12 +39,11 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from experiments.evaluate.metrics.official import PROTOCOLS
 from experiments.evaluate.metrics.official_locomo import LocomoScorer
 from experiments.suites import fields
 from experiments.suites.beam import _FAILED, _read_json
 from experiments.suites.granularity import check_granularity
-from experiments.suites.options import finish
+from experiments.suites.options import check_protocol, finish
 from experiments.suites.suite import MAX_PROBLEMS, Problem, Suite, SuiteError
 from retrieval.types import Memory, Query
 
@@ -242,21 +241,6 @@ def _read_sample(
     return memories, queries, qrels, notes
 
 
-def _check_protocol(protocol: str, granularity: str, errata: str | None) -> None:
-    problem = None
-    if protocol not in PROTOCOLS:
-        problem = ("suite.protocol", f"must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
-    elif protocol == "official" and granularity == "round":
-        problem = ("suite.granularity", "upstream retrieves turns or sessions: round is protocol=memeval's")
-    elif protocol == "official" and errata:
-        problem = (
-            "suite.errata",
-            "upstream scores its answer key as it is: errata need suite.protocol=memeval",
-        )
-    if problem is not None:
-        raise SuiteError([Problem("suite config", None, *problem)])
-
-
 def load_locomo(
     path: str | Path,
     *,
@@ -271,7 +255,7 @@ def load_locomo(
     scored by upstream's conventions (`protocol=official`) or memeval's (`memeval`); `categories` defaults to
     what the protocol scores: 1-5 (official), 1-4 (memeval)."""
     check_granularity(granularity)
-    _check_protocol(protocol, granularity, errata)
+    check_protocol(protocol, granularity, errata)
     official = protocol == "official"
     if categories is None:
         categories = tuple(CATEGORIES) if official else (1, 2, 3, 4)

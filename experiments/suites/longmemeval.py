@@ -29,12 +29,11 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from experiments.evaluate.metrics.official import PROTOCOLS
 from experiments.evaluate.metrics.official_longmemeval import LongMemEvalScorer
 from experiments.suites import fields
 from experiments.suites.beam import _FAILED, _read_json
 from experiments.suites.granularity import check_granularity
-from experiments.suites.options import finish
+from experiments.suites.options import check_protocol, finish
 from experiments.suites.suite import MAX_PROBLEMS, Problem, Suite, SuiteError
 from retrieval.types import Memory, Query
 
@@ -270,25 +269,6 @@ _OFFICIAL = {
 }
 
 
-def _check_protocol(protocol: str, roles: str, granularity: str, errata: str | None) -> None:
-    problem = None
-    if protocol not in PROTOCOLS:
-        problem = ("suite.protocol", f"must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
-    elif roles not in ROLES:
-        problem = ("suite.roles", f"must be user or all, got {roles!r}")
-    elif protocol == "official" and roles != "user":
-        problem = ("suite.roles", "upstream indexes the user turns only: roles=all is protocol=memeval's")
-    elif protocol == "official" and granularity == "round":
-        problem = ("suite.granularity", "upstream retrieves turns or sessions: round is protocol=memeval's")
-    elif protocol == "official" and errata:
-        problem = (
-            "suite.errata",
-            "upstream scores its answer key as it is: errata need suite.protocol=memeval",
-        )
-    if problem is not None:
-        raise SuiteError([Problem("suite config", None, *problem)])
-
-
 def load_longmemeval(
     path: str | Path,
     *,
@@ -302,7 +282,12 @@ def load_longmemeval(
     """Load a LongMemEval file (S, M or oracle) as a suite: a scope per question's haystack, scored by
     upstream's conventions (`protocol=official`) or memeval's (`memeval`)."""
     check_granularity(granularity)
-    _check_protocol(protocol, roles, granularity, errata)
+    if roles not in ROLES:
+        raise SuiteError(
+            [Problem("suite config", None, "suite.roles", f"must be user or all, got {roles!r}")]
+        )
+    user_only = ("suite.roles", "upstream indexes the user turns only: roles=all is protocol=memeval's")
+    check_protocol(protocol, granularity, errata, memeval_only=user_only if roles != "user" else None)
     official = granularity if protocol == "official" else None
     path = Path(path)
     problems: list[Problem] = []
