@@ -172,6 +172,12 @@ def test_longmemeval_official_equals_upstreams_eval_utils_and_both_averages(gran
         expected = lme_upstream.print_retrieval_metrics_average(upstream, "session", plain)
         assert abs(evaluation.metrics["overall"][name] - expected) <= TOLERANCE, name
         assert abs(both[name] - averaged["session"][plain]) <= TOLERANCE, name
+    # the suite's notes (metrics.json's suite.notes) say which script each average is
+    (note,) = [n for n in suite.notes if n.startswith("protocol=official")]
+    assert (
+        "print_retrieval_metrics.py" in note
+        and "lme_average='both scripts' is src/retrieval/run_retrieval.py" in note
+    )
     # The two scripts average different question sets here, so the edge cases are exercised.
     assert evaluation.metrics["by_label"]["lme_average"]["print_retrieval_metrics.py only"]["n_queries"] >= 1
 

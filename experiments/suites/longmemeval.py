@@ -342,7 +342,17 @@ def load_longmemeval(
     )
     if official is not None:
         scorer = LongMemEvalScorer(corpus=corpus, position=position, turns=official == "turn")
-        suite = replace(suite, scorer=scorer, tags={**suite.tags, "official_scorer": scorer.name})
+        note = (
+            "protocol=official: recall_any/recall_all/ndcg_any@k (session_*: the session view of a turn run) "
+            "are upstream's; the overall mean is src/evaluation/print_retrieval_metrics.py's (every "
+            "non-abstention question), label lme_average='both scripts' is src/retrieval/run_retrieval.py's"
+        )
+        suite = replace(
+            suite,
+            scorer=scorer,
+            notes=(*suite.notes, note),
+            tags={**suite.tags, "official_scorer": scorer.name},
+        )
     return finish(
         suite,
         granularity=granularity,
