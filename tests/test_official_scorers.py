@@ -92,6 +92,40 @@ def test_locomo_official_recall_equals_upstreams_eval_question_answering(locomo_
         assert abs(locomo_upstream.overall_recall(stored, "m") - expected) <= TOLERANCE
 
 
+@pytest.mark.parametrize("granularity", ["turn", "session"])
+def test_locomo_official_equals_upstream_on_seeded_full_rankings_of_the_fixture(granularity, tmp_path):
+    """The in-repo fixture (split string, `D`, an unknown id, no evidence, category 5) with two more questions
+    (two ids of one session and a repeated id; the `D:11:26` kind of typo), every cutoff."""
+    from experiments.evaluate.metrics.official import per_query as official_per_query
+
+    raw = json.loads(LOCOMO_FIXTURE.read_text())
+    extra = [["D1:1", "D1:3", "D1:1", "D2:2"], ["D:1:2", "D2:4"]]
+    raw[0]["qa"] += [
+        {"question": f"Extra question {i}?", "answer": "x", "evidence": e, "category": 1}
+        for i, e in enumerate(extra)
+    ]
+    path = tmp_path / "locomo.json"
+    path.write_text(json.dumps(raw))
+    suite = load_suite_from_config(
+        compose_config(["suite=locomo", f"suite.path={path}", f"suite.granularity={granularity}"])
+    )
+    ids = [m.id for m in suite.memories]
+    qas = {f"{x['sample_id']}:q{j}": qa for x in raw for j, qa in enumerate(x["qa"])}
+    for seed in range(8):
+        order = [ids[i] for i in np.random.default_rng(seed).permutation(len(ids))]
+        run = {q: order for q in qas}
+        for k in range(1, len(ids) + 1):
+            ours = official_per_query(suite.scorer, suite.qrels, run, [f"R@{k}"])
+            context = [m.split(":", 1)[1] for m in order[:k]]
+            if granularity == "session":
+                context = ["S" + c.removeprefix("D") for c in context]
+            fed = [{**copy.deepcopy(qa), "prediction_context": context} for qa in qas.values()]
+            upstream = dict(zip(qas, locomo_upstream.eval_question_answering(fed, "prediction"), strict=True))
+            assert sorted(ours.index) == sorted(qas)
+            for qid, value in upstream.items():
+                assert abs(ours.loc[qid, f"R@{k}"] - value) <= TOLERANCE, (seed, k, qid)
+
+
 def test_locomo_official_scores_what_memeval_drops(locomo_raw):
     official = load_suite_from_config(compose_config(["suite=locomo", f"suite.path={LOCOMO}"]))
     memeval = load_suite_from_config(
