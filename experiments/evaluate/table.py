@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from experiments.evaluate.metrics import per_query as relevance_per_query
 from experiments.evaluate.metrics.noise import noise_table
+from experiments.evaluate.metrics.official import per_query as relevance_per_query
 from experiments.evaluate.statistics import bootstrap_cis, design_effect, few_clusters_warning, resolve_unit
 from experiments.suites.suite import Suite
 from retrieval.pipeline import RunOutput
@@ -103,8 +103,12 @@ def per_query_table(
     ranked = [by_id.get(q) for q in ids]
     stages = dict.fromkeys(s for r in output.ranked for s in r.timings_ms)
     leaks = _leaks(suite, output)
-    scores = relevance_per_query(
-        suite.qrels, {r.query_id: list(r.memory_ids) for r in output.ranked}, metrics, empty=empty
+    scores = relevance_per_query(  # a benchmark's own scorer where suite.protocol=official
+        suite.scorer,
+        suite.qrels,
+        {r.query_id: list(r.memory_ids) for r in output.ranked},
+        metrics,
+        empty=empty,
     )
     columns: dict[str, Any] = {
         **{

@@ -28,6 +28,7 @@ from hydra.types import RunMode
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from experiments.evaluate.metrics.official import check_metrics
 from experiments.run.build import pipeline_from_config
 from experiments.run.compose import answer_help, yaml_text
 from experiments.run.config_check import SUITE_REPORT_KEYS, ConfigError, check_config
@@ -44,7 +45,7 @@ from experiments.run.resume import (
 from experiments.run.stage_order import pin_stage_order
 from experiments.run.trec import write_run
 from experiments.suites.jsonl import write_qrels
-from experiments.suites.suite import Suite, SuiteError
+from experiments.suites.suite import Problem, Suite, SuiteError
 from experiments.track.mlflow_tracker import (
     MlflowTracker,
     SuiteDataset,
@@ -252,6 +253,10 @@ def run_experiment(
     pipeline = check_config(cfg, memo=process_memo() if multirun else None, resolved=resolved)
     pipeline.check_models()  # a missing model is a clear error now, not after retrieval ran
     suite = load_suite_from_config(cfg, memoise=multirun)  # validates: bad input fails here, before work
+    try:  # a metric only a benchmark's own scorer computes, on a suite without it: refused before work
+        check_metrics(suite.scorer, list(cfg.metrics))
+    except ValueError as err:
+        raise SuiteError([Problem("run config", None, "metrics", str(err))]) from None
     if resolved is None:
         resolved = OmegaConf.to_container(cfg, resolve=True)
     cfg_hash = config_hash(resolved)

@@ -52,6 +52,7 @@ from experiments.evaluate.metrics.recall_all import recall_all
 from experiments.evaluate.metrics.recall_all_lme import recall_all as lme_recall_all
 from experiments.evaluate.metrics.recall_any import recall_any
 from experiments.evaluate.metrics.reciprocal_rank import reciprocal_rank
+from experiments.evaluate.metrics.session_view import session_view
 
 if TYPE_CHECKING:  # pandas only when a table is built: metric names are parsed by light modules too
     import pandas as pd
@@ -83,11 +84,15 @@ FAMILIES: Mapping[str, MetricFamily] = MappingProxyType(
         "recall_any": MetricFamily(recall_any, needs_cutoff=True),
         "recall_all": MetricFamily(lme_recall_all, needs_cutoff=True),
         "ndcg_any": MetricFamily(ndcg_any, needs_cutoff=True),
+        # Its session view of a turn-level run: computed by LongMemEval's official scorer only.
+        "session_recall_any": MetricFamily(session_view, needs_cutoff=True),
+        "session_recall_all": MetricFamily(session_view, needs_cutoff=True),
+        "session_ndcg_any": MetricFamily(session_view, needs_cutoff=True),
     }
 )
 KNOWN_NAMES = (
     "P@k, R@k, nDCG, nDCG@k, RR, RR@k, AP, AP@k, hit@k, R_all@k, Rprec, harm@k, recall_any@k, recall_all@k, "
-    "ndcg_any@k (k a positive integer), "
+    "ndcg_any@k, session_recall_any@k, session_recall_all@k, session_ndcg_any@k (k a positive integer), "
     f"each optionally with parameters in parentheses before @: {KNOWN_PARAMETERS}, e.g. P(rel=2)@5"
 )
 _NAME = re.compile(r"(?P<family>\w+?)(?:\((?P<params>[^()]*)\))?(?:@(?P<k>[1-9][0-9]*))?")
