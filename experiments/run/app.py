@@ -50,16 +50,25 @@ from experiments.track.mlflow_tracker import (
     MlflowTracker,
     SuiteDataset,
     TrackingError,
+    dataset_name,
     ensure_store,
-    flatten,
     git_commit,
+    latency_for_mlflow,
     mlflow_metric_names,
     mlflow_metrics,
     package_version,
     resolve_uri,
     statistics_tags,
 )
-from experiments.track.sweep_parent import JobFailed, job_failed, job_started, read_parent
+from experiments.track.run_params import child_run_name, job_values, run_params
+from experiments.track.sweep_parent import (
+    VARYING_KEY,
+    JobFailed,
+    job_failed,
+    job_started,
+    read_parent,
+    tracker_fields,
+)
 from retrieval.encoder import ModelNotFoundError
 from retrieval.pipeline import Pipeline, PipelineConfigError, RunOutput
 from retrieval.reuse import CandidateCache, ProcessMemo
@@ -240,10 +249,17 @@ def _system_section(metrics: dict[str, Any], output: RunOutput, k: int) -> None:
 
 
 def run_experiment(
-    cfg: DictConfig, run_dir: Path, *, multirun: bool = False, parent: dict[str, str] | None = None
+    cfg: DictConfig,
+    run_dir: Path,
+    *,
+    multirun: bool = False,
+    parent: dict[str, Any] | None = None,
+    run_name: str | None = None,
+    run_tags: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Run, evaluate, write, log. In a multirun (`multirun`) the process memo is reused, finished jobs
-    are skipped (see experiments.run.resume), and `parent` (the sweep's MLflow parent) makes it a child run.
+    are skipped (see experiments.run.resume), and `parent` (the sweep's MLflow parent) makes it a child run;
+    `run_name` names its MLflow run (default `<suite>-<variant>`), `run_tags` are added to its MLflow tags.
     """
     # One resolution (hash, config.yaml, params, the sweep memo's stage keys); a config that does not
     # resolve gets check_config's list of every problem first.
@@ -262,7 +278,7 @@ def run_experiment(
     cfg_hash = config_hash(resolved)
     version = run_version(pipeline)  # code, libraries and model files: a change to any re-runs the job
     tracker: MlflowTracker | None = (
-        instantiate(cfg.tracking.tracker, **(parent or {})) if cfg.tracking.enabled else None
+        instantiate(cfg.tracking.tracker, **tracker_fields(parent or {})) if cfg.tracking.enabled else None
     )
     if tracker is not None:
         ensure_store(resolve_uri(tracker.uri))  # a half-made store is an error before any work
@@ -325,19 +341,21 @@ def run_experiment(
     print(f"results in {run_dir}")
 
     if tracker is not None:
+        latency, latency_note = latency_for_mlflow(evaluation.metrics, evaluation.per_query)
+        suite_path = cfg.suite.get("path")
         run_id = tracker.log(
-            run_name=f"{suite.name}-{cfg.variant.name}",
-            params=flatten(resolved),
-            metrics=mlflow_metrics(evaluation.metrics),
+            run_name=run_name or f"{suite.name}-{cfg.variant.name}",
+            params=run_params(cfg, resolved),
+            metrics={**mlflow_metrics(evaluation.metrics), **latency},
             metric_names=mlflow_metric_names(evaluation.metrics),
-            tags=tags,
+            tags={**tags, **latency_note, **(run_tags or {})},
             run_dir=run_dir,
             config_text=config_text,
             started_ms=started_ms,
             dataset=SuiteDataset(
-                name=suite.name,
+                name=dataset_name(suite.name, suite_path),
                 digest=suite.content_hash,
-                source=str(cfg.suite.get("path") or suite.name),
+                source=str(Path(suite_path).resolve()) if suite_path else suite.name,
                 profile={k: v for k, v in suite.summary().items() if k != "labels"},
             ),
         )
@@ -466,7 +484,11 @@ def run_app(cfg: DictConfig) -> float | None:
                 f"this sweep has no MLflow parent run ({hydra_cfg.sweep.dir}/mlflow_parent.json is missing: "
                 "its start failed or its callback is not configured); the job refuses to log without one"
             )
-        metrics = run_experiment(cfg, run_dir, multirun=multirun, parent=parent)
+        name = None
+        if parent.get(VARYING_KEY):  # a sweep's child: named by its values of what the sweep varies
+            task = [str(o) for o in hydra_cfg.overrides.task]
+            name = child_run_name(str(cfg.variant.name), job_values(cfg, task, parent[VARYING_KEY]))
+        metrics = run_experiment(cfg, run_dir, multirun=multirun, parent=parent, run_name=name)
     except (
         ConfigError,
         SuiteError,
