@@ -58,6 +58,7 @@ from experiments.track.mlflow_tracker import (
     mlflow_metrics,
     package_version,
     resolve_uri,
+    service_tags,
     statistics_tags,
 )
 from experiments.track.run_params import child_run_name, job_values, run_params
@@ -453,7 +454,20 @@ def _tags(cfg: DictConfig, suite: Suite, pipeline: Pipeline) -> dict[str, str]:
         "model_revisions": json.dumps(revisions) if revisions else "none",
         "git_commit": git_commit(),
         "memeval_version": package_version(),
+        **(service_tags(_live_system(cfg), _choice("system")) if "system" in cfg else {}),
     }
+
+
+def _live_system(cfg: DictConfig) -> dict[str, Any] | None:
+    """The run's `system` config (a live service), resolved, when one of its stages is a live channel."""
+    try:
+        return OmegaConf.to_container(cfg.system, resolve=True)  # type: ignore[return-value]
+    except Exception:  # a system config that does not resolve has failed config_check already
+        return None
+
+
+def _choice(group: str) -> str | None:
+    return HydraConfig.get().runtime.choices.get(group) if HydraConfig.initialized() else None
 
 
 def _job_failed(cfg: DictConfig, run_dir: Path, parent: dict[str, str], err: BaseException) -> None:

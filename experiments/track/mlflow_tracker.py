@@ -585,6 +585,24 @@ def store_for_display(uri: str) -> str:
     return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
 
 
+def service_tags(system: Mapping[str, Any] | None, choice: str | None = None) -> dict[str, str]:
+    """Which live service answered a run (its `system` config, resolved): the adapter, the config it came
+    from, the mode and the base URL without credentials. Never a header (they hold the secrets)."""
+    if not system:
+        return {}
+    adapter = system.get("adapter") or {}
+    tags = {
+        "memeval.system.adapter": str(adapter.get("_target_", "?")),
+        "memeval.system.mode": str(system.get("mode", "live")),
+    }
+    if choice:
+        tags["memeval.system.config"] = choice
+    url = system.get("base_url") or adapter.get("base_url")
+    if url:
+        tags["memeval.system.base_url"] = store_for_display(str(url))
+    return tags
+
+
 def user_name() -> str:
     import getpass
 
