@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from experiments.report.drilldown import DrilldownOptions
 
 from experiments.evaluate.statistics import TEST_NAMES
+from experiments.exit_codes import ArgumentParser, console_script
 from experiments.names import name_problem, under_root
 from experiments.track.finished_runs import (
     RunError,
@@ -37,7 +38,7 @@ from experiments.track.finished_runs import (
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="memeval-report", description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(prog="memeval-report", description=__doc__.split("\n\n")[0])
     parser.add_argument("--name", required=True, help="report folder: <out-root>/<name>/")
     parser.add_argument("--title", help="report title (default: the name)")
     parser.add_argument("--out-root", type=Path, default=Path("reports"))
@@ -94,6 +95,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+@console_script
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     problem = name_problem("report", args.name)
