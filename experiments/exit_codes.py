@@ -14,7 +14,8 @@ HYDRA_FULL_ERROR=1, Hydra's own switch for it).
 Hydra's @hydra.main reports any exception itself and exits 1 (hydra/_internal/utils.py run_and_report),
 unless HYDRA_FULL_ERROR=1 is set, when it re-raises it. So `console_script` sets that variable for the
 call and judges the exception itself: bad input exits 2; anything else propagates (exit 1, with Python's
-whole traceback).
+whole traceback). A process the script starts meanwhile (a launcher's worker) inherits the variable;
+only Hydra's run_and_report reads it.
 """
 
 from __future__ import annotations

@@ -156,3 +156,14 @@ def test_the_message_names_the_override_and_the_options_on_one_line():
         "In 'config': Could not find 'variant/x'\n\nAvailable options...", "x", ["a", "b"]
     )
     assert bad_input_message(missing) == "In 'config': Could not find 'variant/x': options: a, b"
+
+
+def test_train_reranker_refuses_a_setting_of_the_wrong_kind_before_reading_the_suite():
+    from experiments.run.compose import compose_config
+    from experiments.training.reranker import setting_problems
+
+    fine = ["max_train_minutes=0.5", "max_train_minutes=null", "cache_dir=null", "num_layers=2"]
+    assert setting_problems(compose_config(fine[1:], config_name="train_reranker")) == []
+    assert setting_problems(compose_config(fine[:1], config_name="train_reranker")) == []
+    wrong = compose_config(["epochs=abc", "progress=1", "train_suite=beam"], config_name="train_reranker")
+    assert [p.split(":")[0] for p in setting_problems(wrong)] == ["train_suite", "epochs", "progress"]

@@ -358,8 +358,9 @@ def _log(cfg: DictConfig, summary: dict[str, Any], run_dir: Path) -> None:
 
 
 def setting_problems(cfg: DictConfig) -> list[str]:
-    """Settings whose value is not of the kind of their shipped default (`epochs=abc`, `train_suite=x`),
-    found before the training suite is read; null is accepted (several settings mean "none" by it)."""
+    """Settings whose value is not of the kind of their shipped default: a number, a bool, a string, a
+    mapping, a list (`epochs=abc`, `progress=1`, `train_suite=x`), found before the training suite is read;
+    null is accepted (several settings mean "none" by it)."""
     from experiments.run.compose import CONF_DIR
 
     shipped = yaml.safe_load((CONF_DIR / "train_reranker.yaml").read_text())
@@ -369,7 +370,7 @@ def setting_problems(cfg: DictConfig) -> list[str]:
         value = values.get(key)
         if key in ("defaults", "hydra") or default is None or value is None or "${" in str(default):
             continue
-        allowed = (int, float) if type(default) is float else (type(default),)  # an int is a float
+        allowed = (int, float) if type(default) in (int, float) else (type(default),)  # a number: either
         if not isinstance(value, allowed) or isinstance(value, bool) is not isinstance(default, bool):
             problems.append(f"{key}: expected {' or '.join(k.__name__ for k in allowed)}, got {value!r}")
     return problems
