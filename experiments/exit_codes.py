@@ -13,9 +13,9 @@ HYDRA_FULL_ERROR=1, Hydra's own switch for it).
 
 Hydra's @hydra.main reports any exception itself and exits 1 (hydra/_internal/utils.py run_and_report),
 unless HYDRA_FULL_ERROR=1 is set, when it re-raises it. So `console_script` sets that variable for the
-call and judges the exception itself: bad input exits 2; anything else propagates (exit 1, with Python's
-whole traceback). A process the script starts meanwhile (a launcher's worker) inherits the variable;
-only Hydra's run_and_report reads it.
+call and judges the exception itself: bad input exits 2; anything else exits 1, its traceback printed
+as Hydra prints it (below Hydra's own frames; whole with HYDRA_FULL_ERROR=1). A process the script
+starts meanwhile (a launcher's worker) inherits the variable; only Hydra's run_and_report reads it.
 """
 
 from __future__ import annotations
@@ -105,5 +105,23 @@ def console_script(main: Callable[..., Any]) -> Callable[..., Any]:
                 traceback.print_exc()
             print(f"error: {bad_input_message(err)}", file=sys.stderr)
             sys.exit(EXIT_BAD_INPUT)
+        except Exception as err:  # a crash, a failed sweep job: exit 1, printed as Hydra prints it
+            if full:
+                raise
+            _print_below_hydra(err)
+            sys.exit(EXIT_FAILED)
 
     return run
+
+
+def _print_below_hydra(err: BaseException) -> None:
+    """The traceback without Hydra's frames above the task function, as run_and_report prints it unless
+    HYDRA_FULL_ERROR=1 (a script that is not a Hydra app has none: its whole traceback)."""
+    below = tb = err.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_globals.get("__name__", "").startswith(("hydra.", "hydra_plugins.")):
+            below = tb.tb_next
+        tb = tb.tb_next
+    traceback.print_exception(type(err), err, below or err.__traceback__)
+    if below is not err.__traceback__:
+        print(f"\nSet the environment variable {FULL_ERROR}=1 for a complete stack trace.", file=sys.stderr)

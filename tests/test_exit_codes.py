@@ -132,9 +132,8 @@ def test_hydra_full_error_adds_the_traceback_and_keeps_exit_2(tmp_path):
     )
 
 
-def test_an_error_that_is_not_bad_input_is_not_turned_into_2(monkeypatch):
-    # A crash is a failed run (exit 1 from Python), never "bad input": console_script lets it through,
-    # and leaves HYDRA_FULL_ERROR as it found it.
+def test_an_error_that_is_not_bad_input_exits_1_with_its_traceback(monkeypatch, capsys):
+    # A crash is a failed run, never "bad input"; HYDRA_FULL_ERROR is set for the call only.
     monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
 
     @console_script
@@ -142,9 +141,26 @@ def test_an_error_that_is_not_bad_input_is_not_turned_into_2(monkeypatch):
         assert os.environ["HYDRA_FULL_ERROR"] == "1"  # so @hydra.main re-raises rather than exit 1
         raise RuntimeError("a bug")
 
+    with pytest.raises(SystemExit) as done:
+        crashes()
+    assert done.value.code == 1
+    assert "Traceback" in capsys.readouterr().err and "HYDRA_FULL_ERROR" not in os.environ
+    monkeypatch.setenv("HYDRA_FULL_ERROR", "1")  # the user's own: Python's whole traceback, exit 1
     with pytest.raises(RuntimeError, match="a bug"):
         crashes()
-    assert "HYDRA_FULL_ERROR" not in os.environ
+
+
+def test_a_failed_sweep_job_exits_1_with_the_traceback_below_hydras_frames(tmp_path):
+    # A sweep runs its other jobs and exits 1 (tests/test_sweep_failures.py); the traceback starts at the
+    # task function, as Hydra prints it, however console_script came to judge the error.
+    missing = [str(tmp_path / "no-suite-1"), str(tmp_path / "no-suite-2")]
+    args = ["-m", NONE, "progress=false", "suite=jsonl", f"suite.path={','.join(missing)}", "variant=bm25"]
+    done = _run("memeval-run", [*args, f"hydra.sweep.dir={tmp_path / 'sweep'}"], tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert f"suite.path: {missing[1]} does not exist" in done.stderr  # every job ran
+    trace = done.stderr[done.stderr.index("Traceback") :]
+    assert "hydra/" not in trace and "run_app" in trace and "JobFailed" in trace, trace
+    assert trace.rstrip().endswith("HYDRA_FULL_ERROR=1 for a complete stack trace.")
 
 
 def test_the_message_names_the_override_and_the_options_on_one_line():
