@@ -121,6 +121,7 @@ def test_a_mistake_exits_2_with_a_short_message_naming_it(script, kind, tmp_path
     assert 1 <= len(lines) <= 2, done.stderr
     assert named in done.stderr, done.stderr
     assert done.stdout == "", done.stdout  # refused before any work: nothing loaded, nothing printed
+    assert not any(tmp_path.iterdir()), sorted(tmp_path.rglob("*"))  # and nothing written
 
 
 def test_hydra_full_error_adds_the_traceback_and_keeps_exit_2(tmp_path):
