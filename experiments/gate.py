@@ -48,6 +48,7 @@ from experiments.evaluate.statistics import (
     resolve_unit,
 )
 from experiments.evaluate.table import query_cluster
+from experiments.exit_codes import ArgumentParser, console_script
 from experiments.report.render import code, md
 from experiments.run.compose import CONF_DIR, compose_config
 from experiments.track.finished_runs import RunError, RunRecord, higher_is_better, load_run_dir
@@ -568,7 +569,7 @@ def check_baseline_before_running(
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="memeval-gate", description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(prog="memeval-gate", description=__doc__.split("\n\n")[0])
     parser.add_argument("gate", help="gate config: conf/gate/<name>.yaml (e.g. spark25, beam100k) or a path")
     parser.add_argument("variant", help="variant to gate (conf/variant/<name>.yaml)")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides when the gate runs the suite")
@@ -594,6 +595,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_intermixed_args(argv)  # Hydra overrides may follow the options
 
 
+@console_script
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:

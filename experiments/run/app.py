@@ -29,6 +29,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.evaluate.metrics.official import check_metrics
+from experiments.exit_codes import console_script
 from experiments.run.build import pipeline_from_config
 from experiments.run.compose import answer_help, yaml_text
 from experiments.run.config_check import SUITE_REPORT_KEYS, ConfigError, check_config
@@ -532,6 +533,7 @@ def run_app(cfg: DictConfig) -> float | None:
     return None if value is None else float(value)
 
 
+@console_script
 def main() -> None:
     """`memeval-run`: the Hydra app, or its help text at once (without Hydra's slow group listing)."""
     if not answer_help("config", sys.argv[1:]):

@@ -17,9 +17,11 @@ import contextlib
 import sys
 from collections.abc import Sequence
 
+from experiments.exit_codes import BAD_INPUT, ArgumentParser, console_script
+
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = ArgumentParser(
         prog="memeval-serve",
         description="Serve a memeval variant as a memory service (AtomicMemory-shaped HTTP API).",
     )
@@ -42,6 +44,7 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+@console_script
 def main(argv: Sequence[str] | None = None) -> None:
     args = parser().parse_intermixed_args(argv)  # overrides and options in any order
     import uvicorn
@@ -58,14 +61,11 @@ def main(argv: Sequence[str] | None = None) -> None:
             service = MemoryService.from_overrides(
                 args.overrides, override_keys=keys, state_dir=args.state_dir
             )
+    except BAD_INPUT:  # an unknown variant (an OSError too), a bad override: one line, exit 2
+        raise
     except (ServiceError, PipelineConfigError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
-    except Exception as err:  # Hydra's own errors (an unknown variant, a bad override)
-        if type(err).__module__.startswith(("hydra", "omegaconf")):
-            print(f"error: {err}", file=sys.stderr)
-            sys.exit(2)
-        raise
     if args.mcp:
         from experiments.serve.mcp_app import serve
 
