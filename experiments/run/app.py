@@ -50,7 +50,7 @@ from experiments.track.mlflow_tracker import (
     SuiteDataset,
     TrackingError,
     ensure_store,
-    flatten,
+    mlflow_params,
     git_commit,
     mlflow_metric_names,
     mlflow_metrics,
@@ -322,7 +322,7 @@ def run_experiment(
     if tracker is not None:
         run_id = tracker.log(
             run_name=f"{suite.name}-{cfg.variant.name}",
-            params=flatten(resolved),
+            params=mlflow_params(resolved),
             metrics=mlflow_metrics(evaluation.metrics),
             metric_names=mlflow_metric_names(evaluation.metrics),
             tags=tags,
