@@ -106,7 +106,9 @@ class HostileService:
         ids = self.memories.get(_scope_key(body.get("scope") or {}), [])
         relevant = self.qrels.get(str(body.get("query_id")), {})
         ranked = sorted(ids, key=lambda m: -relevant.get(m, 0))[: int(body.get("k") or 10)]
-        return [{"id": m, "score": float(len(ranked) - i), "text": f"memory {m}"} for i, m in enumerate(ranked)]
+        return [
+            {"id": m, "score": float(len(ranked) - i), "text": f"memory {m}"} for i, m in enumerate(ranked)
+        ]
 
     def _search(self, body: Mapping[str, Any]) -> tuple[int, Any]:
         hits = self.honest(body)
@@ -188,7 +190,9 @@ class HostileService:
                     self._stream(b'{"results": [], "pad": "', chunk, service.big_bytes)
 
             def _json(self, status: int, payload: Any) -> None:
-                self._raw(status, json.dumps(payload).encode())  # allow_nan: NaN and Infinity as Python writes them
+                self._raw(
+                    status, json.dumps(payload).encode()
+                )  # allow_nan: NaN and Infinity as Python writes them
 
             def _raw(self, status: int, data: bytes) -> None:
                 self.send_response(status)
@@ -248,7 +252,9 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mode", choices=MODES, default="honest")
     parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--qrels", help="a qrels.tsv: the honest ranking puts each query's relevant ids first")
+    parser.add_argument(
+        "--qrels", help="a qrels.tsv: the honest ranking puts each query's relevant ids first"
+    )
     parser.add_argument("--redirect-to", default=None)
     options = parser.parse_args()
     service = HostileService(

@@ -29,7 +29,7 @@ from retrieval.systems.http import HttpSystem, read_hits
 from retrieval.systems.protocol import SearchRequest, SystemError_
 from retrieval.systems.stats import SystemStats
 from tests.hostile_service import HostileService
-from tests.support import tiny_suite
+from tests.support import REPO, tiny_suite
 
 KEY_VAR = "MEMEVAL_TEST_API_KEY"
 KEY = "sk-live-5f3c9a1e7d2b"  # a made-up key: what must appear in no output
@@ -71,7 +71,9 @@ def memeval_run(cwd: Path, suite: Path, url: str, *overrides: str, env: dict | N
     if not any(o.startswith("tracking=") for o in overrides):
         args.append("tracking=none")
     full_env = {**os.environ, "MLFLOW_TRACKING_URI": "", "HF_HUB_OFFLINE": "1", **(env or {})}
-    process = subprocess.Popen(args, cwd=cwd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        args, cwd=cwd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     err_lines: list[str] = []
     error_at: list[float] = []
 
@@ -159,17 +161,32 @@ def test_a_redirect_to_another_port_is_not_followed_and_that_port_never_sees_the
         assert elsewhere.seen == []  # the honest service there would have answered, had it been asked
         assert all(h["Authorization"] == f"Bearer {KEY}" for _, _, h in service.seen)
     assert run.rc == 2, run.stderr
-    assert re.search(r"query c[12]:q[01]: POST /v1/memories/search answered HTTP 302, a redirect to", run.stderr)
+    assert re.search(
+        r"query c[12]:q[01]: POST /v1/memories/search answered HTTP 302, a redirect to", run.stderr
+    )
     assert "follows no redirect" in run.stderr
     assert KEY not in run.stdout + run.stderr and _files_holding(tmp_path, KEY) == []
 
 
-def test_a_secret_reaches_the_service_and_no_output_of_a_tracked_recorded_run(tmp_path, suite_dir):
+@pytest.mark.slow  # a new SQLite store takes ~10 s to create
+def test_a_tracked_recorded_run_sends_the_key_writes_it_nowhere_and_logs_dollar_keys(tmp_path, suite_dir):
+    # The default tracking (a SQLite store in the working directory), a cassette, a secret header, and a
+    # body template with a key MLflow refuses (Chroma's `$contains`). Before: the run wrote its results,
+    # then exited 2 with the MLflow run FAILED and no params.
+    import mlflow
+    import yaml
+
+    system = yaml.safe_load((REPO / "conf" / "system" / "memeval_serve.yaml").read_text())
+    system["adapter"]["endpoints"]["search"]["body"]["where"] = {"$contains": "{text}"}
+    (tmp_path / "conf" / "system").mkdir(parents=True)
+    (tmp_path / "conf" / "system" / "dollar.yaml").write_text(yaml.safe_dump(system))
     with _service() as service:
         run = memeval_run(
             tmp_path,
             suite_dir,
             service.url,
+            f"hydra.searchpath=[file://{tmp_path / 'conf'}]",
+            "system=dollar",
             f'+system.adapter.headers.Authorization="Bearer {{env:{KEY_VAR}}}"',
             "system.mode=record",
             f"system.cassette={tmp_path / 'cassette.jsonl'}",
@@ -179,7 +196,11 @@ def test_a_secret_reaches_the_service_and_no_output_of_a_tracked_recorded_run(tm
         )
         assert {h.get("Authorization") for _, _, h in service.seen} == {f"Bearer {KEY}"}
     assert run.rc == 0, run.stderr
-    assert (tmp_path / "mlflow.db").is_file() and (tmp_path / "run" / "config.yaml").is_file()
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    (logged,) = client.search_runs([client.get_experiment_by_name("memeval").experiment_id])
+    assert logged.info.status == "FINISHED"
+    assert logged.data.params["system.adapter.endpoints.search.body.where._contains"] == "{text}"
+    assert logged.data.params["system.adapter.headers.Authorization"] == f"Bearer {{env:{KEY_VAR}}}"
     assert KEY not in run.stdout + run.stderr and _files_holding(tmp_path, KEY) == []
 
 
@@ -218,12 +239,17 @@ def test_a_50_mb_answer_is_refused_at_the_cap_naming_the_query_and_read_no_furth
     ("mode", "message"),
     [
         ("big", r"query c[12]:q[01]: POST /v1/memories/search sent an answer of more than 8,388,608 bytes"),
-        ("count_string", r"count of scope \{'conversation': 'c[12]'\}: JSON path 'count' is not a count .*: '5'"),
+        (
+            "count_string",
+            r"count of scope \{'conversation': 'c[12]'\}: JSON path 'count' is not a count .*: '5'",
+        ),
         ("nested", r"query c[12]:q[01]: POST /v1/memories/search answered 200 with JSON nested too deep"),
         ("null_id", r"query c[12]:q[01], result 0: JSON path 'id' is not an id .*: None"),
     ],
 )
-def test_a_malformed_or_oversized_answer_is_exit_2_naming_the_query_and_path(tmp_path, suite_dir, mode, message):
+def test_a_malformed_or_oversized_answer_is_exit_2_naming_the_query_and_path(
+    tmp_path, suite_dir, mode, message
+):
     # Before: big read 50 MB; count_string waited searchable_timeout_s; nested was a RecursionError
     # traceback; null_id was scored as a memory named "None".
     with _service(mode) as service:
@@ -246,7 +272,10 @@ def test_placeholders_in_the_url_are_percent_encoded_and_control_characters_are_
     text = "../reset?k=999&x=1 #frag\n\x00é"
     with _service() as service:
         endpoints = dict(_adapter(service.url).endpoints)
-        endpoints["search"] = {**endpoints["search"], "path": "/v1/memories/{scope.conversation}/search?q={text}&n={k}"}
+        endpoints["search"] = {
+            **endpoints["search"],
+            "path": "/v1/memories/{scope.conversation}/search?q={text}&n={k}",
+        }
         adapter = _adapter(service.url, retries=2, endpoints=endpoints)
         adapter.search(_request(text=text))
         ((method, raw, _),) = service.seen
@@ -264,7 +293,7 @@ def _self_signed(folder: Path) -> tuple[Path, Path]:
 
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     cert = (
         x509.CertificateBuilder()
         .subject_name(name)
@@ -273,7 +302,9 @@ def _self_signed(folder: Path) -> tuple[Path, Path]:
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
+        )
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .sign(key, hashes.SHA256())
     )
@@ -320,7 +351,9 @@ def test_ten_junk_ids_first_make_rr_one_eleventh(tmp_path, suite_dir):
     assert overall["RR"] == pytest.approx(1 / 11)  # every answerable query's first relevant hit is 11th
 
 
-@pytest.mark.xfail(strict=True, reason="needs h-live-verdict: other-scope ids keep their rank, leaks at top level")
+@pytest.mark.xfail(
+    strict=True, reason="needs h-live-verdict: other-scope ids keep their rank, leaks at top level"
+)
 def test_other_scope_ids_first_keep_their_rank_and_show_as_leaks(tmp_path, suite_dir):
     with _service("other_scope") as service:
         run = memeval_run(tmp_path, suite_dir, service.url, f"hydra.run.dir={tmp_path / 'run'}")
@@ -337,4 +370,3 @@ def test_nan_and_infinite_scores_are_exit_2_naming_the_query(tmp_path, suite_dir
         assert run.rc == 2, run.stderr
         assert re.search(r"query c[12]:q[01]", run.stderr) and re.search(r"nan|inf|finite", run.stderr, re.I)
         assert run.error_at - service.hostile_at <= TIMEOUT_S + 1
-

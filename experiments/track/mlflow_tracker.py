@@ -539,7 +539,8 @@ _KEY_EXAMPLES: dict[str, Any] = {
 def key_table() -> str:
     """The key rule as a Markdown table (docs/sweeps.md shows it; tests/test_mlflow_keys.py keeps it so)."""
     rows = ["| key (config, label) | MLflow key | why |", "|---|---|---|"]
-    for key, safe in zip((k for k, _ in _flat_items(_KEY_EXAMPLES)), mlflow_params(_KEY_EXAMPLES)):
+    keys = [k for k, _ in _flat_items(_KEY_EXAMPLES)]
+    for key, safe in zip(keys, mlflow_params(_KEY_EXAMPLES), strict=True):
         if safe == key:
             why = "only `[A-Za-z0-9_.-]`: kept"
         elif _UNSAFE.sub("_", key) == key and not key.startswith("."):

@@ -43,7 +43,6 @@ import functools
 import hashlib
 import http.client
 import json
-import os
 import re
 import socket
 import ssl
@@ -55,8 +54,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from retrieval.systems import bounded, secrets
-from retrieval.systems.secrets import describe, redact
 from retrieval.systems.protocol import Hit, SearchRequest, SystemError_
+from retrieval.systems.secrets import describe, redact
 from retrieval.systems.stats import SystemStats
 from retrieval.types import Memory, memory_record
 
@@ -296,7 +295,9 @@ class HttpSystem:
                 problem = f"{what}: no answer within {self.timeout_s:g} s from {self.base_url}{path}"
             except (http.client.InvalidURL, ValueError) as err:  # a request that can never be sent
                 self.stats.add("errors")  # (or a certificate that is not trusted): not retried
-                raise SystemError_(f"{what}: {method} {path} cannot be sent: {type(err).__name__}: {err}") from None
+                raise SystemError_(
+                    f"{what}: {method} {path} cannot be sent: {type(err).__name__}: {err}"
+                ) from None
             except (ConnectionError, OSError, http.client.HTTPException) as err:
                 problem = f"{what}: {self.base_url}{path} unreachable ({type(err).__name__}: {err})"
             else:
@@ -315,7 +316,7 @@ class HttpSystem:
                     problem = (
                         f"{what}: {method} {path} answered HTTP {status}, a redirect to "
                         f"{secrets.quote(answer.location or '?', 200)}: memeval follows no redirect (the "
-                        "request's headers reach only system.base_url); set base_url to where the service answers"
+                        "request's headers reach only system.base_url); set base_url to where it answers"
                     )
                 if status not in _RETRY_STATUS:
                     self.stats.add("errors")
@@ -349,8 +350,8 @@ class HttpSystem:
         except (OSError, http.client.HTTPException, ValueError) as err:  # refused, timed out, TLS refused
             trust = "; for a private CA, set system.adapter.ca_file" if isinstance(err, ssl.SSLError) else ""
             raise SystemError_(
-                f"the memory system at {self.base_url} is not reachable ({type(err).__name__}: {err}{trust}); "
-                "start it, or set system.base_url (nothing was run)"
+                f"the memory system at {self.base_url} is not reachable "
+                f"({type(err).__name__}: {err}{trust}); start it, or set system.base_url (nothing was run)"
             ) from None
         finally:
             self._drop_connection()  # this thread's connection: the searches' threads make their own
@@ -425,7 +426,9 @@ def read_count(answer: Any, path: str, where: str, stats: SystemStats) -> int:
         raise
     if isinstance(stored, bool) or not isinstance(stored, int) or stored < 0:
         stats.add("errors")
-        raise SystemError_(f"{where}: JSON path {path!r} is not a count (a whole number >= 0): {describe(stored)}")
+        raise SystemError_(
+            f"{where}: JSON path {path!r} is not a count (a whole number >= 0): {describe(stored)}"
+        )
     return stored
 
 
