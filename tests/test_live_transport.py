@@ -26,6 +26,7 @@ from omegaconf import OmegaConf
 from experiments.run.compose import compose_config
 from experiments.suites.jsonl import save_suite
 from retrieval.systems.http import HttpSystem, read_hits
+from retrieval.systems.mcp import McpSystem
 from retrieval.systems.protocol import SearchRequest, SystemError_
 from retrieval.systems.stats import SystemStats
 from tests.hostile_service import HostileService
@@ -166,6 +167,13 @@ def test_a_redirect_to_another_port_is_not_followed_and_that_port_never_sees_the
     )
     assert "follows no redirect" in run.stderr
     assert KEY not in run.stdout + run.stderr and _files_holding(tmp_path, KEY) == []
+
+
+def test_an_mcp_url_with_a_password_is_refused_without_quoting_it():
+    tools = {"search": {"tool": "search"}, "ingest": {"tool": "ingest"}}
+    with pytest.raises(ValueError, match=r"url: holds a user name or password .*\{env:") as caught:
+        McpSystem(transport="http", url="http://reader:hunter2-mcp@127.0.0.1:8765/mcp", tools=tools)
+    assert "hunter2-mcp" not in str(caught.value)
 
 
 @pytest.mark.slow  # a new SQLite store takes ~10 s to create
