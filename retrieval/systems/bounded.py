@@ -1,13 +1,14 @@
 """One HTTP exchange that a live service cannot stretch: bounded in time and in bytes, never redirected.
 
-Where it sits: the HTTP adapter (retrieval/systems/http.py) sends every request through `exchange`, on
-its kept-alive `http.client` connection.
+Where it sits: the HTTP adapter (retrieval/systems/http.py) makes its kept-alive connections with
+`connect` and sends every request through `exchange`.
 
 - **Time**: the whole exchange (sending, the status line, the headers, the body) ends by its deadline.
   A socket timeout bounds each read, not their sum, so a service dripping one byte a second would hold
-  a request for ever; one watchdog thread for the process shuts down the socket of an exchange that
-  outlives its deadline, and the exchange raises `DeadlinePassed` (a `TimeoutError`). Connecting is one
-  socket operation, bounded by the connection's own timeout.
+  a request for ever: the connection's socket (`_DeadlineSocket`, or `_DeadlineSSLSocket` for https,
+  through `SSLContext.sslsocket_class`) gives each read only the time left until the deadline, and
+  raises `DeadlinePassed` (a `TimeoutError`) once it has gone. Connecting is one socket operation,
+  bounded by the connection's timeout.
 - **Bytes**: the body is read up to `max_bytes`; a larger one (by its `Content-Length`, or as it streams
   in) raises `TooLarge` without reading the rest, so memory stays bounded whatever the service sends.
 - **Redirects** are answers like any other status (http.client follows none): the request, and its
@@ -19,18 +20,17 @@ its kept-alive `http.client` connection.
 
 from __future__ import annotations
 
-import heapq
 import http.client
-import itertools
+import math
 import socket
-import threading
+import ssl
 import time
 import urllib.parse
 from dataclasses import dataclass
 
 
 class DeadlinePassed(TimeoutError):
-    """The exchange was still running at its deadline (its socket was shut down)."""
+    """The exchange was still running at its deadline."""
 
 
 class TooLarge(ValueError):
@@ -46,67 +46,56 @@ class Answer:
     will_close: bool
 
 
-class _Alarm:
-    __slots__ = ("sock", "done", "fired")
-
-    def __init__(self, sock: socket.socket | None):
-        self.sock = sock
-        self.done = False
-        self.fired = False
+def _time_left(deadline: float) -> float:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise DeadlinePassed()
+    return left
 
 
-class _Watchdog:
-    """Deadlines of the exchanges in flight, in a heap; one daemon thread shuts down the late ones.
+class _DeadlineSocket(socket.socket):
+    """A socket whose every read waits at most until `deadline` (time.monotonic()), not `timeout` each."""
 
-    Arming costs a lock and a heap push; a finished exchange only marks its alarm done (it leaves the
-    heap when its deadline comes), so the thread wakes once per exchange, `timeout_s` later."""
+    deadline = math.inf
 
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._heap: list[tuple[float, int, _Alarm]] = []
-        self._order = itertools.count()
-        self._thread: threading.Thread | None = None
-
-    def arm(self, deadline: float, sock: socket.socket | None) -> _Alarm:
-        alarm = _Alarm(sock)
-        with self._cond:
-            heapq.heappush(self._heap, (deadline, next(self._order), alarm))
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="memeval-http-deadlines", daemon=True)
-                self._thread.start()
-            elif self._heap[0][2] is alarm:  # earlier than what the thread sleeps towards
-                self._cond.notify()
-        return alarm
-
-    def disarm(self, alarm: _Alarm) -> bool:
-        """Mark the exchange finished; whether its deadline had already fired."""
-        with self._cond:
-            alarm.done = True
-            alarm.sock = None
-            return alarm.fired
-
-    def _run(self) -> None:
-        with self._cond:
-            while True:
-                while self._heap and self._heap[0][2].done:
-                    heapq.heappop(self._heap)
-                if not self._heap:
-                    self._cond.wait()
-                    continue
-                wait = self._heap[0][0] - time.monotonic()
-                if wait > 0:
-                    self._cond.wait(wait)
-                    continue
-                _, _, alarm = heapq.heappop(self._heap)
-                alarm.fired = True
-                if alarm.sock is not None:
-                    try:  # the base class's shutdown: for a TLS socket too, the fd itself, not the TLS state
-                        socket.socket.shutdown(alarm.sock, socket.SHUT_RDWR)
-                    except OSError:
-                        pass  # already closed: the exchange has ended anyway
+    def recv_into(self, buffer, nbytes=0, flags=0):  # what http.client's reads come down to
+        if self.deadline < math.inf:
+            self.settimeout(_time_left(self.deadline))
+        return super().recv_into(buffer, nbytes, flags)
 
 
-_WATCHDOG = _Watchdog()
+class _DeadlineSSLSocket(ssl.SSLSocket):
+    deadline = math.inf
+
+    def recv_into(self, buffer, nbytes=None, flags=0):
+        if self.deadline < math.inf:
+            self.settimeout(_time_left(self.deadline))
+        return super().recv_into(buffer, nbytes, flags)
+
+
+class _Connection(http.client.HTTPConnection):
+    def connect(self) -> None:
+        super().connect()
+        plain = self.sock  # the same connected socket, as the class that bounds its reads
+        self.sock = _DeadlineSocket(plain.family, plain.type, plain.proto, fileno=plain.detach())
+        self.sock.settimeout(self.timeout)
+
+
+def connect(
+    url: urllib.parse.SplitResult, timeout_s: float, ca_file: str | None
+) -> http.client.HTTPConnection:
+    """A connected http(s) connection to `url`'s host whose exchanges `exchange` can bound; https trusts
+    the system's CAs, or `ca_file`'s instead."""
+    if url.scheme == "https":
+        context = ssl.create_default_context(cafile=ca_file)
+        context.sslsocket_class = _DeadlineSSLSocket
+        connection = http.client.HTTPSConnection(url.hostname, url.port, timeout=timeout_s, context=context)
+    else:
+        connection = _Connection(url.hostname, url.port, timeout=timeout_s)
+    connection.connect()
+    # No Nagle delay: a request is small and its answer is awaited at once.
+    connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return connection
 
 
 def exchange(
@@ -118,30 +107,21 @@ def exchange(
     deadline: float,
     max_bytes: int,
 ) -> Answer:
-    """Send one request on a connected `connection` and read its answer, by `deadline` (time.monotonic())
-    and within `max_bytes` of body (module docstring). The caller drops the connection after any error."""
-    remaining = deadline - time.monotonic()
-    if remaining <= 0:
-        raise DeadlinePassed()
-    connection.sock.settimeout(remaining)  # a silent service: the read itself gives up at the deadline
-    alarm = _WATCHDOG.arm(deadline, connection.sock)
-    try:
-        connection.request(method, path, body=body, headers=headers)
-        response = connection.getresponse()
-        length = response.getheader("Content-Length")
-        if length is not None and length.strip().isdigit() and int(length) > max_bytes:
-            raise TooLarge(f"an answer of {int(length):,} bytes (Content-Length)")
-        payload = response.read(max_bytes + 1)
-        if len(payload) > max_bytes:
-            raise TooLarge(f"an answer of more than {max_bytes:,} bytes")
-        if response.length:  # the service closed before its Content-Length (as `read()` would raise)
-            raise http.client.IncompleteRead(payload, response.length)
-    except BaseException:
-        if _WATCHDOG.disarm(alarm):
-            raise DeadlinePassed() from None
-        raise
-    if _WATCHDOG.disarm(alarm):  # the socket was shut down: what was read may be cut short
-        raise DeadlinePassed()
+    """Send one request on a connection made by `connect` and read its answer, by `deadline`
+    (time.monotonic()) and within `max_bytes` of body (module docstring). The caller drops the
+    connection after any error: it may be part-way through an answer."""
+    connection.sock.deadline = deadline
+    connection.sock.settimeout(_time_left(deadline))  # sending (sendall's timeout is its total)
+    connection.request(method, path, body=body, headers=headers)
+    response = connection.getresponse()
+    length = response.getheader("Content-Length")
+    if length is not None and length.strip().isdigit() and int(length) > max_bytes:
+        raise TooLarge(f"an answer of {int(length):,} bytes (Content-Length)")
+    payload = response.read(max_bytes + 1)
+    if len(payload) > max_bytes:
+        raise TooLarge(f"an answer of more than {max_bytes:,} bytes")
+    if response.length:  # the service closed before its Content-Length (as `read()` would raise)
+        raise http.client.IncompleteRead(payload, response.length)
     return Answer(
         response.status,
         payload,

@@ -44,7 +44,6 @@ import hashlib
 import http.client
 import json
 import re
-import socket
 import ssl
 import threading
 import time
@@ -206,16 +205,7 @@ class HttpSystem:
         """This thread's kept-alive connection to the service (made on first use, or after a failure)."""
         connection = getattr(_CONNECTIONS, "by_adapter", {}).get(id(self))
         if connection is None:
-            if url.scheme == "https":
-                context = ssl.create_default_context(cafile=self.ca_file)
-                connection = http.client.HTTPSConnection(
-                    url.hostname, url.port, timeout=self.timeout_s, context=context
-                )
-            else:
-                connection = http.client.HTTPConnection(url.hostname, url.port, timeout=self.timeout_s)
-            connection.connect()
-            # No Nagle delay: a request is small and its answer is awaited at once.
-            connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            connection = bounded.connect(url, self.timeout_s, self.ca_file)
             if not hasattr(_CONNECTIONS, "by_adapter"):
                 _CONNECTIONS.by_adapter = {}
             _CONNECTIONS.by_adapter[id(self)] = connection
