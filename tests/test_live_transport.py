@@ -121,6 +121,8 @@ def test_a_key_holding_a_line_break_is_refused_naming_the_variable_never_the_val
             shown = "".join(traceback.format_exception(caught.value))
             assert KEY not in shown and "X-Injected" not in shown
         assert service.seen == []  # refused before anything was sent
+        with pytest.raises(ValueError, match="headers.X-Note: a header name or value cannot hold"):
+            _adapter(service.url, headers={"X-Note": "a\r\nX-Injected: 1"})  # at the config check
 
 
 def test_a_service_echoing_its_headers_gets_the_key_redacted_from_the_error_and_the_hits(monkeypatch):

@@ -173,7 +173,7 @@ class HttpSystem:
     def __post_init__(self) -> None:
         problems = bounded.url_problems("base_url", self.base_url)
         for name, template in self.headers.items():
-            if re.search(r"[\r\n\x00]", f"{name}{template}"):
+            if secrets.LINE_BREAKS.search(f"{name}{template}"):
                 problems.append(f"headers.{name}: a header name or value cannot hold a line break or NUL")
         secrets.register_placeholders(*self.headers.values())
         if self.max_response_bytes <= 0:

@@ -30,7 +30,7 @@ from typing import Any
 ENV_PLACEHOLDER = re.compile(r"\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
 # What no header value may hold: a line break would end the header (and http.client refuses it by
 # printing the value), NUL ends it in many servers.
-_BREAKS = re.compile(r"[\r\n\x00]")
+LINE_BREAKS = re.compile(r"[\r\n\x00]")
 
 _KNOWN: set[str] = set()  # names, never values: a value is read from the environment when redacting
 _LOCK = threading.Lock()
@@ -59,7 +59,7 @@ def env_value(name: str, where: str) -> str:
     value = os.environ.get(name)
     if value is None:
         raise SecretError(f"{where}: environment variable {name} is not set")
-    if _BREAKS.search(value):
+    if LINE_BREAKS.search(value):
         raise SecretError(
             f"{where}: environment variable {name} holds a line break or NUL, which a header value "
             "cannot carry (its value is not shown); set it to the key alone"
@@ -71,7 +71,9 @@ def redact(text: str) -> str:
     """`text` with the value of every known secret replaced by `{env:NAME}`."""
     if not _KNOWN:
         return text
-    for name in sorted(_KNOWN):
+    with _LOCK:
+        names = sorted(_KNOWN)
+    for name in names:
         value = os.environ.get(name)
         if not value:
             continue
