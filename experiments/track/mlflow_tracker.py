@@ -176,14 +176,29 @@ def _create_store(path: Path) -> None:
 
 
 def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
-    out: dict[str, str] = {}
+    """{dotted key: value as text, truncated} of a nested config (the run's params, by their config names)."""
+    return dict(_flat_items(config, prefix))
+
+
+def _flat_items(config: Mapping[str, Any], prefix: str = "") -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
     for key, value in config.items():
         name = f"{prefix}{key}"
         if isinstance(value, Mapping):
-            out.update(flatten(value, f"{name}."))
+            out += _flat_items(value, f"{name}.")
         else:
             text = str(value)
-            out[name] = text if len(text) <= MAX_PARAM_CHARS else text[: MAX_PARAM_CHARS - 3] + "..."
+            out.append((name, text if len(text) <= MAX_PARAM_CHARS else text[: MAX_PARAM_CHARS - 3] + "..."))
+    return out
+
+
+def mlflow_params(config: Mapping[str, Any]) -> dict[str, str]:
+    """The flattened config as MLflow params, each key made one MLflow accepts by the rule of every
+    MLflow key memeval writes (`safe_key`): a service's own keys (Chroma's `where: {$contains: ...}`)
+    are config keys too. A key that needs no change keeps its name; the full config is an artifact."""
+    out: dict[str, str] = {}
+    for key, text in _flat_items(config):
+        out[safe_key(key, out)] = text
     return out
 
 
@@ -241,12 +256,15 @@ def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def safe_metric_name(wanted: str, taken: Mapping[str, str] | set[str] = frozenset()) -> str:
-    """A key MLflow accepts (`[A-Za-z0-9_.-]`, no leading `.`, <= 250 chars), not in `taken`.
+def safe_key(wanted: str, taken: Mapping[str, str] | set[str] = frozenset()) -> str:
+    """A key MLflow accepts (`[A-Za-z0-9_.-]`, no leading `.`, <= 250 chars), not in `taken`: the one rule
+    for every metric and param key memeval logs (docs/sweeps.md prints it: `python -m
+    experiments.track.mlflow_tracker`).
 
-    Label names and values are free text (`C++ & tools (v2)`): every other character becomes `_`;
-    when that makes two names meet, or the name is too long, a short hash of the wanted name follows,
-    so the mapping stays one-to-one (it is recorded with the run, `metric_names.json`).
+    Label names and values are free text (`C++ & tools (v2)`), and so are a service's own config keys
+    (`$contains`): every other character becomes `_`; when that makes two names meet, or the name is too
+    long, a short hash of the wanted name follows, so the mapping stays one-to-one (for metrics it is
+    recorded with the run, `metric_names.json`; for params, config.yaml holds the original keys).
     """
     safe = _UNSAFE.sub("_", wanted)
     if safe.startswith(".") or not safe:
@@ -265,7 +283,7 @@ def mlflow_metric_names(summary: Mapping[str, Any]) -> dict[str, str]:
     """{MLflow key: name in metrics.json} for every metric `mlflow_metrics` logs (the reverse mapping)."""
     names: dict[str, str] = {}
     for wanted, original, _ in _entries(summary):
-        names[safe_metric_name(wanted, names)] = original
+        names[safe_key(wanted, names)] = original
     return names
 
 
@@ -289,7 +307,7 @@ def mlflow_metrics(summary: Mapping[str, Any]) -> dict[str, float]:
     """
     out: dict[str, float] = {}
     for wanted, _, value in _entries(summary):
-        out[safe_metric_name(wanted, out)] = value
+        out[safe_key(wanted, out)] = value
     return out
 
 
@@ -679,7 +697,10 @@ def open_parent_run(
         parent = client.create_run(experiment_id, run_name=run_name[:250], tags=parent_tags)
         parent_id = parent.info.run_id
         if params:
-            client.log_batch(parent_id, params=[Param(k, str(v)[:500]) for k, v in params.items()])
+            safe: dict[str, str] = {}
+            for k, v in params.items():  # override keys: named by the rule of every key (safe_key)
+                safe[safe_key(k, safe)] = str(v)[:MAX_PARAM_CHARS]
+            client.log_batch(parent_id, params=[Param(k, v) for k, v in safe.items()])
     return {"uri": uri, "experiment_id": experiment_id, "parent_run_id": parent_id}
 
 
@@ -736,3 +757,34 @@ def finish_parent(
     ends = [c.info.end_time for c in children if c.info.end_time]
     client.set_terminated(parent_run_id, status, end_time=max(ends) if ends else None)
     return best
+
+
+# Keys as a config or a suite may hold them, shown with the MLflow key `safe_key` makes of each.
+_KEY_EXAMPLES: dict[str, Any] = {
+    "stage": {"bm25": {"k1": 1.2}},
+    "system": {"adapter": {"endpoints": {"search": {"body": {"where": {"$contains": "{text}"}}}}}},
+    "headers": {"X-Api-Key": "{env:KEY}"},
+    "metadata": {"a/b": 1, "user name": "x", "a.b": 2, "a": {"b": 3}},
+    ".hidden": 1,
+}
+
+
+def key_table() -> str:
+    """The key rule as a Markdown table (docs/sweeps.md shows it; tests/test_mlflow_keys.py keeps it so)."""
+    rows = ["| key (config, label) | MLflow key | why |", "|---|---|---|"]
+    keys = [k for k, _ in _flat_items(_KEY_EXAMPLES)]
+    for key, safe in zip(keys, mlflow_params(_KEY_EXAMPLES), strict=True):
+        if safe == key:
+            why = "only `[A-Za-z0-9_.-]`: kept"
+        elif _UNSAFE.sub("_", key) == key and not key.startswith("."):
+            why = "meets an earlier key (here `a.b` and `a: {b}`): a hash of the key follows"
+        elif key.startswith("."):
+            why = "a leading `.`: `_` before it"
+        else:
+            why = "characters outside `[A-Za-z0-9_.-]` become `_`"
+        rows.append(f"| `{key}` | `{safe}` | {why} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(key_table())

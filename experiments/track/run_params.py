@@ -21,6 +21,8 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from experiments.track.mlflow_tracker import safe_key
+
 MAX_PARAM_CHARS = 500  # MLflow's param value limit is larger; the full config is an artifact
 
 # Keys that wire Hydra's instantiate, not settings of the run.
@@ -68,7 +70,10 @@ def run_params(cfg: DictConfig, resolved: Mapping[str, Any]) -> dict[str, str]:
     once (`cfg`, unresolved, tells which nodes only refer to another), no wiring, no housekeeping."""
     out: dict[str, str] = {}
     _walk(cfg, resolved, "", out)
-    return out
+    safe: dict[str, str] = {}
+    for key, text in out.items():  # a service's own keys (`$contains`) too: the rule of every MLflow key
+        safe[safe_key(key, safe)] = text
+    return safe
 
 
 def _walk(node: Any, values: Any, prefix: str, out: dict[str, str]) -> None:

@@ -51,7 +51,7 @@ from experiments.run.build import pipeline_from_config
 from experiments.run.compose import answer_help
 from experiments.run.config_check import ConfigError
 from experiments.suites.suite import Suite, SuiteError
-from experiments.track.mlflow_tracker import MlflowTracker, TrackingError, flatten, git_commit
+from experiments.track.mlflow_tracker import MlflowTracker, TrackingError, git_commit, mlflow_params
 from retrieval.encoder import EXPORT_DIR, resolve_model_path
 from retrieval.pipeline import PipelineConfigError
 from retrieval.reuse import CandidateCache
@@ -344,7 +344,7 @@ def _log(cfg: DictConfig, summary: dict[str, Any], run_dir: Path) -> None:
     metrics = {k.replace("@", "_at_"): float(v) for k, v in summary.items() if isinstance(v, (int, float))}
     run_id = tracker.log(
         run_name=f"train-reranker-{summary['train_suite']}",
-        params=flatten(OmegaConf.to_container(cfg, resolve=True)),
+        params=mlflow_params(OmegaConf.to_container(cfg, resolve=True)),
         metrics=metrics,
         tags={
             "kind": "train_reranker",

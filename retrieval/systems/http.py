@@ -12,17 +12,26 @@ inside longer strings are replaced by their text. Placeholders:
              {id} {text} {created_at} {role} {metadata} {record} = the whole suite record)
     reset, count   {scope} {scope.<name>}
 
+In a `path` (and its query string) every placeholder's text is percent-encoded: suite text never adds
+a path segment (`../`) or a parameter (`&x=`), and control characters travel as `%0A`.
+
 `results` names JSON paths (dots, `[i]` for list items) into the search response: `hits` (the list),
-and in each hit `id`, `score` (optional) and `text` (optional); `count.path` reads the stored count.
-A path that is missing is an error naming the query id and the path.
+and in each hit `id` (a string or an integer), `score` (optional, a number) and `text` (optional, a
+string); `count.path` reads the stored count (a whole number). A path that is missing, or a value of
+another kind (`"id": null`, a count that is a string), is an error naming the query id and the path.
 
 Headers may hold secrets as `{env:NAME}`: read from the environment at request time, never part of
 the adapter's fingerprint, a log line, an error, the run's config or a cassette (the config holds the
-placeholder, not the value).
+placeholder, not the value). A value with a line break is refused naming the variable; every error and
+hit text is redacted of every known secret (retrieval/systems/secrets.py). `base_url` may not hold
+`user:password@` (exit 2 at the config check).
 
 Transport: stdlib `http.client`, a kept-alive connection per thread (remade after any failure; a kept
 connection the service closed while idle is remade and the request re-sent at once, not counted as a
-retry). A request is retried (`retries` times, exponential backoff
+retry); `https://` with the system's CAs, or `ca_file`'s. Each request is bounded (retrieval/systems/
+bounded.py): the whole exchange by `timeout_s`, however slowly the answer drips; its body by
+`max_response_bytes` (over it: an error naming the query, not retried); redirects are never followed,
+so a request's headers reach only `base_url`. A request is retried (`retries` times, exponential backoff
 from `backoff_s`, capped at `max_backoff_s`) on a connection error, a timeout, 429 and 5xx; a
 `Retry-After` header (seconds) is honoured. Ingest carries the suite's ids, so a retried ingest never
 stores a memory twice (the service refuses ids it holds). Counts go to `stats` (retrieval/systems/stats.py).
@@ -34,9 +43,8 @@ import functools
 import hashlib
 import http.client
 import json
-import os
 import re
-import socket
+import ssl
 import threading
 import time
 import urllib.parse
@@ -44,12 +52,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from retrieval.systems import bounded, secrets
 from retrieval.systems.protocol import Hit, SearchRequest, SystemError_
+from retrieval.systems.secrets import describe, redact
 from retrieval.systems.stats import SystemStats
 from retrieval.types import Memory, memory_record
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_.]*)\}")
-_ENV = re.compile(r"\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
+_ENV = secrets.ENV_PLACEHOLDER
 _RETRY_STATUS = {429, 500, 502, 503, 504}
 # Kept-alive connections, one per thread and adapter: the retriever asks from a pool of threads, and an
 # http.client connection is not thread-safe. A killed and restarted service costs one failed attempt
@@ -70,6 +80,23 @@ def fill(template: Any, values: Mapping[str, Any]) -> Any:
     if isinstance(template, (list, tuple)):
         return [fill(v, values) for v in template]
     return template
+
+
+def fill_url_path(template: str, values: Mapping[str, Any]) -> str:
+    """A URL path template filled with each placeholder's text percent-encoded (module docstring)."""
+    return _PLACEHOLDER.sub(lambda m: urllib.parse.quote(_text(_value(m[1], values)), safe=""), template)
+
+
+def parse_json(payload: bytes | str, where: str) -> Any:
+    """An answer's JSON (None when empty). `where` says who answered (`query q7: POST /search answered
+    200`); not JSON, or nested deeper than the parser goes -> SystemError_ (never a RecursionError)."""
+    try:
+        return json.loads(payload) if payload.strip() else None
+    except RecursionError:
+        raise SystemError_(f"{where} with JSON nested too deep to read") from None
+    except ValueError:
+        text = payload.decode(errors="replace") if isinstance(payload, bytes) else payload
+        raise SystemError_(f"{where} with a body that is not JSON: {secrets.quote(text, 200)!r}") from None
 
 
 def _value(name: str, values: Mapping[str, Any]) -> Any:
@@ -132,7 +159,9 @@ class HttpSystem:
         default_factory=lambda: {"hits": "results", "id": "id", "score": "score", "text": "text"}
     )
     headers: Mapping[str, str] = field(default_factory=dict)
-    timeout_s: float = 30.0
+    timeout_s: float = 30.0  # one request, whole (connect, send, the answer to its last byte)
+    max_response_bytes: int = 8 * 2**20  # one answer's body; larger is an error naming the query
+    ca_file: str | None = None  # https: a PEM file of the CAs to trust instead of the system's
     retries: int = 5
     backoff_s: float = 0.1
     max_backoff_s: float = 10.0
@@ -142,10 +171,13 @@ class HttpSystem:
     stats: SystemStats = field(default_factory=SystemStats, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        problems = []
-        parsed = urllib.parse.urlsplit(self.base_url)
-        if parsed.scheme not in ("http", "https") or not parsed.hostname:
-            problems.append(f"base_url: expected http(s)://host[:port][/prefix], got {self.base_url!r}")
+        problems = bounded.url_problems("base_url", self.base_url)
+        for name, template in self.headers.items():
+            if secrets.LINE_BREAKS.search(f"{name}{template}"):
+                problems.append(f"headers.{name}: a header name or value cannot hold a line break or NUL")
+        secrets.register_placeholders(*self.headers.values())
+        if self.max_response_bytes <= 0:
+            problems.append(f"max_response_bytes: must be > 0, got {self.max_response_bytes}")
         problems += adapter_problems(
             "endpoints", self.endpoints, ENDPOINTS, ("path", "{method, path, body}"), self
         )
@@ -173,27 +205,30 @@ class HttpSystem:
         """This thread's kept-alive connection to the service (made on first use, or after a failure)."""
         connection = getattr(_CONNECTIONS, "by_adapter", {}).get(id(self))
         if connection is None:
-            kind = http.client.HTTPSConnection if url.scheme == "https" else http.client.HTTPConnection
-            connection = kind(url.hostname, url.port, timeout=self.timeout_s)
-            connection.connect()
-            # No Nagle delay: a request is small and its answer is awaited at once.
-            connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            connection = bounded.connect(url, self.timeout_s, self.ca_file)
             if not hasattr(_CONNECTIONS, "by_adapter"):
                 _CONNECTIONS.by_adapter = {}
             _CONNECTIONS.by_adapter[id(self)] = connection
         return connection
 
     def _exchange(
-        self, url: urllib.parse.SplitResult, method: str, path: str, data: bytes | None, headers: dict
-    ) -> tuple[int, bytes, str | None]:
-        """One request and its answer: (status, body, Retry-After)."""
+        self,
+        url: urllib.parse.SplitResult,
+        method: str,
+        path: str,
+        data: bytes | None,
+        headers: dict,
+        timeout_s: float | None = None,
+    ) -> bounded.Answer:
+        """One request and its answer, the whole of it within `timeout_s` (default the adapter's)."""
+        deadline = time.monotonic() + (self.timeout_s if timeout_s is None else timeout_s)
         for fresh in (False, True):
             reused = not fresh and id(self) in getattr(_CONNECTIONS, "by_adapter", {})
-            connection = self._connection(url)
             try:
-                connection.request(method, path, body=data, headers=headers)
-                response = connection.getresponse()
-                payload = response.read()
+                connection = self._connection(url)
+                answer = bounded.exchange(
+                    connection, method, path, data, headers, deadline, self.max_response_bytes
+                )
             except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
                 self._drop_connection()
                 if reused:  # the service closed the idle kept-alive connection: send again, fresh
@@ -202,9 +237,9 @@ class HttpSystem:
             except BaseException:
                 self._drop_connection()  # a failed exchange leaves the connection unusable
                 raise
-            if response.will_close:
+            if answer.will_close:
                 self._drop_connection()
-            return response.status, payload, response.getheader("Retry-After")
+            return answer
         raise AssertionError("unreachable")
 
     def _drop_connection(self) -> None:
@@ -217,9 +252,10 @@ class HttpSystem:
         for name, template in self.headers.items():
 
             def secret(match: re.Match, header: str = name) -> str:
-                if match[1] not in os.environ:
-                    raise SystemError_(f"header {header}: environment variable {match[1]} is not set")
-                return os.environ[match[1]]
+                try:
+                    return secrets.env_value(match[1], f"header {header}")
+                except secrets.SecretError as err:
+                    raise SystemError_(str(err)) from None
 
             out[str(name)] = _ENV.sub(secret, str(template))
         return out
@@ -227,7 +263,7 @@ class HttpSystem:
     def _request(self, spec: Mapping[str, Any], values: Mapping[str, Any], what: str) -> Any:
         """Send one operation (with retries) and return its JSON answer (None for an empty body)."""
         url = urllib.parse.urlsplit(self.base_url)
-        path = url.path.rstrip("/") + fill(str(spec["path"]), values)
+        path = url.path.rstrip("/") + fill_url_path(str(spec["path"]), values)
         body = spec.get("body")
         data = None if body is None else json.dumps(fill(body, values), allow_nan=False).encode()
         method = str(spec.get("method", "POST" if data is not None else "GET")).upper()
@@ -237,31 +273,47 @@ class HttpSystem:
             self.stats.add("requests")
             wait = None
             try:
-                status, payload, retry_after = self._exchange(url, method, path, data, headers)
+                answer = self._exchange(url, method, path, data, headers)
+            except bounded.TooLarge as err:  # it will not shrink: not retried
+                self.stats.add("errors")
+                raise SystemError_(
+                    f"{what}: {method} {path} sent {err}, over system.adapter.max_response_bytes "
+                    f"({self.max_response_bytes:,})"
+                ) from None
             except TimeoutError:
                 self.stats.add("timeouts")
                 problem = f"{what}: no answer within {self.timeout_s:g} s from {self.base_url}{path}"
+            except (http.client.InvalidURL, ValueError) as err:  # a request that can never be sent
+                self.stats.add("errors")  # (or a certificate that is not trusted): not retried
+                raise SystemError_(
+                    f"{what}: {method} {path} cannot be sent: {type(err).__name__}: {err}"
+                ) from None
             except (ConnectionError, OSError, http.client.HTTPException) as err:
                 problem = f"{what}: {self.base_url}{path} unreachable ({type(err).__name__}: {err})"
             else:
+                status = answer.status
                 if 200 <= status < 300:
                     try:
-                        return json.loads(payload) if payload.strip() else None
-                    except ValueError:
+                        return parse_json(answer.body, f"{what}: {method} {path} answered {status}")
+                    except SystemError_:
                         self.stats.add("errors")
-                        raise SystemError_(
-                            f"{what}: {method} {path} answered {status} with a body that is not JSON"
-                        ) from None
+                        raise
                 if status == 429:
                     self.stats.add("rate_limited")
-                said = payload[:300].decode(errors="replace")
+                said = secrets.quote(answer.body.decode(errors="replace"), 300)
                 problem = f"{what}: {method} {path} answered HTTP {status}: {said}"
+                if 300 <= status < 400:
+                    problem = (
+                        f"{what}: {method} {path} answered HTTP {status}, a redirect to "
+                        f"{secrets.quote(answer.location or '?', 200)}: memeval follows no redirect (the "
+                        "request's headers reach only system.base_url); set base_url to where it answers"
+                    )
                 if status not in _RETRY_STATUS:
                     self.stats.add("errors")
                     raise SystemError_(problem)
-                if retry_after is not None:
+                if answer.retry_after is not None:
                     try:
-                        wait = max(0.0, float(retry_after))
+                        wait = max(0.0, float(answer.retry_after))
                     except ValueError:  # an HTTP date: fall back to the backoff
                         wait = None
             if attempt == self.retries:
@@ -275,22 +327,24 @@ class HttpSystem:
     # --- the MemorySystem protocol ------------------------------------------------------------------
 
     def check_available(self) -> None:
-        """At start, before any work: the service answers (its health endpoint, else a reset-less probe)."""
+        """At start, before any work: the service answers (its health endpoint, else a reset-less probe),
+        over the transport the searches use (https, `ca_file`, the configured headers, the bounds)."""
         health = self.endpoints.get("health")
         spec = health or {"method": "GET", "path": "/"}
         url = urllib.parse.urlsplit(self.base_url)
+        headers = self._headers()  # a missing or unusable secret is named now, before any work
+        path = url.path.rstrip("/") + str(spec["path"])
         try:
-            connection = http.client.HTTPConnection(url.hostname, url.port, timeout=min(self.timeout_s, 5.0))
-            try:
-                connection.request(str(spec.get("method", "GET")), url.path.rstrip("/") + str(spec["path"]))
-                status = connection.getresponse().status
-            finally:
-                connection.close()
-        except (OSError, http.client.HTTPException) as err:
+            method = str(spec.get("method", "GET"))
+            status = self._exchange(url, method, path, None, headers, min(self.timeout_s, 5.0)).status
+        except (OSError, http.client.HTTPException, ValueError) as err:  # refused, timed out, TLS refused
+            trust = "; for a private CA, set system.adapter.ca_file" if isinstance(err, ssl.SSLError) else ""
             raise SystemError_(
-                f"the memory system at {self.base_url} is not reachable ({type(err).__name__}: {err}); "
-                "start it, or set system.base_url (nothing was run)"
+                f"the memory system at {self.base_url} is not reachable "
+                f"({type(err).__name__}: {err}{trust}); start it, or set system.base_url (nothing was run)"
             ) from None
+        finally:
+            self._drop_connection()  # this thread's connection: the searches' threads make their own
         if health is not None and not 200 <= status < 300:
             raise SystemError_(
                 f"the memory system at {self.base_url} is unhealthy: {spec['path']} answered {status}"
@@ -319,8 +373,8 @@ class HttpSystem:
         where = f"count of scope {dict(scope)}"
         while True:
             answer = self._request(count, {"scope": dict(scope)}, where)
-            stored = read_path(answer, str(count.get("path_in_response", "count")), where)
-            if isinstance(stored, int) and stored >= len(memories):
+            stored = read_count(answer, str(count.get("path_in_response", "count")), where, self.stats)
+            if stored >= len(memories):
                 return time.perf_counter() - started
             if time.perf_counter() - started > self.searchable_timeout_s:
                 raise SystemError_(
@@ -352,13 +406,31 @@ def search_values(request: SearchRequest) -> dict[str, Any]:
     }
 
 
+def read_count(answer: Any, path: str, where: str, stats: SystemStats) -> int:
+    """The stored count at `path` of a count answer: a whole number >= 0, else an error naming the path (a
+    count that is a string or null will never reach the number ingested: no waiting for it)."""
+    try:
+        stored = read_path(answer, path, where)
+    except SystemError_:
+        stats.add("errors")
+        raise
+    if isinstance(stored, bool) or not isinstance(stored, int) or stored < 0:
+        stats.add("errors")
+        raise SystemError_(
+            f"{where}: JSON path {path!r} is not a count (a whole number >= 0): {describe(stored)}"
+        )
+    return stored
+
+
 def read_hits(answer: Any, results: Mapping[str, Any], where: str, stats: SystemStats) -> list[Hit]:
     """The hits of a search answer through the configured JSON paths (`hits`, and per hit `id`, `score`,
-    `text`); a path that does not fit the answer is an error naming the query, the result and the path."""
+    `text`); a path that does not fit the answer, or a value of the wrong kind (an id that is null or an
+    object, a score that is not a number, a text that is not a string), is an error naming the query,
+    the result and the path. Ids and texts are redacted of known secrets (a service may echo one)."""
     hits = read_path(answer, str(results["hits"]), where)
     if not isinstance(hits, list):
         stats.add("errors")
-        raise SystemError_(f"{where}: JSON path {results['hits']!r} is not a list")
+        raise SystemError_(f"{where}: JSON path {results['hits']!r} is not a list: {describe(hits)}")
     out = []
     score_path, text_path = results.get("score"), results.get("text")
     for i, item in enumerate(hits):
@@ -370,11 +442,18 @@ def read_hits(answer: Any, results: Mapping[str, Any], where: str, stats: System
         except SystemError_:
             stats.add("errors")
             raise
-        if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))):
+        problem = None
+        if isinstance(mid, bool) or not isinstance(mid, (str, int)) or mid == "":
+            problem = f"JSON path {results['id']!r} is not an id (a string or an integer): {describe(mid)}"
+        elif score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))):
+            problem = f"JSON path {score_path!r} is not a number: {describe(score)}"
+        elif text is not None and (isinstance(text, bool) or not isinstance(text, (str, int, float))):
+            problem = f"JSON path {text_path!r} is not a text: {describe(text)}"
+        if problem:
             stats.add("errors")
-            raise SystemError_(f"{here}: JSON path {score_path!r} is not a number: {score!r}")
+            raise SystemError_(f"{here}: {problem}")
         score = None if score is None else float(score)
-        out.append(Hit(str(mid), score, None if text is None else str(text)))
+        out.append(Hit(redact(str(mid)), score, None if text is None else redact(str(text))))
     return out
 
 
