@@ -705,6 +705,7 @@ def open_parent_run(
 
 
 BEST_CHILD_TAG = "memeval.best_child"
+REUSED_TAG_PREFIX = "memeval.reused."  # on a parent: `<prefix><config hash>` -> the finished run reused
 
 
 def finish_parent(
@@ -727,8 +728,6 @@ def finish_parent(
         )
     )
     # A re-run's job that a finished run answered is not a new child: the parent names it in a tag.
-    from experiments.run.resume import REUSED_TAG_PREFIX
-
     reused = [v for k, v in parent.data.tags.items() if k.startswith(REUSED_TAG_PREFIX)]
     known = {c.info.run_id for c in children}
     children += [client.get_run(run_id) for run_id in dict.fromkeys(reused) if run_id not in known]

@@ -27,10 +27,11 @@ MAX_PARAM_CHARS = 500  # MLflow's param value limit is larger; the full config i
 
 # Keys that wire Hydra's instantiate, not settings of the run.
 HYDRA_WIRING = frozenset({"_target_", "_partial_", "_convert_", "_recursive_", "_args_"})
-# Top-level keys that change how a run is kept or shown, never its numbers.
-HOUSEKEEPING = frozenset({"progress", "resume", "cache_dir", "tracking"})
-# Leaf names that are housekeeping wherever they sit (an encoder's cache and export folders, its bar).
-HOUSEKEEPING_LEAVES = frozenset({"cache_dir", "export_dir", "show_progress"})
+# Keys that change how a run is shown or where it is stored, never its numbers, wherever they sit: not
+# params, and not part of a run's config hash (experiments/run/resume.py).
+VOLATILE_KEYS = frozenset(
+    {"hydra", "progress", "show_progress", "cache_dir", "export_dir", "tracking", "resume"}
+)
 
 _REFERENCE = re.compile(r"^\$\{[A-Za-z_][\w.]*\}$")  # `${encoder}`: a plain reference, no resolver
 
@@ -79,9 +80,7 @@ def run_params(cfg: DictConfig, resolved: Mapping[str, Any]) -> dict[str, str]:
 def _walk(node: Any, values: Any, prefix: str, out: dict[str, str]) -> None:
     for key, value in values.items():
         name = f"{prefix}{key}"
-        if key in HYDRA_WIRING or key in HOUSEKEEPING_LEAVES or (not prefix and key in HOUSEKEEPING):
-            continue
-        if key == "hydra":  # Hydra's own settings (output folders, launcher): not the run's
+        if key in HYDRA_WIRING or key in VOLATILE_KEYS:
             continue
         if _is_reference(node, key):  # logged where it is defined
             continue
