@@ -40,7 +40,7 @@ from typing import Any, Literal
 from retrieval.systems.http import (
     adapter_problems,
     fill,
-    memory_values,
+    memory_records,
     read_hits,
     read_path,
     search_values,
@@ -260,10 +260,9 @@ class McpSystem:
     def ingest(self, scope: Mapping[str, str], memories: Sequence[Memory]) -> None:
         for start in range(0, len(memories), self.ingest_batch):
             batch = memories[start : start + self.ingest_batch]
-            records = [fill(self.memory, memory_values(m)) for m in batch]
             self._call(
                 "ingest",
-                {"scope": dict(scope), "memories": records},
+                {"scope": dict(scope), "memories": memory_records(self.memory, scope, batch)},
                 f"ingest of scope {dict(scope)} (memories {start + 1}-{start + len(batch)})",
             )
 
