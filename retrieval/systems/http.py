@@ -8,12 +8,14 @@ the check at start, `after_ingest` once a scope's batches are in, `setup` once p
 (`"{overrides}"`) becomes that value as JSON (an object, a list, a number, null); placeholders inside
 longer strings are replaced by their text. Placeholders:
 
-    search   {query_id} {text} {scope} {scope.<name>} {k} {as_of} {overrides}
-    ingest   {scope} {scope.<name>} {memories}  (the list of `memory` templates, one per memory:
-             {id} {text} {created_at} {role} {metadata} {scope} {scope.<name>} {record} = the whole
-             suite record); {memories.<field>}: that field of every filled memory, as one list
-             (the parallel arrays of APIs such as Chroma's: `ids: "{memories.id}"`)
-    reset, count, after_ingest, setup   {scope} {scope.<name>}
+    search   {query_id} {text} {scope} {scope.<name>} {scope_key} {k} {as_of} {overrides}
+    ingest   {scope} {scope.<name>} {scope_key} {memories}  (the list of `memory` templates, one per
+             memory: {id} {text} {created_at} {role} {metadata} {scope} {scope.<name>} {scope_key}
+             {record} = the whole suite record); {memories.<field>}: that field of every filled memory,
+             as one list (the parallel arrays of APIs such as Chroma's: `ids: "{memories.id}"`)
+    reset, count, after_ingest, setup   {scope} {scope.<name>} {scope_key}
+    ({scope_key}: memeval's canonical string for the whole scope, for a service that filters by one
+    string whatever the suite's scope names are)
     ingest, count, after_ingest, search   {setup.<name>}: what `setup` captured for the scope
 
 `setup` ({method, path, body, capture: {name: JSON path}}) runs before a scope's first ingest, count or
@@ -121,7 +123,13 @@ def memory_records(
     template: Mapping[str, Any] | str, scope: Mapping[str, str], memories: Sequence[Memory]
 ) -> list:
     """The `memory` template filled for each memory; `{scope}` and `{scope.<name>}` are the ingest's scope."""
-    return [fill(template, {**memory_values(m), "scope": dict(scope)}) for m in memories]
+    return [fill(template, {**memory_values(m), **scope_values(scope)}) for m in memories]
+
+
+def scope_values(scope: Mapping[str, str]) -> dict[str, Any]:
+    """`{scope}` (the mapping) and `{scope_key}` (memeval's canonical, injective string for it: one value
+    for a service that namespaces by a single string, whatever the suite's scope names)."""
+    return {"scope": dict(scope), "scope_key": scope_key(scope)}
 
 
 def memory_values(memory: Memory) -> dict[str, Any]:
@@ -321,7 +329,7 @@ class HttpSystem:
     def _scoped(self, scope: Mapping[str, str]) -> dict[str, Any]:
         """The values an ingest, count or search of a scope may name: `{scope}`, and `{setup.<name>}` when
         there is a `setup` call (run here on the scope's first such call, and again after its reset)."""
-        values: dict[str, Any] = {"scope": dict(scope)}
+        values = scope_values(scope)
         spec = self.endpoints.get("setup")
         if spec is None:
             return values
@@ -336,7 +344,7 @@ class HttpSystem:
 
     def reset(self, scope: Mapping[str, str]) -> None:
         if "reset" in self.endpoints:
-            self._request(self.endpoints["reset"], {"scope": dict(scope)}, f"reset of scope {dict(scope)}")
+            self._request(self.endpoints["reset"], scope_values(scope), f"reset of scope {dict(scope)}")
             with self._setup_lock:  # what setup made may be gone: the scope's next call sets up again
                 self._setup.pop(scope_key(scope), None)
 
@@ -384,12 +392,12 @@ class HttpSystem:
 
 
 def search_values(request: SearchRequest) -> dict[str, Any]:
-    """The placeholders a search template may name ({query_id}, {text}, {scope}, {k}, {as_of},
+    """The placeholders a search template may name ({query_id}, {text}, {scope}, {scope_key}, {k}, {as_of},
     {overrides}); an override left None (declared but unset) is not sent."""
     return {
         "query_id": request.query_id,
         "text": request.text,
-        "scope": dict(request.scope),
+        **scope_values(request.scope),
         "k": request.k,
         "as_of": request.as_of,
         "overrides": {k: v for k, v in request.overrides.items() if v is not None},
