@@ -32,7 +32,12 @@ def start_command(port: int) -> list[str]:
     (line,) = [
         c for c in doc_commands((REPO / "docs" / "live_systems.md").read_text()) if "txtai.api:app" in c
     ]
-    return ["bash", "-c", f"cd {REPO} && exec " + re.sub(r"\s*&$", "", line).replace("8001", str(port))]
+    line = (
+        re.sub(r"\s*&$", "", line)
+        .replace("8001", str(port))
+        .replace(".venv/bin/uvicorn", "exec .venv/bin/uvicorn")
+    )
+    return ["bash", "-c", f"cd {REPO} && {line}"]  # exec: the server is the process the test stops
 
 
 def test_txtai_ranks_exactly_as_dense_on_spark25(tmp_path):
