@@ -3,22 +3,34 @@
     memeval-run variant=system system=memeval_serve system.base_url=http://127.0.0.1:8000
 
 Each operation (`ingest`, `search`, `reset`, and optionally `count` for the searchable wait, `health` for
-the check at start) is `{method, path, body}`. A body is a JSON template: a string that is exactly one
-placeholder (`"{overrides}"`) becomes that value as JSON (an object, a list, a number, null); placeholders
-inside longer strings are replaced by their text. Placeholders:
+the check at start, `after_ingest` once a scope's batches are in, `setup` once per scope) is
+`{method, path, body}`. A body is a JSON template: a string that is exactly one placeholder
+(`"{overrides}"`) becomes that value as JSON (an object, a list, a number, null); placeholders inside
+longer strings are replaced by their text. Placeholders:
 
-    search   {query_id} {text} {scope} {scope.<name>} {k} {as_of} {overrides}
-    ingest   {scope} {scope.<name>} {memories}  (the list of `memory` templates, one per memory:
-             {id} {text} {created_at} {role} {metadata} {record} = the whole suite record)
-    reset, count   {scope} {scope.<name>}
+    search   {query_id} {text} {scope} {scope.<name>} {scope_key} {k} {as_of} {overrides}
+    ingest   {scope} {scope.<name>} {scope_key} {memories}  (the list of `memory` templates, one per
+             memory: {id} {text} {created_at} {role} {metadata} {scope} {scope.<name>} {scope_key}
+             {record} = the whole suite record); {memories.<field>}: that field of every filled memory,
+             as one list (the parallel arrays of APIs such as Chroma's: `ids: "{memories.id}"`)
+    reset, count, after_ingest, setup   {scope} {scope.<name>} {scope_key}
+    ({scope_key}: memeval's canonical string for the whole scope, for a service that filters by one
+    string whatever the suite's scope names are)
+    ingest, count, after_ingest, search   {setup.<name>}: what `setup` captured for the scope
 
 In a `path` (and its query string) every placeholder's text is percent-encoded: suite text never adds
 a path segment (`../`) or a parameter (`&x=`), and control characters travel as `%0A`.
 
-`results` names JSON paths (dots, `[i]` for list items) into the search response: `hits` (the list),
-and in each hit `id` (a string or an integer), `score` (optional, a number) and `text` (optional, a
-string); `count.path` reads the stored count (a whole number). A path that is missing, or a value of
-another kind (`"id": null`, a count that is a string), is an error naming the query id and the path.
+`setup` ({method, path, body, capture: {name: JSON path}}) runs before a scope's first ingest, count or
+search, and again after its reset (a reset may drop what setup made, e.g. a collection; a reset names
+the scope, never a setup value); its answer's `capture` paths are `{setup.<name>}` in those calls
+(e.g. a server-made collection id in a path).
+
+`results` names JSON paths (dots, `[i]` for list items) into the search response: either `hits` (the
+list) and in each hit `id` (a string or an integer), `score` (optional, a number) and `text` (optional,
+a string), or parallel arrays `ids`, `scores` (optional) and `texts` (optional), each a path to a list;
+`count.path` reads the stored count (a whole number). A path that is missing, or a value of another
+kind (`"id": null`, a count that is a string), is an error naming the query id and the path.
 
 Headers may hold secrets as `{env:NAME}`: read from the environment at request time, never part of
 the adapter's fingerprint, a log line, an error, the run's config or a cassette (the config holds the
@@ -56,7 +68,7 @@ from retrieval.systems import bounded, secrets
 from retrieval.systems.protocol import Hit, SearchRequest, SystemError_
 from retrieval.systems.secrets import describe, redact
 from retrieval.systems.stats import SystemStats
-from retrieval.types import Memory, memory_record
+from retrieval.types import Memory, memory_record, scope_key
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_.]*)\}")
 _ENV = secrets.ENV_PLACEHOLDER
@@ -65,7 +77,7 @@ _RETRY_STATUS = {429, 500, 502, 503, 504}
 # http.client connection is not thread-safe. A killed and restarted service costs one failed attempt
 # (counted and retried), after which a new connection is made.
 _CONNECTIONS = threading.local()
-ENDPOINTS = ("search", "ingest", "reset", "count", "health")
+ENDPOINTS = ("search", "ingest", "reset", "count", "health", "after_ingest", "setup")
 
 
 def fill(template: Any, values: Mapping[str, Any]) -> Any:
@@ -104,6 +116,8 @@ def _value(name: str, values: Mapping[str, Any]) -> Any:
     if head not in values:
         raise SystemError_(f"body template names {{{name}}}; known here: {', '.join(sorted(values))}")
     value = values[head]
+    if rest and isinstance(value, list):  # {memories.<field>}: one field of every item, as a list
+        return [read_path(item, rest, f"{{{name}}}, item {i}") for i, item in enumerate(value)]
     return value if not rest else (value or {}).get(rest)
 
 
@@ -132,8 +146,20 @@ def read_path(document: Any, path: str, where: str) -> Any:
     return value
 
 
-def memory_values(memory: Memory) -> dict[str, Any]:
+def memory_records(
+    template: Mapping[str, Any] | str, scope: Mapping[str, str], memories: Sequence[Memory]
+) -> list:
+    """The `memory` template filled for each memory; `{scope}` and `{scope.<name>}` are the ingest's scope."""
+    return [fill(template, {**memory_values(m), **scope_values(scope)}) for m in memories]
 
+
+def scope_values(scope: Mapping[str, str]) -> dict[str, Any]:
+    """`{scope}` (the mapping) and `{scope_key}` (memeval's canonical, injective string for it: one value
+    for a service that namespaces by a single string, whatever the suite's scope names)."""
+    return {"scope": dict(scope), "scope_key": scope_key(scope)}
+
+
+def memory_values(memory: Memory) -> dict[str, Any]:
     record = memory_record(memory)
     return {
         "id": memory.id,
@@ -169,6 +195,10 @@ class HttpSystem:
     searchable_timeout_s: float = 60.0
     searchable_poll_s: float = 0.05
     stats: SystemStats = field(default_factory=SystemStats, init=False, compare=False, repr=False)
+    # What `setup` captured, per scope key (per process, not config), and the lock that runs it once a
+    # scope although searches come from many threads.
+    _setup: dict[str, dict[str, Any]] = field(default_factory=dict, init=False, compare=False, repr=False)
+    _setup_lock: threading.Lock = field(default_factory=threading.Lock, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         problems = bounded.url_problems("base_url", self.base_url)
@@ -350,19 +380,39 @@ class HttpSystem:
                 f"the memory system at {self.base_url} is unhealthy: {spec['path']} answered {status}"
             )
 
+    def _scoped(self, scope: Mapping[str, str]) -> dict[str, Any]:
+        """The values an ingest, count or search of a scope may name: `{scope}`, and `{setup.<name>}` when
+        there is a `setup` call (run here on the scope's first such call, and again after its reset)."""
+        values = scope_values(scope)
+        spec = self.endpoints.get("setup")
+        if spec is None:
+            return values
+        with self._setup_lock:
+            key = scope_key(scope)
+            if key not in self._setup:
+                where = f"setup of scope {dict(scope)}"
+                answer = self._request(spec, values, where)
+                captured = (spec.get("capture") or {}).items()
+                self._setup[key] = {name: read_path(answer, str(path), where) for name, path in captured}
+            return {**values, "setup": self._setup[key]}
+
     def reset(self, scope: Mapping[str, str]) -> None:
         if "reset" in self.endpoints:
-            self._request(self.endpoints["reset"], {"scope": dict(scope)}, f"reset of scope {dict(scope)}")
+            self._request(self.endpoints["reset"], scope_values(scope), f"reset of scope {dict(scope)}")
+            with self._setup_lock:  # what setup made may be gone: the scope's next call sets up again
+                self._setup.pop(scope_key(scope), None)
 
     def ingest(self, scope: Mapping[str, str], memories: Sequence[Memory]) -> None:
+        values = self._scoped(scope)
         for start in range(0, len(memories), self.ingest_batch):
             batch = memories[start : start + self.ingest_batch]
-            records = [fill(self.memory, memory_values(m)) for m in batch]
             self._request(
                 self.endpoints["ingest"],
-                {"scope": dict(scope), "memories": records},
+                {**values, "memories": memory_records(self.memory, scope, batch)},
                 f"ingest of scope {dict(scope)} (memories {start + 1}-{start + len(batch)})",
             )
+        if "after_ingest" in self.endpoints:  # e.g. an index build that makes the batches searchable
+            self._request(self.endpoints["after_ingest"], values, f"after_ingest of scope {dict(scope)}")
 
     def wait_until_searchable(self, scope: Mapping[str, str], memories: Sequence[Memory]) -> float:
         """Poll `count` until it reaches the memories ingested (bounded by searchable_timeout_s)."""
@@ -371,8 +421,9 @@ class HttpSystem:
             return 0.0
         started = time.perf_counter()
         where = f"count of scope {dict(scope)}"
+        values = self._scoped(scope)
         while True:
-            answer = self._request(count, {"scope": dict(scope)}, where)
+            answer = self._request(count, values, where)
             stored = read_count(answer, str(count.get("path_in_response", "count")), where, self.stats)
             if stored >= len(memories):
                 return time.perf_counter() - started
@@ -385,7 +436,8 @@ class HttpSystem:
 
     def search(self, request: SearchRequest) -> list[Hit]:  # type: ignore[override]
         where = f"query {request.query_id}"
-        answer = self._request(self.endpoints["search"], search_values(request), where)
+        values = {**search_values(request), **self._scoped(request.scope)}
+        answer = self._request(self.endpoints["search"], values, where)
         return read_hits(answer, self.results, where, self.stats)
 
     def close(self) -> None:
@@ -394,12 +446,12 @@ class HttpSystem:
 
 
 def search_values(request: SearchRequest) -> dict[str, Any]:
-    """The placeholders a search template may name ({query_id}, {text}, {scope}, {k}, {as_of},
+    """The placeholders a search template may name ({query_id}, {text}, {scope}, {scope_key}, {k}, {as_of},
     {overrides}); an override left None (declared but unset) is not sent."""
     return {
         "query_id": request.query_id,
         "text": request.text,
-        "scope": dict(request.scope),
+        **scope_values(request.scope),
         "k": request.k,
         "as_of": request.as_of,
         "overrides": {k: v for k, v in request.overrides.items() if v is not None},
@@ -424,9 +476,12 @@ def read_count(answer: Any, path: str, where: str, stats: SystemStats) -> int:
 
 def read_hits(answer: Any, results: Mapping[str, Any], where: str, stats: SystemStats) -> list[Hit]:
     """The hits of a search answer through the configured JSON paths (`hits`, and per hit `id`, `score`,
-    `text`); a path that does not fit the answer, or a value of the wrong kind (an id that is null or an
-    object, a score that is not a number, a text that is not a string), is an error naming the query,
-    the result and the path. Ids and texts are redacted of known secrets (a service may echo one)."""
+    `text`; or the parallel arrays `ids`, `scores`, `texts`); a path that does not fit the answer, or a
+    value of the wrong kind (an id that is null or an object, a score that is not a number, a text that
+    is not a string), is an error naming the query, the result and the path. Ids and texts are redacted
+    of known secrets (a service may echo one)."""
+    if results.get("ids"):  # parallel arrays: read as rows, then as any list of hits
+        return read_hits({"rows": parallel_rows(answer, results, where, stats)}, _ROWS, where, stats)
     hits = read_path(answer, str(results["hits"]), where)
     if not isinstance(hits, list):
         stats.add("errors")
@@ -457,6 +512,29 @@ def read_hits(answer: Any, results: Mapping[str, Any], where: str, stats: System
     return out
 
 
+# Parallel arrays (`results: {ids, scores, texts}`) are read into rows with these keys.
+_COLUMNS = {"ids": "id", "scores": "score", "texts": "text"}
+_ROWS = {"hits": "rows", "id": "id", "score": "score", "text": "text"}
+
+
+def parallel_rows(answer: Any, results: Mapping[str, Any], where: str, stats: SystemStats) -> list[dict]:
+    """Parallel arrays, each a JSON path to a list, as one `{id, score, text}` row per hit (None where a
+    column is not configured); a path that is not a list, or lists of different lengths, is an error."""
+    columns = {}
+    for key, row_key in _COLUMNS.items():
+        column = read_path(answer, str(results[key]), where) if results.get(key) else None
+        if results.get(key) and not isinstance(column, list):
+            stats.add("errors")
+            raise SystemError_(f"{where}: JSON path {results[key]!r} is not a list")
+        columns[row_key] = column
+    sizes = {str(results[k]): len(columns[r]) for k, r in _COLUMNS.items() if columns[r] is not None}
+    if len(set(sizes.values())) > 1:
+        stats.add("errors")
+        raise SystemError_(f"{where}: parallel arrays of different lengths: {sizes}")
+    n = sizes[str(results["ids"])]
+    return [{r: None if c is None else c[i] for r, c in columns.items()} for i in range(n)]
+
+
 def adapter_problems(
     group: str, specs: Mapping[str, Any], operations: Sequence[str], shape: tuple[str, str], adapter: Any
 ) -> list[str]:
@@ -470,10 +548,32 @@ def adapter_problems(
             problems.append(f"{group}.{name}: not an operation ({', '.join(operations)})")
         elif not isinstance(spec, Mapping) or not isinstance(spec.get(key), str):
             problems.append(f"{group}.{name}: expected {expected}, got {spec!r}")
-    for path in ("hits", "id"):
-        if not adapter.results.get(path):
-            problems.append(f"results.{path}: a JSON path is required")
+    if adapter.results.get("hits") and adapter.results.get("ids"):
+        problems.append("results: either hits (a list of objects) or ids (parallel arrays), not both")
+    elif not adapter.results.get("ids"):  # else parallel arrays: ids (+ optional scores, texts)
+        problems += [
+            f"results.{p}: a JSON path is required" for p in ("hits", "id") if not adapter.results.get(p)
+        ]
+    problems += setup_problems(group, specs)
     for number, name in ((adapter.timeout_s, "timeout_s"), (adapter.ingest_batch, "ingest_batch")):
         if number <= 0:
             problems.append(f"{name}: must be > 0, got {number}")
+    return problems
+
+
+def setup_problems(group: str, specs: Mapping[str, Any]) -> list[str]:
+    """`{setup.<name>}` in any operation names a `capture` of the `setup` operation (a typo would otherwise
+    send an empty string in a path)."""
+    setup = specs.get("setup")
+    captured = set(setup.get("capture") or {}) if isinstance(setup, Mapping) else set()
+    problems = []
+    for name, spec in specs.items():
+        for used in sorted(set(re.findall(r"\{setup\.([A-Za-z0-9_]+)", json.dumps(spec, default=str)))):
+            if name in ("setup", "reset", "health"):
+                problems.append(f"{group}.{name}: names {{setup.{used}}}, but runs before setup")
+            elif used not in captured:
+                problems.append(
+                    f"{group}.{name}: names {{setup.{used}}}, but {group}.setup captures "
+                    f"{sorted(captured) or 'nothing'}"
+                )
     return problems

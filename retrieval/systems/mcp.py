@@ -41,7 +41,7 @@ from retrieval.systems import bounded, secrets
 from retrieval.systems.http import (
     adapter_problems,
     fill,
-    memory_values,
+    memory_records,
     parse_json,
     read_count,
     read_hits,
@@ -261,10 +261,9 @@ class McpSystem:
     def ingest(self, scope: Mapping[str, str], memories: Sequence[Memory]) -> None:
         for start in range(0, len(memories), self.ingest_batch):
             batch = memories[start : start + self.ingest_batch]
-            records = [fill(self.memory, memory_values(m)) for m in batch]
             self._call(
                 "ingest",
-                {"scope": dict(scope), "memories": records},
+                {"scope": dict(scope), "memories": memory_records(self.memory, scope, batch)},
                 f"ingest of scope {dict(scope)} (memories {start + 1}-{start + len(batch)})",
             )
 
