@@ -131,7 +131,9 @@ def unit_choice(unit: str, clusters: ArrayLike | None, n: int) -> tuple[Literal[
         return "query", f"all {n} queries are in one cluster: there are no clusters to resample"
     if n_clusters == n:
         return "query", "every cluster holds one query: the clusters are the queries"
-    return "cluster", f"{n_clusters} clusters hold the {n} queries: questions of one conversation are not independent"
+    return "cluster", (
+        f"{n_clusters} clusters hold the {n} queries: questions of one conversation are not independent"
+    )
 
 
 def unit_warning(chosen: str, clusters: ArrayLike | None, n: int) -> str | None:
@@ -151,6 +153,21 @@ def unit_warning(chosen: str, clusters: ArrayLike | None, n: int) -> str | None:
             "correlated the intervals are too narrow and the p-values too small"
         )
     return None
+
+
+def design_effect_warning(effects: Mapping[str, float], n_clusters: int) -> str | None:
+    """The caveat when a design effect is below 1: the cluster-level interval is then narrower than the
+    query-level one, which positively correlated questions cannot justify."""
+    below = {m: d for m, d in effects.items() if np.isfinite(d) and d < 1.0}
+    if not below:
+        return None
+    listed = ", ".join(f"{m} {d:.2f}" for m, d in below.items())
+    return (
+        f"design effect below 1 ({listed}): these cluster-level intervals are narrower than query-level "
+        f"ones. Questions about one conversation are usually positively correlated (design effect > 1); "
+        f"below 1 they vary against each other within conversations, or {n_clusters} clusters are too few "
+        "to estimate the between-cluster variance, which then comes out small by chance"
+    )
 
 
 def few_clusters_warning(n_clusters: int) -> str | None:
@@ -394,7 +411,9 @@ def _cluster_bootstrap_cis(
     return {name: out[name] for name in arrays}
 
 
-def cluster_mean_ci(values: ArrayLike, clusters: ArrayLike, *, confidence: float = 0.95) -> ConfidenceInterval:
+def cluster_mean_ci(
+    values: ArrayLike, clusters: ArrayLike, *, confidence: float = 0.95
+) -> ConfidenceInterval:
     """Confidence interval of the mean of `values` over whole clusters, calibrated for few clusters: a
     t-interval with the CR2 (bias-reduced) cluster-robust variance and Bell-McCaffrey degrees of freedom
     (G - 1 for G equal clusters, fewer for unequal sizes). What metrics.json and reports print for a run's
@@ -631,8 +650,8 @@ def compare(
     clusters: the mean's is `cluster_mean_ci` (CR2 t), the difference's `cluster_delta_ci` (the inverted
     sign-flip test: it excludes 0 exactly when the randomization test rejects at 1 - confidence, and is
     unbounded when no p-value can get that small). The baseline row has delta 0 and no p-value. Every
-    run uses the same seed, so a run's numbers do not depend on which other runs are compared. Test, correction
-    and alpha are recorded in `.attrs`. To correct across several metrics of one report, pass all
+    run uses the same seed, so a run's numbers do not depend on which other runs are compared. Test,
+    correction and alpha are recorded in `.attrs`. To correct across several metrics of one report, pass all
     their p_value columns to `holm()` together.
 
     `clusters` (one label per query, aligned like the values; a Series is aligned by index) and `unit`
@@ -708,9 +727,9 @@ def compare(
                     if clusters is not None
                     else 1.0
                 ),
-                min_p=np.nan if name == baseline else smallest_p(
-                    int(np.count_nonzero(units)), n_resamples=n_resamples
-                ),
+                min_p=np.nan
+                if name == baseline
+                else smallest_p(int(np.count_nonzero(units)), n_resamples=n_resamples),
             )
         )
     table = pd.DataFrame(rows, index=pd.Index(names, name="run"))

@@ -22,7 +22,14 @@ import pandas as pd
 
 from experiments.evaluate.metrics import per_query as relevance_per_query
 from experiments.evaluate.metrics.noise import noise_table
-from experiments.evaluate.statistics import bootstrap_cis, design_effect, few_clusters_warning, resolve_unit
+from experiments.evaluate.statistics import (
+    bootstrap_cis,
+    cluster_mean_ci,
+    design_effect,
+    design_effect_warning,
+    unit_choice,
+    unit_warning,
+)
 from experiments.suites.suite import Suite
 from retrieval.pipeline import RunOutput
 from retrieval.types import Query, scope_key
@@ -190,8 +197,11 @@ def summarize(
 ) -> dict[str, Any]:
     """The metrics.json content: overall (with bootstrap 95% CIs), per label value, latency, leaks.
 
-    The CIs resample whole clusters (the per-query `cluster`) where `unit` resolves to clusters; the
-    `statistics` section says which unit, how many clusters, and each metric's design effect."""
+    The CIs are over whole clusters (the per-query `cluster`) where `unit` resolves to clusters (the CR2
+    t-interval, calibrated for few clusters: `statistics.cluster_mean_ci`), else percentile bootstraps over
+    queries; the `statistics` section says which unit and why, how many clusters, each metric's design
+    effect, and a warning where the clusters are few, one cluster forced the query level, or a design
+    effect is below 1 (a cluster interval narrower than the query-level one)."""
     columns = _Columns.of(frame, metrics)
     overall = _aggregate(columns, metrics, np.arange(len(frame)), empty)
     # Latency only from work measured in this run: a stage answered from a cache has a NaN timing
@@ -204,26 +214,30 @@ def summarize(
     scored = ~columns.abstention if empty == "apart" else np.ones(len(frame), dtype=bool)
     answerable = columns.values[:, scored]
     ci: dict[str, list[float]] = {}
-    statistics: dict[str, Any] = {"unit": "query", "n_clusters": None, "design_effect": {}, "warning": None}
+    statistics: dict[str, Any] = {
+        "unit": "query", "unit_reason": "no query records its cluster", "n_clusters": None,
+        "design_effect": {}, "warning": None,
+    }  # fmt: skip
     complete = {m: row for m, row in zip(metrics, answerable, strict=True) if not np.isnan(row).any()}
-    if answerable.shape[1] and complete:  # one set of resample draws shared by every metric
+    if answerable.shape[1] and complete:
+        n = int(scored.sum())
         clusters = frame["cluster"].to_numpy()[scored] if "cluster" in frame.columns else None
-        chosen = resolve_unit(unit, clusters, int(scored.sum()))
-        resampled = clusters if chosen == "cluster" else None
-        ci = {
-            m: list(interval)
-            for m, interval in bootstrap_cis(complete, seed=seed, clusters=resampled).items()
-        }
+        chosen, reason = unit_choice(unit, clusters, n)
+        if chosen == "cluster":
+            ci = {m: list(cluster_mean_ci(v, clusters)) for m, v in complete.items()}
+        else:  # one set of resample draws shared by every metric
+            ci = {m: list(interval) for m, interval in bootstrap_cis(complete, seed=seed).items()}
         if clusters is not None:
-            n_clusters = len(set(clusters))
+            effects = {m: design_effect(v, clusters) for m, v in complete.items()}
+            warnings = [unit_warning(chosen, clusters, n), design_effect_warning(effects, len(set(clusters)))]
+            for text in warnings[:1] if chosen == "query" and warnings[0] else ():
+                _warn(text)
             statistics = {
                 "unit": chosen,
-                "n_clusters": n_clusters,
-                "design_effect": {  # None where the values are constant (JSON has no NaN)
-                    m: (d if np.isfinite(d) else None)
-                    for m, d in ((m, design_effect(v, clusters)) for m, v in complete.items())
-                },
-                "warning": few_clusters_warning(n_clusters) if chosen == "cluster" else None,
+                "unit_reason": reason,
+                "n_clusters": len(set(clusters)),
+                "design_effect": {m: (d if np.isfinite(d) else None) for m, d in effects.items()},  # no NaN
+                "warning": "; ".join(w for w in warnings if w) or None,
             }
     by_label: dict[str, dict[str, Any]] = {}
     for column in (c for c in frame.columns if c.startswith("label.")):
@@ -243,6 +257,12 @@ def summarize(
         "scope_leaks": int(frame["scope_leaks"].sum()),
         "queries_returning_nothing": frame.index[frame["n_returned"] == 0].tolist(),
     }
+
+
+def _warn(text: str) -> None:
+    import warnings
+
+    warnings.warn(text, stacklevel=3)
 
 
 def evaluate(
