@@ -39,7 +39,7 @@ import pandas as pd
 import yaml
 
 from experiments import PROJECT_ROOT
-from experiments.evaluate.metrics import parse_metric
+from experiments.evaluate.metrics import over_own_queries, parse_metric
 from experiments.evaluate.statistics import (
     UNITS,
     compare,
@@ -167,7 +167,9 @@ class Baseline:
     @classmethod
     def from_run(cls, run: RunRecord, gate: GateConfig, *, command: str) -> Baseline:
         frame = _gated_values(run, gate.metrics)
-        clusters = run.answerable()["cluster"] if "cluster" in run.per_query.columns else None
+        clusters = (
+            run.per_query["cluster"].reindex(frame.index) if "cluster" in run.per_query.columns else None
+        )
         return cls(
             gate=gate.name,
             variant=run.variant,
@@ -179,7 +181,7 @@ class Baseline:
             source=run.source,
             config=_measured_config(run.params),
             means={m: float(frame[m].mean()) for m in gate.metrics},
-            per_query={m: {q: float(v) for q, v in frame[m].items()} for m in gate.metrics},
+            per_query={m: {q: float(v) for q, v in frame[m].dropna().items()} for m in gate.metrics},
             clusters=None if clusters is None else {str(q): str(c) for q, c in clusters.items()},
         )
 
@@ -238,7 +240,15 @@ def _gated_values(run: RunRecord, metrics: Sequence[str]) -> pd.DataFrame:
     missing = [m for m in metrics if m not in run.per_query.columns]
     if missing:
         raise GateError(f"run {run.source} has no per-query {', '.join(missing)}; add it to `metrics`")
-    return run.answerable()[list(metrics)].astype(float)
+    # Each metric over its own queries: the answerable ones, harm@k those with must-not judgements (NaN
+    # elsewhere), so the frame is their union and a metric's values are its column without NaN.
+    own = [m for m in metrics if over_own_queries(m)]
+    frame = run.answerable()[[m for m in metrics if m not in own]].astype(float)
+    if own:
+        judged = run.per_query[own].astype(float).dropna(how="all")
+        frame = frame.join(judged, how="outer") if len(frame.columns) else judged
+        frame = frame.reindex(run.per_query.index[run.per_query.index.isin(frame.index)])
+    return frame[list(metrics)]
 
 
 def gated_clusters(run: RunRecord | None, baseline: Baseline, index: pd.Index) -> pd.Series | None:
@@ -313,7 +323,9 @@ def check_run(run: RunRecord, baseline: Baseline, gate: GateConfig, baseline_pat
             "change is intended."
         )
     frame = _gated_values(run, gate.metrics)
-    reference_index = pd.Index(next(iter(baseline.per_query.values())).keys(), dtype=object)
+    reference_index = pd.Index(
+        list(dict.fromkeys(q for values in baseline.per_query.values() for q in values)), dtype=object
+    )
     clusters = gated_clusters(run, baseline, reference_index)
     mdes = detectable_effects(gate, baseline, clusters)
     refuse_untestable_clusters(gate, baseline, clusters)
@@ -323,7 +335,7 @@ def check_run(run: RunRecord, baseline: Baseline, gate: GateConfig, baseline_pat
         if metric not in baseline.per_query:
             raise GateError(f"baseline {baseline_path} has no {metric}; refresh it with --refresh")
         reference = pd.Series(baseline.per_query[metric], dtype=float)
-        if set(reference.index) != set(frame.index):
+        if set(reference.index) != set(frame[metric].dropna().index):
             raise GateError(
                 f"{metric}: the run's queries differ from the baseline's despite equal suite hash"
             )
@@ -598,7 +610,7 @@ def check_baseline_before_running(
         )
     # A tolerance the suite cannot detect is refused before the suite is run, too.
     clusters = pd.Series({q.id: query_cluster(q) for q in suite.queries}, dtype=object)
-    index = pd.Index(next(iter(baseline.per_query.values())).keys(), dtype=object)
+    index = pd.Index(list(dict.fromkeys(q for values in baseline.per_query.values() for q in values)))
     refuse_untestable_clusters(gate, baseline, clusters.reindex(index))
     refuse_undetectable_tolerance(gate, detectable_effects(gate, baseline, clusters.reindex(index)))
 

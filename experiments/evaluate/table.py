@@ -20,9 +20,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from experiments.evaluate.metrics import over_own_queries
 from experiments.evaluate.metrics import per_query as relevance_per_query
 from experiments.evaluate.metrics.noise import noise_table
 from experiments.evaluate.statistics import (
+    bootstrap_ci,
     bootstrap_cis,
     cluster_mean_ci,
     design_effect,
@@ -128,7 +130,8 @@ def per_query_table(
     }
     aligned = scores.reindex(ids)  # abstention queries: NaN
     if empty == "zero":  # a suite query with no judgement at all has nothing relevant either: 0
-        aligned = aligned.fillna(0.0)
+        relevance = [m for m in aligned.columns if not over_own_queries(m)]
+        aligned[relevance] = aligned[relevance].fillna(0.0)
     columns.update({name: aligned[name].to_numpy(dtype=np.float64) for name in scores.columns})
     return pd.DataFrame(columns, index=pd.Index(ids, name="query_id"))
 
@@ -171,13 +174,22 @@ def _aggregate(
     columns: _Columns, metrics: Sequence[str], rows: np.ndarray, empty: str = "apart"
 ) -> dict[str, Any]:
     """Means over the answerable queries among `rows` (positions), and the abstention queries' figures.
-    With `empty="zero"` the means are over every scored query, abstention queries counting 0."""
+    With `empty="zero"` the means are over every scored query, abstention queries counting 0. harm@k is
+    over its own queries (those with must-not judgements, answerable or not): `denominators` says how
+    many."""
     abstaining = columns.abstention[rows]
     answerable = rows[~abstaining]
     out: dict[str, Any] = {"n_queries": int(len(rows)), "n_answerable": int(len(answerable))}
     averaged = answerable if empty == "apart" else rows
     means = _nanmean(columns.values[:, averaged]) if len(averaged) else None
     out.update({m: float(means[i]) if means is not None else None for i, m in enumerate(metrics)})
+    own = [i for i, m in enumerate(metrics) if over_own_queries(m)]
+    if own:
+        counts = (~np.isnan(columns.values[own][:, rows])).sum(axis=1)
+        means = _nanmean(columns.values[own][:, rows]) if len(rows) else np.full(len(own), np.nan)
+        for i, count, value in zip(own, counts, means, strict=True):
+            out[metrics[i]] = float(value) if count else None
+        out["denominators"] = {metrics[i]: int(c) for i, c in zip(own, counts, strict=True)}
     abstained = rows[abstaining]
     if len(abstained):
         top = columns.top_score[abstained]
@@ -219,6 +231,9 @@ def summarize(
         "design_effect": {}, "warning": None,
     }  # fmt: skip
     complete = {m: row for m, row in zip(metrics, answerable, strict=True) if not np.isnan(row).any()}
+    own = {  # harm@k: over the queries it is defined on (any with must-not judgements)
+        m: row[~np.isnan(row)] for m, row in zip(metrics, columns.values, strict=True) if over_own_queries(m)
+    }
     if answerable.shape[1] and complete:
         n = int(scored.sum())
         clusters = frame["cluster"].to_numpy()[scored] if "cluster" in frame.columns else None
@@ -239,6 +254,14 @@ def summarize(
                 "design_effect": {m: (d if np.isfinite(d) else None) for m, d in effects.items()},  # no NaN
                 "warning": "; ".join(w for w in warnings if w) or None,
             }
+    every_cluster = frame["cluster"].to_numpy() if "cluster" in frame.columns else None
+    for m, values in own.items():  # harm@k's interval over its own queries
+        if len(values) > 1:
+            has = ~np.isnan(frame[m].to_numpy(dtype=np.float64))
+            groups = None if every_cluster is None else every_cluster[has]
+            by_cluster = unit_choice(unit, groups, len(values))[0] == "cluster"
+            interval = cluster_mean_ci(values, groups) if by_cluster else bootstrap_ci(values, seed=seed)
+            ci[m] = list(interval)
     by_label: dict[str, dict[str, Any]] = {}
     for column in (c for c in frame.columns if c.startswith("label.")):
         # The groups of `frame.groupby(column, sort=True, dropna=True)`: sorted values, no missing one.
