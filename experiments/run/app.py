@@ -42,8 +42,7 @@ from experiments.run.resume import (
     run_version,
 )
 from experiments.run.stage_order import pin_stage_order
-from experiments.run.trec import write_run
-from experiments.suites.jsonl import write_qrels
+from experiments.run.trec import write_qrels, write_run
 from experiments.suites.suite import Suite, SuiteError
 from experiments.track.mlflow_tracker import (
     MlflowTracker,
@@ -178,7 +177,7 @@ def write_outputs(
     ranking.write_ranking(
         output.ranked, suite.qrels, run_dir / ranking.FILENAME, ranking.saved_depth(metrics, suite.k)
     )
-    write_qrels(suite.qrels, run_dir / "qrels.tsv")
+    write_qrels(suite.qrels, run_dir)  # must-not judgements apart: trec_eval crashes on negative grades
     # metrics.json last: its presence marks a finished run directory.
     tmp = run_dir / ".metrics.json.tmp"
     tmp.write_text(json.dumps(evaluation.metrics, indent=2, sort_keys=False, default=str))
