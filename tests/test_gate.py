@@ -444,6 +444,6 @@ def test_the_verdict_states_the_ci_of_the_paired_difference_and_resamples_conver
     assert main([*args, "--run-dir", str(worse), "--allow-few-clusters"]) == 1  # told: floors and tolerance
     out = capsys.readouterr().out
     assert "4 clusters, inverted sign-flip test" in out and "only 4 clusters" in out
-    # one conversation differs (c0): the only sign flip is its own, so the smallest p is 2/2^1 = 1
-    assert "95% CI [-inf, +inf]" in out and "the smallest attainable p 1 (at or above alpha 0.05" in out
+    # 4 conversations: the smallest p any difference could get is 2/2^4; the interval is unbounded
+    assert "95% CI [-inf, +inf]" in out and "the smallest attainable p 0.125 (at or above alpha 0.05" in out
     assert "**RR: FAIL**: Δ -0.2500 (95% CI [" in out

@@ -527,8 +527,9 @@ def cluster_delta_ci(
 
 
 def smallest_p(n_units: int, *, n_resamples: int = 10_000, exact_max_n: int = EXACT_MAX_N) -> float:
-    """The smallest p-value the sign-flip test can give over `n_units` units with a non-zero difference:
-    2 / 2**m exact (the observed pattern and its mirror), 1 / (n_resamples + 1) when resampled."""
+    """The smallest p-value the sign-flip test can give over `n_units` units (clusters or queries), when
+    every one differs: 2 / 2**G exact (the observed pattern and its mirror), 1 / (n_resamples + 1) when
+    resampled."""
     if n_units <= exact_max_n:
         return 2.0 / 2.0**n_units if n_units else 1.0
     return max(2.0 / 2.0**n_units, 1.0 / (n_resamples + 1))
@@ -645,14 +646,14 @@ def compare(
     the baseline's index). Columns: mean, ci_low, ci_high (CI of the mean), delta, delta_ci_low,
     delta_ci_high (CI of the mean paired difference), p_value (the paired `test`), p_holm (Holm across
     the variants in this call), significant (p_holm < alpha), min_p (the smallest p-value the sign-flip
-    test can give on these differences: 2 / 2**m over m non-zero units, exact), and wins, ties, losses
-    per query. By query the CIs are percentile bootstraps; by cluster they are calibrated for few
-    clusters: the mean's is `cluster_mean_ci` (CR2 t), the difference's `cluster_delta_ci` (the inverted
-    sign-flip test: it excludes 0 exactly when the randomization test rejects at 1 - confidence, and is
-    unbounded when no p-value can get that small). The baseline row has delta 0 and no p-value. Every
-    run uses the same seed, so a run's numbers do not depend on which other runs are compared. Test,
-    correction and alpha are recorded in `.attrs`. To correct across several metrics of one report, pass all
-    their p_value columns to `holm()` together.
+    test can give on this many units, clusters or queries: 2 / 2**G exact, 1 / (n_resamples + 1)
+    resampled), and wins, ties, losses per query. By query the CIs are percentile bootstraps; by cluster
+    they are calibrated for few clusters: the mean's is `cluster_mean_ci` (CR2 t), the difference's
+    `cluster_delta_ci` (the inverted sign-flip test: it excludes 0 exactly when the randomization test
+    rejects at 1 - confidence, and is unbounded when no p-value can get that small). The baseline row
+    has delta 0 and no p-value. Every run uses the same seed, so a run's numbers do not depend on which
+    other runs are compared. Test, correction and alpha are recorded in `.attrs`. To correct across
+    several metrics of one report, pass all their p_value columns to `holm()` together.
 
     `clusters` (one label per query, aligned like the values; a Series is aligned by index) and `unit`
     (see `resolve_unit`) choose what the bootstrap and the test resample. Two more columns say what the
@@ -693,13 +694,13 @@ def compare(
             delta_low, delta_high = bootstrap_ci(
                 differences, confidence=confidence, n_resamples=n_resamples, seed=seed
             )
-            units = differences
+            units = base.size
         else:
             low, high = cluster_mean_ci(values, resampled, confidence=confidence)
             delta_low, delta_high = cluster_delta_ci(
                 differences, resampled, confidence=confidence, n_resamples=n_resamples, seed=seed
             )
-            units = cluster_sums(differences, resampled)
+            units = n_clusters
         if name == baseline:
             p_value = np.nan
         elif test == "randomization":
@@ -727,9 +728,7 @@ def compare(
                     if clusters is not None
                     else 1.0
                 ),
-                min_p=np.nan
-                if name == baseline
-                else smallest_p(int(np.count_nonzero(units)), n_resamples=n_resamples),
+                min_p=np.nan if name == baseline else smallest_p(units, n_resamples=n_resamples),
             )
         )
     table = pd.DataFrame(rows, index=pd.Index(names, name="run"))
