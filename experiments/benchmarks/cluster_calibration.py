@@ -91,13 +91,14 @@ def simulate(
     draws = [draw(rng, n_clusters, size, icc) for _ in range(replications)]
     sizes = np.array([np.bincount(c, minlength=n_clusters) for _, c in draws], dtype=float)
     sums = np.array([np.bincount(c, weights=d, minlength=n_clusters) for d, c in draws])
-    patterns = sign_flip_patterns(n_clusters, n_resamples=n_resamples, seed=seed, exact_max_n=exact_max_n)
+    exact = n_clusters <= exact_max_n
+    patterns = None if exact else sign_flip_patterns(n_clusters, n_resamples=n_resamples, seed=seed)
     out: dict[str, float] = {}
     for shift, tag in ((0.0, "null"), (EFFECT, "power")):
         shifted = sums + shift * sizes
         means = shifted.sum(axis=1) / sizes.sum(axis=1)
         residual = shifted - means[:, None] * sizes
-        below, above = sign_flip_bounds(residual, sizes, patterns, 1.0 - alpha)
+        below, above = sign_flip_bounds(residual, sizes, 1.0 - alpha, patterns)
         out[f"signflip_{tag}"] = float(np.mean((means - below > 0) | (means + above < 0)))
         half = _cr2_t(residual, sizes, 1.0 - alpha)
         out[f"cr2_{tag}"] = float(np.mean(np.abs(means) > half))

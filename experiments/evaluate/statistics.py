@@ -450,14 +450,10 @@ def _cr2_t(residual: np.ndarray, sizes: np.ndarray, confidence: float) -> np.nda
     return stats.t.ppf(0.5 + confidence / 2.0, df) * np.sqrt(variance)
 
 
-def sign_flip_patterns(n_clusters: int, *, n_resamples: int, seed: int, exact_max_n: int) -> np.ndarray:
-    """The sign patterns (rows of +-1 per cluster) a cluster sign-flip test weighs: all 2**G when
-    G <= `exact_max_n` (row 0 all +, the observed one), else the observed one and `n_resamples` drawn as
-    `paired_randomization_test` draws them (same seed, same chunks: the same patterns when no cluster's
-    difference is exactly 0)."""
-    if n_clusters <= exact_max_n:
-        bits = (np.arange(2**n_clusters)[:, None] >> np.arange(n_clusters)[::-1]) & 1
-        return 1.0 - 2.0 * bits[:, ::-1]  # row r flips cluster j when bit j of r is set; row 0: none
+def sign_flip_patterns(n_clusters: int, *, n_resamples: int, seed: int) -> np.ndarray:
+    """Sign patterns (rows of +-1 per cluster) for a resampled cluster sign-flip test: the observed one
+    (all +) and `n_resamples` drawn as `paired_randomization_test` draws them (same seed, same chunks: the
+    same patterns when no cluster's difference is exactly 0)."""
     rng = np.random.default_rng(seed)
     chunk = max(1, _CHUNK_ELEMENTS // n_clusters)
     flips = [
@@ -467,32 +463,43 @@ def sign_flip_patterns(n_clusters: int, *, n_resamples: int, seed: int, exact_ma
     return np.vstack([np.ones((1, n_clusters)), *(np.where(f, -1.0, 1.0) for f in flips)])
 
 
+def _signed_sums(weights: np.ndarray, patterns: np.ndarray | None) -> np.ndarray:
+    """e . w for each row of `weights` (rows x G) and each sign pattern e: the given `patterns`, or all
+    2**G of them built one cluster at a time (column 0 the all-+ pattern; 2**G floats a row, no G-wide
+    pattern matrix)."""
+    if patterns is not None:
+        return weights @ patterns.T
+    sums = np.zeros((len(weights), 1))
+    for column in weights.T:
+        sums = np.concatenate([sums + column[:, None], sums - column[:, None]], axis=1)
+    return sums
+
+
 def sign_flip_bounds(
-    residual: np.ndarray, sizes: np.ndarray, patterns: np.ndarray, confidence: float
+    residual: np.ndarray, sizes: np.ndarray, confidence: float, patterns: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """How far below and above the mean the inverted cluster sign-flip test's interval reaches, for each
     row of cluster residual sums (rows x G; residual = sum over the cluster of value - overall mean;
-    `sizes` G, or rows x G).
+    `sizes` G, or rows x G), over all 2**G sign patterns or the given `patterns` (sign_flip_patterns).
 
     The interval is every shift d whose test (sign-flipping the clusters' sums of value - d) has
     p > 1 - confidence. A pattern e with c = e . residual and b = e . sizes counts at d exactly when d is
     within [mean - |c| / (n - sign(c) b), mean + |c| / (n + sign(c) b)] (the all-same-sign patterns
     always count), so p falls monotonically away from the mean and each bound is an order statistic of
     those per-pattern bounds: no search, and the interval excludes d exactly when the test rejects d."""
-    sizes = np.broadcast_to(sizes, residual.shape)
+    sizes = np.broadcast_to(np.asarray(sizes, dtype=float), residual.shape)
     n = sizes.sum(axis=-1, keepdims=True)
-    c = residual @ patterns.T  # (rows, patterns)
-    b = sizes @ patterns.T
+    c = _signed_sums(residual, patterns)  # (rows, patterns)
+    b = _signed_sums(sizes, patterns)
     always = np.abs(b) >= n - 0.5  # all + or all -: c is 0 up to rounding, the pattern counts everywhere
     sign = np.sign(c)
     with np.errstate(divide="ignore", invalid="ignore"):
         above = np.where(always, np.inf, np.abs(c) / (n + sign * b))
         below = np.where(always, np.inf, np.abs(c) / (n - sign * b))
     # p(d) > alpha  <=>  more than alpha * N patterns count at d  <=>  d within the j-th largest bound.
-    j = int(np.floor((1.0 - confidence) * patterns.shape[0])) + 1
-    if j > patterns.shape[0]:
-        return np.full(len(c), np.inf), np.full(len(c), np.inf)
-    kth = patterns.shape[0] - j
+    count = c.shape[1]
+    j = int(np.floor((1.0 - confidence) * count)) + 1
+    kth = count - j
     return np.partition(below, kth, axis=-1)[:, kth], np.partition(above, kth, axis=-1)[:, kth]
 
 
@@ -521,8 +528,8 @@ def cluster_delta_ci(
         return ConfidenceInterval(0.0, 0.0)
     sizes = np.bincount(codes, minlength=g).astype(float)
     residual = np.bincount(codes, weights=array - array.mean(), minlength=g)
-    patterns = sign_flip_patterns(g, n_resamples=n_resamples, seed=seed, exact_max_n=exact_max_n)
-    below, above = sign_flip_bounds(residual[None, :], sizes, patterns, confidence)
+    patterns = None if g <= exact_max_n else sign_flip_patterns(g, n_resamples=n_resamples, seed=seed)
+    below, above = sign_flip_bounds(residual[None, :], sizes, confidence, patterns)
     return ConfidenceInterval(float(array.mean() - below[0]), float(array.mean() + above[0]))
 
 
