@@ -13,6 +13,7 @@ questions about one conversation are not independent (experiments/evaluate/stati
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -207,7 +208,7 @@ def summarize(
     unit: str = "auto",
     empty: str = "apart",
 ) -> dict[str, Any]:
-    """The metrics.json content: overall (with bootstrap 95% CIs), per label value, latency, leaks.
+    """The metrics.json content: overall (with 95% CIs), per label value, latency, leaks.
 
     The CIs are over whole clusters (the per-query `cluster`) where `unit` resolves to clusters (the CR2
     t-interval, calibrated for few clusters: `statistics.cluster_mean_ci`), else percentile bootstraps over
@@ -244,15 +245,16 @@ def summarize(
             ci = {m: list(interval) for m, interval in bootstrap_cis(complete, seed=seed).items()}
         if clusters is not None:
             effects = {m: design_effect(v, clusters) for m, v in complete.items()}
-            warnings = [unit_warning(chosen, clusters, n), design_effect_warning(effects, len(set(clusters)))]
-            for text in warnings[:1] if chosen == "query" and warnings[0] else ():
-                _warn(text)
+            unit_note = unit_warning(chosen, clusters, n)
+            if chosen == "query" and unit_note:  # one cluster: the fall back to queries is never silent
+                warnings.warn(unit_note, stacklevel=2)
+            notes = [unit_note, design_effect_warning(effects, len(set(clusters)))]
             statistics = {
                 "unit": chosen,
                 "unit_reason": reason,
                 "n_clusters": len(set(clusters)),
                 "design_effect": {m: (d if np.isfinite(d) else None) for m, d in effects.items()},  # no NaN
-                "warning": "; ".join(w for w in warnings if w) or None,
+                "warning": "; ".join(w for w in notes if w) or None,
             }
     every_cluster = frame["cluster"].to_numpy() if "cluster" in frame.columns else None
     for m, values in own.items():  # harm@k's interval over its own queries
@@ -280,12 +282,6 @@ def summarize(
         "scope_leaks": int(frame["scope_leaks"].sum()),
         "queries_returning_nothing": frame.index[frame["n_returned"] == 0].tolist(),
     }
-
-
-def _warn(text: str) -> None:
-    import warnings
-
-    warnings.warn(text, stacklevel=3)
 
 
 def evaluate(
