@@ -8,8 +8,12 @@ per-query win/tie/loss counts out.
 
 Queries about one conversation are not independent (they share its memories, length and difficulty).
 Every interval and test here can take `clusters` (one label per query: the conversation, i.e. the
-suite's scope, or a `cluster` a suite declares) and then resamples or sign-flips whole clusters;
-`resolve_unit` picks the unit (`auto`: clusters wherever a suite has several queries per cluster).
+suite's scope, or a `cluster` a suite declares) and then works on whole clusters; `resolve_unit` picks
+the unit (`auto`: clusters wherever a suite has several queries per cluster). With few clusters a
+percentile cluster bootstrap is too narrow (reports/benchmarks/cluster_calibration.md), so what memeval
+reports at cluster level is calibrated for few clusters: `cluster_delta_ci` (the inverted sign-flip test)
+for a paired difference, `cluster_mean_ci` (CR2 t, Bell-McCaffrey df) for a mean; `bootstrap_ci` with
+clusters stays for comparison.
 `design_effect` says how much clustering widens the variance of a mean, `minimum_detectable_effect`
 what paired difference a suite of this size and clustering can detect.
 
