@@ -271,7 +271,8 @@ def _units_text(sig: pd.DataFrame) -> str:
             f"per-query values with whole clusters sign-flipped (the {sig.attrs['n_clusters']} "
             "conversations: questions about one conversation are not independent)"
         )
-    return "per-query values"
+    reason = sig.attrs.get("unit_reason")
+    return f"per-query values (statistics by query: {md(reason)})" if reason else "per-query values"
 
 
 def _statistics_blocks(
