@@ -68,9 +68,7 @@ def label_curves(comp: Comparison, per_label: pd.DataFrame, metric: str) -> byte
         ax.fill_between(x, part["ci_low"], part["ci_high"], alpha=0.08, color=colour)
     ax.set_xlabel(comp.sweep_param)
     ax.set_ylabel(metric)
-    ax.set_title(
-        f"{metric} per {(comp.label_column or 'label').removeprefix('label.')} (bands: 95% CI)"
-    )
+    ax.set_title(f"{metric} per {(comp.label_column or 'label').removeprefix('label.')} (bands: 95% CI)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     return _png(fig)
