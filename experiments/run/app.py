@@ -44,8 +44,7 @@ from experiments.run.resume import (
     run_version,
 )
 from experiments.run.stage_order import pin_stage_order
-from experiments.run.trec import write_run
-from experiments.suites.jsonl import write_qrels
+from experiments.run.trec import write_qrels, write_run
 from experiments.suites.suite import Problem, Suite, SuiteError
 from experiments.track.mlflow_tracker import (
     MlflowTracker,
@@ -131,8 +130,10 @@ def build_pipeline(cfg: DictConfig) -> Pipeline:
     return pipeline_from_config(list(cfg.variant.stages), cfg.stage, depth=cfg.depth)
 
 
-# The console table's count column, e.g. 24/25: the means are over the answerable queries (docs/metrics.md).
+# The console table's count column, e.g. 24/25: the means are over the answerable queries (docs/metrics.md);
+# with `empty_queries=zero` over every judged query, and the column says so.
 ANSWERABLE_COLUMN = "answerable/all"
+SCORED_COLUMN = "scored/all"
 
 
 def results_table(evaluation: Evaluation, metrics: list[str], label: str | None) -> str:
@@ -146,11 +147,14 @@ def results_table(evaluation: Evaluation, metrics: list[str], label: str | None)
     if label and label in summary["by_label"]:
         rows.update(summary["by_label"][label])
     present = {key for row in rows.values() for key in row}
-    columns = [ANSWERABLE_COLUMN, *[m for m in metrics if m in present]]
+    count = SCORED_COLUMN if summary.get("empty_queries") == "zero" else ANSWERABLE_COLUMN
+    columns = [count, *[m for m in metrics if m in present]]
 
     def cell(row: dict[str, Any], column: str) -> str:
         if column == ANSWERABLE_COLUMN:  # the means are over the answerable queries: say how many of all
             return f"{row.get('n_answerable', row.get('n_queries'))}/{row.get('n_queries')}"
+        if column == SCORED_COLUMN:  # empty queries scored 0: the means are over every query
+            return f"{row.get('n_queries')}/{row.get('n_queries')}"
         value = row.get(column)
         if value is None or (isinstance(value, float) and value != value):
             return "NaN"
@@ -159,12 +163,16 @@ def results_table(evaluation: Evaluation, metrics: list[str], label: str | None)
     body = [[str(name), *(cell(row, c) for c in columns)] for name, row in rows.items()]
     widths = [max(len(text) for text in column) for column in zip(["", *columns], *body, strict=True)]
     lines = [[""] + columns, *body]
-    return "\n".join(
+    table = "\n".join(
         "  ".join(
             [line[0].ljust(widths[0]), *(t.rjust(w) for t, w in zip(line[1:], widths[1:], strict=True))]
         )
         for line in lines
     )
+    # harm@k is over its own queries (those with must-not judgements): say how many, overall.
+    own = summary["overall"].get("denominators", {})
+    notes = [f"{m} over {n} queries (those with must-not judgements)" for m, n in own.items() if m in columns]
+    return "\n".join([table, *notes])
 
 
 def write_outputs(
@@ -181,7 +189,7 @@ def write_outputs(
     ranking.write_ranking(
         output.ranked, suite.qrels, run_dir / ranking.FILENAME, ranking.saved_depth(metrics, suite.k)
     )
-    write_qrels(suite.qrels, run_dir / "qrels.tsv")
+    write_qrels(suite.qrels, run_dir)  # must-not judgements apart: trec_eval crashes on negative grades
     # metrics.json last: its presence marks a finished run directory.
     tmp = run_dir / ".metrics.json.tmp"
     tmp.write_text(json.dumps(evaluation.metrics, indent=2, sort_keys=False, default=str))
