@@ -132,10 +132,25 @@ def test_a_report_from_mlflow_prints_no_download_bar_or_numpy_warning(tmp_path, 
     assert len(client.search_runs([eid], "metrics.`category.code_editing.nDCG_at_10` >= 0")) == 3
     assert client.search_runs([eid], "metrics.`nDCG@10` >= 0") == []
 
+    # A parent all of whose jobs were answered by the sweep's finished runs (a study of the same weights
+    # in the same experiment: resume finds them in MLflow) does not end before it started.
+    from experiments.run.resume import REUSED_TAG_PREFIX
+    from experiments.track.mlflow_tracker import finish_parent
+
+    (parent,) = client.search_runs([eid], "tags.`memeval.sweep_key` != ''")
+    children = client.search_runs([eid], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
+    later = client.create_run(
+        eid,
+        run_name="study",
+        tags={f"{REUSED_TAG_PREFIX}{c.info.run_id[:8]}": c.info.run_id for c in children},
+    )
+    finish_parent(uri, later.info.run_id, status="FINISHED", objective="nDCG@10")
+    info = client.get_run(later.info.run_id).info
+    assert info.end_time >= info.start_time > max(c.info.end_time for c in children)
+
     # The report as MLflow shows it (under the parent, as memeval-study logs a study's): every figure
     # inline, the same bytes as the PNG beside report.md.
     folder = tmp_path / "reports" / "sweep"
-    (parent,) = client.search_runs([eid], "tags.`memeval.sweep_key` != ''")
     cfg = {"tracking": {"tracker": {"uri": uri}}}
     from omegaconf import OmegaConf
 

@@ -30,6 +30,11 @@ from pathlib import Path
 from experiments import PROJECT_ROOT
 
 WEIGHTS = "0,0.2,0.35"
+REPORT_HTML = "report/index.html"  # where memeval-study logs the report under its parent run
+ML_WORKFLOW = "machine_learning"  # the UI's "Model training" switch
+# Long pages are taken in a taller window: a child's metrics and params, a figure of the study report.
+# The runs table is short (a row per parent: children fold under it) and is taken in a lower one.
+HEIGHT = {"mlflow-runs": 560, "mlflow-child": 2000, "mlflow-study-report": 2600}
 STUDY = """\
 title: Instruction-boost weight on spark25
 description: exp05 at three boost weights against weight 0 (the sweep beside it, as a study).
@@ -94,11 +99,15 @@ def pages(uri: str) -> dict[str, str]:
     compare = urllib.parse.urlencode(
         {"runs": json.dumps([c.info.run_id for c in children]), "experiments": json.dumps([eid])}
     )
+    # MLflow 3.17's UI takes the experiment's page kind from its GenAI / Model training switch (kept per
+    # browser, default GenAI), not from the experiment's `mlflow.experimentKind` tag; `workflowType` in
+    # the URL sets the switch.
+    ml = f"workflowType={ML_WORKFLOW}"
     return {
-        "mlflow-runs": f"/experiments/{eid}",
-        "mlflow-child": f"/experiments/{eid}/runs/{child.info.run_id}",
-        "mlflow-compare": f"/compare-runs?{compare}",
-        "mlflow-study-report": f"/experiments/{eid}/runs/{study.info.run_id}/artifacts/report/index.html",
+        "mlflow-runs": f"/experiments/{eid}?{ml}",
+        "mlflow-child": f"/experiments/{eid}/runs/{child.info.run_id}?{ml}",
+        "mlflow-compare": f"/compare-runs?{compare}&{ml}",
+        "mlflow-study-report": f"/experiments/{eid}/runs/{study.info.run_id}/artifacts/{REPORT_HTML}?{ml}",
     }
 
 
@@ -135,20 +144,39 @@ def shoot(chromium: str, url: str, out: Path, size: str, budget_ms: int) -> None
         )  # fmt: skip
 
 
+def assistant_panel_left(image) -> int | None:
+    """Where the UI's assistant panel begins (it takes the right of every page), or None: the first
+    column from the right, past the page's margin, that is page background from 15% to 85% of the height."""
+    import numpy as np
+
+    pixels = np.asarray(image.convert("RGB")).astype(int)
+    height, width, _ = pixels.shape
+    background = pixels[height // 2, 2]  # the sidebar's margin
+    band = pixels[int(height * 0.15) : int(height * 0.85)]
+    empty = (np.abs(band - background).max(axis=2) <= 3).all(axis=0)
+    return next((x for x in range(width - 40, width // 2, -1) if empty[x]), None)
+
+
 def shrink(raw: Path, out: Path, width: int) -> None:
-    """`raw` at `width` pixels wide, as a palette PNG."""
+    """`raw` without the assistant panel, at `width` pixels wide, as a palette PNG."""
     from PIL import Image
 
     with Image.open(raw) as image:
-        height = round(image.height * width / image.width)
-        small = image.convert("RGB").resize((width, height), Image.LANCZOS)
+        page = image.convert("RGB")
+        page = page.crop((0, 0, assistant_panel_left(page) or page.width, page.height))
+        height = round(page.height * width / page.width)
+        small = page.resize((width, height), Image.LANCZOS)
         small.quantize(colors=256, method=Image.Quantize.MEDIANCUT).save(out, optimize=True)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mlflow_shots", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=PROJECT_ROOT / "docs" / "img")
-    parser.add_argument("--keep", type=Path, help="work folder to keep (default: a temporary one, removed)")
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        help="work folder to keep (default: a temporary one); its runs are reused next time",
+    )
     parser.add_argument("--chromium", default=shutil.which("chromium") or "chromium")
     parser.add_argument("--width", type=int, default=1200, help="width of the committed PNGs")
     parser.add_argument("--window", default="1600,1000", help="browser window, WIDTH,HEIGHT")
@@ -162,13 +190,15 @@ def main(argv: list[str] | None = None) -> int:
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
     env["HF_HUB_OFFLINE"] = "1"
     uri = f"sqlite:///{work / 'mlflow.db'}"
-    make_runs(work, uri, env)
+    if not (work / "study_report" / "index.html").is_file():  # a kept folder's runs are taken again
+        make_runs(work, uri, env)
     server, base = serve(uri, work, env)
     try:
         args.out.mkdir(parents=True, exist_ok=True)
         for name, route in pages(uri).items():
             raw = work / f"{name}.raw.png"
-            shoot(args.chromium, f"{base}/#{route}", raw, args.window, args.budget_ms)
+            size = args.window if name not in HEIGHT else f"{args.window.split(',')[0]},{HEIGHT[name]}"
+            shoot(args.chromium, f"{base}/#{route}", raw, size, args.budget_ms)
             shrink(raw, args.out / f"{name}.png", args.width)
             print(f"{args.out / (name + '.png')}: {base}/#{route}")
     finally:
