@@ -50,6 +50,17 @@ def test_phase_outside_a_run_does_nothing():
     progress.phase("encode documents", 1, 2)  # no callback installed: no error, nothing printed
 
 
+def test_library_bars_are_off_inside_a_run_without_bars_and_as_they_were_after():
+    from transformers.utils import logging as hf_logging
+
+    assert hf_logging.is_progress_bar_enabled()
+    with progress.library_bars(False):
+        assert not hf_logging.is_progress_bar_enabled()  # transformers' "Loading weights" bar
+    assert hf_logging.is_progress_bar_enabled()
+    with progress.library_bars(True):
+        assert hf_logging.is_progress_bar_enabled()
+
+
 @pytest.mark.parametrize("value", ["0", "-1", "soon", "nan"])
 def test_a_bad_interval_is_a_config_error_naming_the_variable(monkeypatch, value):
     monkeypatch.setenv(ENV, value)
