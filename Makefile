@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 export HF_HUB_OFFLINE := 1           # models load from local files only (no hub downloads here)
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup run test test-fast lint clean-venv reranker fusion lock upgrade-check
+.PHONY: setup run test test-fast lint clean-venv reranker fusion lock upgrade-check mlflow-shots
 
 # The venv installs the committed lock (the exact versions CI was green with), then memeval itself.
 $(VENV)/.installed: pyproject.toml requirements.lock
@@ -74,6 +74,11 @@ test-fast: setup
 
 lint: setup
 	$(VENV)/bin/ruff check retrieval experiments hydra_plugins tests
+
+# The README's MLflow screenshots (docs/img/mlflow-*.png): a 3-point spark25 sweep and a study into a fresh
+# store, `mlflow ui` on 127.0.0.1, headless Chromium (Debian: apt-get install chromium). ARGS: --keep DIR...
+mlflow-shots: setup
+	$(PY) -m experiments.tools.mlflow_shots $(ARGS)
 
 clean-venv:
 	rm -rf $(VENV)

@@ -13,6 +13,10 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 # point imports this package first; a user who sets it (or DO_NOT_TRACK) keeps their choice.
 if "DO_NOT_TRACK" not in os.environ:
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+# MLflow draws a "Downloading artifacts" bar for every artifact it fetches; memeval fetches a few small
+# files per run (a report over 12 runs drew 12 bars). Off by default, like the telemetry; read at each
+# download, so MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR=true shows them again.
+os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 
 def _register_checkout_conf() -> None:

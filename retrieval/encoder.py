@@ -20,13 +20,14 @@ import functools
 import hashlib
 import os
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from retrieval import cache_io
+from retrieval import cache_io, progress
 from retrieval.backends import accelerate, calibration_hash, check_backend, export_folder
 from retrieval.code_version import KEY_RULES, model_hash
 
@@ -182,19 +183,23 @@ class SentenceEncoder:
         cache_io.COUNTS["embeddings.hits"] += len(keys) - n_missing
         cache_io.COUNTS["embeddings.misses"] += n_missing
         if missing:
+            told = len(missing) > 2 * self.batch_size  # many texts: their batches are a phase of the run
+            if told:
+                progress.phase(f"encode {role}s", 0, len(missing))
             model = load_sentence_transformer(
                 self.path, self.device, self.backend, self.export_dir or EXPORT_DIR, self._calibration_texts()
             )
             # Encode and persist in chunks, so an interrupted run keeps what it already paid for.
             for start in range(0, len(missing), SHARD_TEXTS):
                 chunk = missing[start : start + SHARD_TEXTS]
-                vectors = model.encode(
-                    [prompt + t for _, t in chunk],
-                    batch_size=self.batch_size,
-                    normalize_embeddings=self.normalize,
-                    convert_to_numpy=True,
-                    show_progress_bar=self.show_progress and len(chunk) > 2 * self.batch_size,
-                ).astype(np.float32)
+                with _batches_told(model, f"encode {role}s", start, len(missing)) if told else nullcontext():
+                    vectors = model.encode(
+                        [prompt + t for _, t in chunk],
+                        batch_size=self.batch_size,
+                        normalize_embeddings=self.normalize,
+                        convert_to_numpy=True,
+                        show_progress_bar=self.show_progress and len(chunk) > 2 * self.batch_size,
+                    ).astype(np.float32)
                 new = dict(zip((k for k, _ in chunk), vectors, strict=True))
                 store.update(new)
                 self._write_shard(role, prompt, new)
@@ -254,6 +259,23 @@ class SentenceEncoder:
                 shard.unlink(missing_ok=True)
             except OSError:
                 return
+
+
+@contextmanager
+def _batches_told(model, name: str, done: int, total: int) -> Iterator[None]:
+    """Each batch the model encodes inside the block is told to retrieval/progress.py as `done`/`total`
+    texts: a forward hook counts them, so the batches stay the ones sentence-transformers makes."""
+    count = [done]
+
+    def hook(_module, _inputs, outputs) -> None:
+        count[0] += len(outputs["sentence_embedding"])
+        progress.phase(name, count[0], total)
+
+    handle = model.register_forward_hook(hook)
+    try:
+        yield
+    finally:
+        handle.remove()
 
 
 def _write_npz(folder: Path, new: dict[str, np.ndarray]) -> bool:

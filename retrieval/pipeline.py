@@ -23,7 +23,7 @@ import functools
 import hashlib
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +31,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from retrieval import cache_io
+from retrieval import progress as phases
 from retrieval.code_version import KEY_RULES, source_hash
 from retrieval.reuse import CandidateCache, ProcessMemo, Reuse
 from retrieval.stage import (
@@ -155,14 +156,31 @@ class Pipeline:
         progress: bool = True,
         memo: ProcessMemo | None = None,
         knowledge: Knowledge | None = None,
+        on_phase: phases.PhaseCallback | None = None,
     ) -> RunOutput:
         """`memo` (needs `suite_hash`) reuses this process's corpus, indexes and candidates across runs.
-        `knowledge` is the suite's concept graphs and feedback records (part of its `suite_hash`)."""
+        `knowledge` is the suite's concept graphs and feedback records (part of its `suite_hash`).
+        `on_phase` is told each phase (retrieval/progress.py): ingest, index, encode, search, rank.
+        `progress` false also keeps the model loaders' own bars off."""
+        with phases.reporting_to(on_phase), phases.library_bars(progress):
+            return self._run(memories, queries, suite_hash, cache, progress, memo, knowledge)
+
+    def _run(
+        self,
+        memories: Sequence[Memory],
+        queries: Sequence[Query],
+        suite_hash: str | None,
+        cache: CandidateCache | None,
+        progress: bool,
+        memo: ProcessMemo | None,
+        knowledge: Knowledge | None,
+    ) -> RunOutput:
         reuse = Reuse.of(memo, cache, suite_hash, live=bool(self.live))
         build_ms: dict[str, float] = {}
         channel_reports: dict[str, Any] = {}
         counts_before = dict(cache_io.COUNTS)
         t0 = time.perf_counter()
+        phases.phase("ingest")
         ingest_key = (suite_hash, source_hash("retrieval"), tuple(s.fingerprint() for s in self.ingest))
         corpus = reuse.made(
             "corpus", ingest_key, lambda: Corpus(tuple(self.ingest_memories(memories)), knowledge)
@@ -191,12 +209,13 @@ class Pipeline:
             laid_out = None  # the batch `state` is the split of, when a batch stage made it
             for level in range(start, len(self.rank)):
                 stage = self.rank[level]
+                told = _told(queries, f"rank {stage.name}", (level - start) * len(queries), todo)
                 t = time.perf_counter()
                 # Latency unmeasured anyway (reused work): a batch stage ranks all queries at once.
                 done = _apply_all(stage, queries, corpus, state, bar, laid_out) if reused else None
                 if done is None:
                     state, laid_out = (
-                        {q.id: _apply(stage, q, corpus, state[q.id], reuse.shares, bar) for q in queries},
+                        {q.id: _apply(stage, q, corpus, state[q.id], reuse.shares, bar) for q in told},
                         None,
                     )
                 else:
@@ -252,6 +271,7 @@ class Pipeline:
         indexes = {}
         for retriever in self.retrievers:
             t = time.perf_counter()
+            phases.phase(f"index {retriever.channel}")
             build = functools.partial(retriever.build, corpus)
             indexes[retriever.channel] = reuse.made("index", (*ingest_key, retriever.fingerprint()), build)
             build_ms[f"index_{retriever.channel}"] = (time.perf_counter() - t) * 1000
@@ -267,7 +287,8 @@ class Pipeline:
                 index.prefetch(queries)
                 measured[channel] = index.latency_ms
         out = {}
-        for query in tqdm(queries, desc="retrieve", disable=not progress, leave=False):
+        for done, query in enumerate(tqdm(queries, desc="retrieve", disable=not progress, leave=False)):
+            phases.phase("search", done, len(queries))
             timings, channels = {}, {}
             for retriever in self.retrievers:
                 t = time.perf_counter()
@@ -330,6 +351,13 @@ def _apply_all(
         for q, (index, columns), (_, _, timings) in zip(queries, ranked, entries, strict=True)
     }
     return new, laid_out
+
+
+def _told(queries: Sequence[Query], name: str, offset: int, total: int) -> Iterator[Query]:
+    """`queries`, telling retrieval/progress.py how far phase `name` is before each (offset + i of total)."""
+    for i, query in enumerate(queries):
+        phases.phase(name, offset + i, total)
+        yield query
 
 
 def _unmeasured(timings: Mapping[str, float]) -> dict[str, float]:

@@ -368,17 +368,25 @@ def latency(comp: Comparison) -> pd.DataFrame:
     for lab, run in zip(comp.labels, comp.runs, strict=True):
         frame = run.per_query
         row = {
-            "p50 ms": np.nanpercentile(frame["latency_ms"], 50),
-            "p95 ms": np.nanpercentile(frame["latency_ms"], 95),
+            "p50 ms": _measured_percentile(frame["latency_ms"], 50),
+            "p95 ms": _measured_percentile(frame["latency_ms"], 95),
         }
         for column in (c for c in frame.columns if c.startswith("ms.")):
-            row[f"{column.removeprefix('ms.')} p50"] = np.nanpercentile(frame[column], 50)
+            row[f"{column.removeprefix('ms.')} p50"] = _measured_percentile(frame[column], 50)
         hit = run.summary.get("prefix_cache_hit")
         row["prefix cache"] = "–" if hit is None else "hit" if hit else "miss"
         rows[lab] = row
     table = pd.DataFrame.from_dict(rows, orient="index")
     first = ["p50 ms", "p95 ms", "prefix cache"]
     return table[first + [c for c in table.columns if c not in first]]
+
+
+def _measured_percentile(values: pd.Series, q: float) -> float:
+    """The q-th percentile of the latencies measured in the run; NaN (shown "–") when none was: work
+    reused from a cache is not timed (retrieval/pipeline.py), so a reused run's column is all NaN."""
+    measured = values.to_numpy(dtype=float)
+    measured = measured[~np.isnan(measured)]
+    return float(np.percentile(measured, q)) if measured.size else float("nan")
 
 
 # Folders a run directory sits under wherever it was written (Hydra's run and sweep roots, a study's runs).

@@ -15,6 +15,7 @@ link only of the report's own `[text](http...)` with a safe target, so a label s
 
 from __future__ import annotations
 
+import base64
 import html
 import re
 from dataclasses import dataclass
@@ -212,3 +213,22 @@ def write(blocks: list[Block], out_dir: Path, title: str) -> None:
             (out_dir / block.filename).write_bytes(block.png)
     (out_dir / "report.md").write_text(to_markdown(blocks), encoding="utf-8")
     (out_dir / "index.html").write_text(to_html(blocks, title), encoding="utf-8")
+
+
+_IMG_SRC = re.compile(r'<img src="([^"]+)"')
+
+
+def with_inline_images(page: str, folder: Path) -> str:
+    """An index.html whose figures (PNG files beside it in `folder`) are inlined as data: URIs.
+
+    For a viewer that shows the page alone, such as MLflow's artifact view: there a relative `src` is
+    a broken image. What is written beside report.md keeps its relative `src` (each figure stored once)."""
+
+    def inline(match: re.Match[str]) -> str:
+        name = html.unescape(match.group(1))
+        path = folder / name
+        if not _SAFE_FILE.fullmatch(name) or not path.is_file():
+            return match.group(0)
+        return f'<img src="data:image/png;base64,{base64.b64encode(path.read_bytes()).decode("ascii")}"'
+
+    return _IMG_SRC.sub(inline, page)

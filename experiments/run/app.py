@@ -33,6 +33,7 @@ from experiments.exit_codes import console_script
 from experiments.run.build import pipeline_from_config
 from experiments.run.compose import answer_help, yaml_text
 from experiments.run.config_check import SUITE_REPORT_KEYS, ConfigError, check_config
+from experiments.run.phase_lines import PhaseLines, silent
 from experiments.run.resume import (
     CODE_VERSION_TAG,
     CONFIG_HASH_TAG,
@@ -72,6 +73,7 @@ from experiments.track.sweep_parent import (
 )
 from retrieval.encoder import ModelNotFoundError
 from retrieval.pipeline import Pipeline, PipelineConfigError, RunOutput
+from retrieval.progress import PhaseCallback
 from retrieval.reuse import CandidateCache, ProcessMemo
 from retrieval.systems.protocol import SystemError_
 
@@ -197,9 +199,15 @@ def write_outputs(
 
 
 def execute(
-    cfg: DictConfig, suite: Suite, pipeline: Pipeline, *, memo: ProcessMemo | None = None
+    cfg: DictConfig,
+    suite: Suite,
+    pipeline: Pipeline,
+    *,
+    memo: ProcessMemo | None = None,
+    told: PhaseCallback | None = None,
 ) -> tuple[RunOutput, Evaluation]:
-    """Run the pipeline over the suite (through the candidate cache and `memo`) and evaluate it."""
+    """Run the pipeline over the suite (through the candidate cache and `memo`) and evaluate it; `told`
+    hears each phase (experiments/run/phase_lines.py)."""
     from experiments.evaluate.table import evaluate
 
     cache = CandidateCache(Path(cfg.cache_dir) / "candidates") if cfg.cache_dir else None
@@ -211,7 +219,10 @@ def execute(
         progress=cfg.progress,
         memo=memo,
         knowledge=suite.knowledge,
+        on_phase=told,
     )
+    if told is not None:
+        told("metrics")
     evaluation = evaluate(
         suite, output, list(cfg.metrics), seed=cfg.seed,
         unit=cfg.get("statistics", {}).get("unit", "auto"), empty=cfg.get("empty_queries", "apart"),
@@ -270,7 +281,23 @@ def run_experiment(
     """Run, evaluate, write, log. In a multirun (`multirun`) the process memo is reused, finished jobs
     are skipped (see experiments.run.resume), and `parent` (the sweep's MLflow parent) makes it a child run;
     `run_name` names its MLflow run (default `<suite>-<variant>`), `run_tags` are added to its MLflow tags.
+    With `progress=false` a line says where the run is every few seconds (experiments/run/phase_lines.py).
     """
+    if cfg.get("progress") is not False:  # the bars say it
+        return _run_experiment(cfg, run_dir, silent, multirun, parent, run_name, run_tags)
+    with PhaseLines() as told:
+        return _run_experiment(cfg, run_dir, told, multirun, parent, run_name, run_tags)
+
+
+def _run_experiment(
+    cfg: DictConfig,
+    run_dir: Path,
+    told: PhaseCallback,
+    multirun: bool,
+    parent: dict[str, Any] | None,
+    run_name: str | None,
+    run_tags: dict[str, str] | None,
+) -> dict[str, Any]:
     # One resolution (hash, config.yaml, params, the sweep memo's stage keys); a config that does not
     # resolve gets check_config's list of every problem first.
     pin_stage_order(cfg)
@@ -278,6 +305,7 @@ def run_experiment(
     # every config problem at once (ConfigError), before any data is read
     pipeline = check_config(cfg, memo=process_memo() if multirun else None, resolved=resolved)
     pipeline.check_models()  # a missing model is a clear error now, not after retrieval ran
+    told("load suite")
     suite = load_suite_from_config(cfg, memoise=multirun)  # validates: bad input fails here, before work
     try:  # a metric only a benchmark's own scorer computes, on a suite without it: refused before work
         check_metrics(suite.scorer, list(cfg.metrics))
@@ -313,7 +341,7 @@ def run_experiment(
         print(f"  note: {note}")
     started = time.perf_counter()
     started_ms = int(time.time() * 1000)
-    output, evaluation = execute(cfg, suite, pipeline, memo=process_memo() if multirun else None)
+    output, evaluation = execute(cfg, suite, pipeline, memo=process_memo() if multirun else None, told=told)
     evaluation.metrics["wall_s"] = time.perf_counter() - started
     evaluation.metrics["suite"] = {
         **suite.summary(),
@@ -327,6 +355,7 @@ def run_experiment(
     # The same provenance as the MLflow tags, on disk too: reports built from run directories read it.
     tags = {**_tags(cfg, suite, pipeline), CONFIG_HASH_TAG: cfg_hash, CODE_VERSION_TAG: version}
     tags.update(statistics_tags(evaluation.metrics))
+    told("write results")
     with _writing(run_dir):
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "config.yaml").write_text(config_text)
@@ -351,6 +380,7 @@ def run_experiment(
     print(f"results in {run_dir}")
 
     if tracker is not None:
+        told("log to MLflow")
         latency, latency_note = latency_for_mlflow(evaluation.metrics, evaluation.per_query)
         suite_path = cfg.suite.get("path")
         run_id = tracker.log(

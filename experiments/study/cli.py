@@ -67,14 +67,23 @@ def report_dir(cfg: DictConfig, study: str) -> Path:
 
 
 def _log_report(parent_run_id: str, cfg: DictConfig, out: Path) -> None:
+    """The report's files under the study's parent run, `report/`. MLflow shows an HTML artifact alone,
+    so the index.html logged there has its figures inlined (render.with_inline_images); the PNGs are
+    logged too, for report.md."""
+    import tempfile
+
     import mlflow
 
+    from experiments.report.render import with_inline_images
     from experiments.track.mlflow_tracker import resolve_uri
 
     client = mlflow.MlflowClient(tracking_uri=resolve_uri(cfg.tracking.tracker.get("uri")))
-    for path in sorted(out.iterdir()):
-        if path.is_file():
-            client.log_artifact(parent_run_id, str(path), "report")
+    with tempfile.TemporaryDirectory(prefix="memeval-report-") as tmp:
+        inlined = Path(tmp) / "index.html"
+        for path in sorted(p for p in out.iterdir() if p.is_file()):
+            if path.name == inlined.name:
+                inlined.write_text(with_inline_images(path.read_text("utf-8"), out), "utf-8")
+            client.log_artifact(parent_run_id, str(inlined if path.name == inlined.name else path), "report")
 
 
 @hydra.main(version_base="1.3", config_path="pkg://experiments.conf", config_name="run_study")

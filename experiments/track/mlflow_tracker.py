@@ -754,7 +754,9 @@ def finish_parent(
         note = note.split(marker)[0] + marker + summary if note else summary
         client.set_tag(parent_run_id, "mlflow.note.content", note[:MAX_TAG_VALUE_CHARS])
     ends = [c.info.end_time for c in children if c.info.end_time]
-    client.set_terminated(parent_run_id, status, end_time=max(ends) if ends else None)
+    # Never before its own start: every child may be a finished run of an earlier sweep (reused).
+    end = max([*ends, parent.info.start_time or 0]) if ends else None
+    client.set_terminated(parent_run_id, status, end_time=end)
     return best
 
 

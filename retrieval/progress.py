@@ -1,0 +1,58 @@
+"""Where a run is, told to whoever shows it: the pipeline's phases and the encoder's batches.
+
+Stages never print. The harness passes a callback to `Pipeline.run(on_phase=...)`
+(experiments/run/phase_lines.py prints it as a line every few seconds when the bars are off); the
+pipeline installs it here for the length of the run, so a component deep inside a stage (the encoder,
+called by the dense retriever's `build`) can say `phase("encode documents", 1024, 5120)` without every
+stage's signature carrying the callback. With no callback installed, `phase` does nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+
+# (phase, done, total): `done`/`total` are counts of that phase's units (texts, queries), or None.
+PhaseCallback = Callable[[str, "int | None", "int | None"], None]
+
+_current: ContextVar[PhaseCallback | None] = ContextVar("memeval_phase_callback", default=None)
+
+
+def phase(name: str, done: int | None = None, total: int | None = None) -> None:
+    """Tell the installed callback (if any) that the run is in `name`, `done` of `total` units along."""
+    callback = _current.get()
+    if callback is not None:
+        callback(name, done, total)
+
+
+def reporting_to(callback: PhaseCallback | None) -> contextlib.AbstractContextManager[None]:
+    """Install `callback` for the code run inside the block (None: keep whatever is installed)."""
+    return _installed(callback) if callback is not None else contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def _installed(callback: PhaseCallback) -> Iterator[None]:
+    token = _current.set(callback)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+@contextlib.contextmanager
+def library_bars(show: bool) -> Iterator[None]:
+    """Hugging Face's own progress bars (transformers' "Loading weights" when a model loads) follow the
+    run's `progress` setting for the length of the block: off when `show` is false, as they were after."""
+    if show:
+        yield
+        return
+    from transformers.utils import logging as hf_logging
+
+    was_on = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            hf_logging.enable_progress_bar()
