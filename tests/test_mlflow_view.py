@@ -84,7 +84,7 @@ def test_a_sweep_and_a_study_read_at_a_glance_in_mlflow(tmp_path, monkeypatch):
     assert sweep.returncode == 0, sweep.stderr[-3000:]
     client = mlflow.MlflowClient(tracking_uri=uri)
     experiment = client.get_experiment_by_name("memeval")
-    assert experiment.tags[EXPERIMENT_KIND_TAG] == EXPERIMENT_KIND  # opens on the runs table
+    assert experiment.tags[EXPERIMENT_KIND_TAG] == EXPERIMENT_KIND  # model development, not GenAI
     (parent,) = client.search_runs([experiment.experiment_id], "tags.`memeval.sweep_key` != ''")
     assert parent.data.params["sweep.stage.instruction_boost.weight"] == "0,0.2,0.35"
     children = _children(client, parent.info.run_id)

@@ -568,8 +568,9 @@ def log_dataset(client: Any, run_id: str, dataset_input: Any, attempts: int = 4)
             time.sleep(0.1 * (attempt + 1))
 
 
-# MLflow 3's UI opens an experiment on its GenAI "Overview" unless the experiment says it holds model
-# development runs: this tag (the value the UI's own "Machine learning" choice writes) opens the runs table.
+# The experiment kind MLflow's own "Machine learning" choice writes: an MLflow UI that reads it opens the
+# experiment on its runs table. MLflow 3.17's UI does not read it yet (it follows its GenAI / Model training
+# switch, `?workflowType=machine_learning`; the README says so); the tag states the kind either way.
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
 
