@@ -59,6 +59,7 @@ from experiments.track.mlflow_tracker import (
     statistics_tags,
 )
 from experiments.track.sweep_parent import JobFailed, job_failed, job_started, read_parent
+from retrieval.compute import cpu_isa
 from retrieval.encoder import ModelNotFoundError
 from retrieval.pipeline import Pipeline, PipelineConfigError, RunOutput
 from retrieval.reuse import CandidateCache, ProcessMemo
@@ -421,6 +422,7 @@ def _skip(run_dir: Path, cfg_hash: str, finished: Any, tracker: MlflowTracker | 
 
 def _tags(cfg: DictConfig, suite: Suite, pipeline: Pipeline) -> dict[str, str]:
     revisions = {s.name: s.encoder.fingerprint() for s in pipeline.stages if hasattr(s, "encoder")}
+    compute = pipeline.compute()  # each model's device, pinned precision, CPU ISA class or GPU name
     return {
         **suite.tags,  # the loader's provenance: granularity, dataset release and sha256s, errata applied
         "suite": suite.name,
@@ -428,6 +430,9 @@ def _tags(cfg: DictConfig, suite: Suite, pipeline: Pipeline) -> dict[str, str]:
         "variant": str(cfg.variant.name),
         "pipeline": " -> ".join(s.name for s in pipeline.stages),
         "model_revisions": json.dumps(revisions) if revisions else "none",
+        "compute": json.dumps(compute) if compute else "none",
+        "device": ",".join(sorted({c.split(":")[0] for c in compute.values()})) or "none",
+        "cpu_isa": cpu_isa(),
         "git_commit": git_commit(),
         "memeval_version": package_version(),
     }
