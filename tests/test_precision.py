@@ -7,6 +7,7 @@ CUDA test runs the real MiniLM where a GPU is."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -120,12 +121,13 @@ def test_torch_loads_fp32_weights_from_a_checkpoint_saved_in_bf16(tmp_path):
     assert {p.dtype for p in scorer.model.parameters()} == {torch.float32}
 
 
-def test_torch_matmuls_stay_fp32_when_the_process_asks_for_less(tiny_bi):
+def test_torch_matmuls_stay_fp32_when_the_process_asks_for_less():
     import torch
 
-    encoder = SentenceEncoder(model=str(tiny_bi), cache_dir=None, device="cpu")
+    # The real MiniLM: "medium" moved its vectors by 3.5e-7 on this CPU (AVX-512 BF16) before the pin.
+    encoder = SentenceEncoder(cache_dir=None, device="cpu")
     reference = encoder.encode(TEXTS, "document")
-    torch.set_float32_matmul_precision("medium")  # e.g. set by a library: bf16 passes on this CPU
+    torch.set_float32_matmul_precision("medium")  # e.g. set by a library: bf16 passes on a bf16 CPU
     try:
         again = encoder.encode(TEXTS, "query")
         assert torch.get_float32_matmul_precision() == "medium"  # restored after the encode
@@ -171,6 +173,35 @@ def test_a_bad_device_is_a_field_error_naming_it(tiny_bi):
     assert compute_identity("auto", "openvino").startswith("cpu:")  # other backends run on the CPU
 
 
+@pytest.mark.parametrize(
+    "overrides,message",
+    [
+        (["encoder.device=gpu"], "stage.dense.encoder.device: must be one of auto, cpu, cuda"),
+        (["encoder.device=cuda", "encoder.backend=onnx"], "cuda runs the torch backend only"),
+    ],
+)
+def test_a_bad_device_on_the_command_line_exits_2_naming_the_field(overrides, message, tmp_path):
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "experiments.run",
+            "suite=spark25",
+            "variant=dense",
+            "tracking=none",
+            f"hydra.run.dir={tmp_path / 'run'}",
+            *overrides,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert message in proc.stderr
+    assert not (tmp_path / "run" / "metrics.json").exists()
+
+
 def run_dense(tmp: Path, name: str, *overrides: str) -> Path:
     out = tmp / name
     proc = subprocess.run(
@@ -180,7 +211,6 @@ def run_dense(tmp: Path, name: str, *overrides: str) -> Path:
             "experiments.run",
             "suite=spark25",
             "variant=dense",
-            "tracking=none",
             "progress=false",
             f"cache_dir={tmp / 'cache'}",
             f"hydra.run.dir={out}",
@@ -190,17 +220,27 @@ def run_dense(tmp: Path, name: str, *overrides: str) -> Path:
         capture_output=True,
         text=True,
         timeout=900,
+        env={**os.environ, "MLFLOW_TRACKING_URI": ""},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out
 
 
 def test_a_run_records_each_models_device_precision_and_the_cpu_isa_in_its_tags(tiny_bi, tmp_path):
-    run_dir = run_dense(tmp_path, "tiny", f"encoder.model={tiny_bi}", "encoder.device=cpu")
+    import mlflow
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracking = [f"tracking.tracker.uri={uri}", "tracking.tracker.experiment=precision"]
+    run_dir = run_dense(tmp_path, "tiny", f"encoder.model={tiny_bi}", "encoder.device=cpu", *tracking)
     tags = json.loads((run_dir / "tags.json").read_text())
     assert json.loads(tags["compute"]) == {"dense.encoder": f"cpu:{cpu_isa()}/fp32"}
     assert tags["device"] == "cpu" and tags["cpu_isa"] == cpu_isa()
     assert f"compute=cpu:{cpu_isa()}/fp32" in json.loads(tags["model_revisions"])["dense"]
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    (run,) = client.search_runs([client.get_experiment_by_name("precision").experiment_id])
+    assert {k: run.data.tags[k] for k in ("compute", "device", "cpu_isa")} == {
+        k: tags[k] for k in ("compute", "device", "cpu_isa")
+    }
 
 
 def ranking(run_dir: Path) -> dict[str, list[tuple[str, float]]]:
@@ -220,8 +260,8 @@ def cuda_available() -> bool:
 @pytest.mark.slow
 @pytest.mark.skipif(not cuda_available(), reason="no CUDA device")
 def test_dense_on_cuda_ranks_spark25_as_the_cpu_does(tmp_path):
-    cpu = ranking(run_dense(tmp_path, "cpu", "encoder.device=cpu"))
-    gpu_dir = run_dense(tmp_path, "cuda", "encoder.device=cuda")
+    cpu = ranking(run_dense(tmp_path, "cpu", "encoder.device=cpu", "tracking=none"))
+    gpu_dir = run_dense(tmp_path, "cuda", "encoder.device=cuda", "tracking=none")
     gpu = ranking(gpu_dir)
     assert json.loads((gpu_dir / "tags.json").read_text())["device"] == "cuda"
     assert cpu.keys() == gpu.keys()
