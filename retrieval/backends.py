@@ -336,7 +336,7 @@ def _runtime(path: Path, backend: str, threads: int | None):
             config["INFERENCE_NUM_THREADS"] = int(threads)
         compiled = ov.Core().compile_model(str(path), "CPU", config)
         got = compiled.get_property("INFERENCE_PRECISION_HINT")
-        if got.get_type_name() != wanted:  # the key says `wanted`: a CPU that computes otherwise must not answer
+        if got.get_type_name() != wanted:  # the key says `wanted`: a CPU computing otherwise must not answer
             raise BackendUnavailableError(
                 f"backend {backend!r} needs OpenVINO to compute in {wanted}, but on this CPU "
                 f"({cpu_isa()}) it compiles to {got.get_type_name()}: use backend: openvino (fp32)"

@@ -2,7 +2,7 @@
 
 Machines differ: on a CPU with AMX, OpenVINO's default inference precision is bf16 (fp16 on ARM), so the
 same backend computed in bf16 on one machine and fp32 on another, under the same cache key, and a
-trained cross-encoder's spark_phase3 P@5 moved from 0.192 (torch) to 0.158 on such a machine. So each
+trained cross-encoder's P@5 on the 25-scenario suite moved from 0.192 (torch) to 0.158 there. So each
 backend's precision is pinned (`PRECISION`: fp32 unless the backend says otherwise, e.g. openvino-bf16),
 and the compute identity (`compute_identity`: effective device, precision, and the CPU's ISA class or
 the GPU's name) is part of the encoder's and cross-encoder's fingerprints, their cache keys
