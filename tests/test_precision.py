@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -59,7 +60,7 @@ def test_the_isa_class_is_read_from_the_cpu_flags():
         ),
         [],
     )
-    assert cpu_isa() == isa_class(flags, __import__("platform").machine())
+    assert cpu_isa() == isa_class(flags, platform.machine())
 
 
 def hint(runtime) -> str:
