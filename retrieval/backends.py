@@ -3,10 +3,19 @@
     torch       the model as loaded (fp32 torch); the reference.
     onnx        the same weights exported once to ONNX (torch.onnx dynamo exporter), run by ONNX Runtime.
     onnx-int8   that ONNX graph with dynamic int8 quantization of its weights (onnxruntime.quantization).
-    openvino    the fp32 ONNX graph compiled by OpenVINO for the CPU.
+    openvino    the fp32 ONNX graph compiled by OpenVINO for the CPU, pinned to fp32.
+    openvino-bf16
+                the same graph compiled to compute in bf16 (native on AMX and AVX-512 BF16 CPUs).
     openvino-int8
                 that graph statically quantized to int8 by NNCF (weights and activations, VNNI kernels),
                 its activation ranges calibrated on texts the caller gives (bi-encoders only).
+
+Each backend's precision is pinned (retrieval/compute.py PRECISION), never left to the runtime: OpenVINO's
+default INFERENCE_PRECISION_HINT is bf16 on a CPU with AMX or AVX-512 BF16 (fp16 on ARM), so an unpinned
+`openvino` computed in bf16 on one machine and fp32 on another under one cache key. OpenVINO is given the
+hint and the compiled model's hint is read back (a CPU that cannot honour it is an error); ONNX Runtime's
+one lower-precision switch (bf16 fast math on ARM) is set off; torch loads fp32 weights and runs its fp32
+matrix products in full fp32 (retrieval/compute.py fp32_matmuls).
 
 Only the transformer's forward changes backend: sentence-transformers still tokenizes, batches, pools
 and normalises (bi-encoder) or reads the logits (cross-encoder), so truncation, prompts and pooling are
@@ -43,11 +52,14 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-BACKENDS = ("torch", "onnx", "onnx-int8", "openvino", "openvino-int8")
+from retrieval.compute import PRECISION, cpu_isa
+
+BACKENDS = ("torch", "onnx", "onnx-int8", "openvino", "openvino-bf16", "openvino-int8")
 PACKAGES = {  # backend -> (import name, pip name) it needs
     "onnx": [("onnxruntime", "onnxruntime"), ("onnx", "onnx"), ("onnxscript", "onnxscript")],
     "onnx-int8": [("onnxruntime", "onnxruntime"), ("onnx", "onnx"), ("onnxscript", "onnxscript")],
     "openvino": [("openvino", "openvino"), ("onnx", "onnx"), ("onnxscript", "onnxscript")],
+    "openvino-bf16": [("openvino", "openvino"), ("onnx", "onnx"), ("onnxscript", "onnxscript")],
     "openvino-int8": [
         ("openvino", "openvino"),
         ("nncf", "nncf"),
@@ -308,22 +320,34 @@ def _export(net, tokenizer, path: Path, task: str) -> None:
     program.save(str(path))
 
 
+# OpenVINO's name for each pinned precision; int8 models keep their unquantized ops in f32.
+OPENVINO_PRECISION = {"fp32": "f32", "bf16": "bf16", "int8": "f32"}
+
+
 def _runtime(path: Path, backend: str, threads: int | None):
-    """A callable {name: int64 array} -> output array, for ONNX Runtime or OpenVINO."""
-    if backend in ("openvino", "openvino-int8"):
+    """(input names, a callable {name: int64 array} -> output array, the runtime object: OpenVINO's
+    compiled model or ONNX Runtime's session), computing in the backend's pinned precision."""
+    if backend.startswith("openvino"):
         import openvino as ov
 
-        config = {"PERFORMANCE_HINT": "LATENCY"}
+        wanted = OPENVINO_PRECISION[PRECISION[backend]]
+        config = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": wanted}
         if threads:
             config["INFERENCE_NUM_THREADS"] = int(threads)
         compiled = ov.Core().compile_model(str(path), "CPU", config)
+        got = compiled.get_property("INFERENCE_PRECISION_HINT")
+        if got.get_type_name() != wanted:  # the key says `wanted`: a CPU computing otherwise must not answer
+            raise BackendUnavailableError(
+                f"backend {backend!r} needs OpenVINO to compute in {wanted}, but on this CPU "
+                f"({cpu_isa()}) it compiles to {got.get_type_name()}: use backend: openvino (fp32)"
+            )
         names = [i.get_any_name() for i in compiled.inputs]
         request = compiled.create_infer_request()
 
         def run_ov(feed):
             return request.infer({n: feed[n] for n in names})[compiled.outputs[0]].copy()
 
-        return names, run_ov
+        return names, run_ov, compiled
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -331,13 +355,15 @@ def _runtime(path: Path, backend: str, threads: int | None):
         options.intra_op_num_threads = int(threads)
     # No busy-waiting between ops: on a CPU shared with other jobs, spinning threads burn CPU for nothing.
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    # fp32 GEMMs stay fp32 (this switch, off by default, lets ARM CPUs compute them in bf16).
+    options.add_session_config_entry("mlas.enable_gemm_fastmath_arm64_bfloat16", "0")
     session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     names = [i.name for i in session.get_inputs()]
 
     def run_ort(feed):
         return session.run(None, {n: feed[n] for n in names})[0]
 
-    return names, run_ort
+    return names, run_ort, session
 
 
 def _check_against_torch(net, tokenizer, names: list[str], run, task: str, *, what: str) -> None:
@@ -399,7 +425,7 @@ def accelerate(
     if backend == "openvino-int8":
         max_length = transformer_module.max_seq_length or 512
         path = ensure_openvino_int8(path, transformer_module.tokenizer, calibration, max_length)
-    names, run = _runtime(path, backend, threads)
+    names, run, runtime = _runtime(path, backend, threads)
     output, config = OUTPUTS[task], net.config
     _check_against_torch(net, transformer_module.tokenizer, names, run, task, what=f"{path} ({backend})")
     del net  # the torch weights are no longer needed
@@ -414,6 +440,7 @@ def accelerate(
             self.anchor = torch.nn.Parameter(torch.zeros(0), requires_grad=False)
             self.backend = backend
             self.onnx_path = str(path)
+            self.runtime = runtime  # OpenVINO's compiled model or ONNX Runtime's session (its settings)
 
         def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, **_ignored):
             given = dict(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)

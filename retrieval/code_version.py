@@ -9,7 +9,9 @@ hash of everything that produced the value:
 - the model: `model_hash(path)`, the content of every file of a local model folder that loading can
   read (configs, tokenizer files, `modules.json`, pooling, `sentence_bert_config.json`, weights), or
   the revision of a hub model;
-- the backend that ran the model, and the inputs the cache names (role, prompt, suite hash ...).
+- the backend that ran the model and where it ran (`compute`: effective device, pinned precision, the
+  CPU's ISA class or the GPU's name; retrieval/compute.py), and the inputs the cache names (role, prompt,
+  suite hash ...).
 
 `KEY_RULES` lists, per cache, what its key covers; `KeyRule.key(**parts)` is the only way a cache makes
 its key, and refuses parts other than the ones its rule names, so the rule, the code and
@@ -39,6 +41,7 @@ BACKEND_LIBRARIES: Mapping[str, tuple[str, ...]] = {
     "onnx": ("onnxruntime", "onnx", "onnxscript"),
     "onnx-int8": ("onnxruntime", "onnx", "onnxscript"),
     "openvino": ("openvino", "onnx", "onnxscript"),
+    "openvino-bf16": ("openvino", "onnx", "onnxscript"),
     "openvino-int8": ("openvino", "nncf", "onnx", "onnxscript"),
 }
 # Everything the `retrieval` package computes candidates with.
@@ -203,6 +206,10 @@ _MODEL = (
     "`model_hash` of its folder's files (configs, tokenizer, modules, pooling, max_seq_length, weights) "
     "or its hub revision"
 )
+_COMPUTE = (
+    "where and in what precision the model ran: `<device>:<CPU ISA class (amx, avx512_bf16, avx512, avx2) "
+    "or GPU name>/<precision pinned by the backend>` (retrieval/compute.py)"
+)
 _BACKEND = (
     "the inference backend (a backend other than torch adds its runtime's versions and the source of "
     "retrieval/backends.py)"
@@ -214,7 +221,7 @@ KEY_RULES: Mapping[str, KeyRule] = {
         _rule(
             "embeddings",
             "`<cache_dir>/embeddings/<model>-<key>/*.npz`; per entry sha256 of the text",
-            ["retrieval.encoder"],
+            ["retrieval.encoder", "retrieval.compute"],
             MODEL_LIBRARIES,
             model=_MODEL,
             name="the model's name as configured",
@@ -223,16 +230,18 @@ KEY_RULES: Mapping[str, KeyRule] = {
             normalize="normalisation",
             backend=_BACKEND,
             calibration="hash of the calibration texts (openvino-int8; empty otherwise)",
+            compute=_COMPUTE,
         ),
         _rule(
             "rerank_scores",
             "`<cache_dir>/rerank_scores/<model>-<key>/*.npz`; per entry sha256 of (query, memory text)",
-            ["retrieval.reranker"],
+            ["retrieval.reranker", "retrieval.compute"],
             MODEL_LIBRARIES,
             model=_MODEL,
             name="the model's name as configured",
             max_length="truncation length",
             backend=_BACKEND,
+            compute=_COMPUTE,
         ),
         _rule(
             "candidates",
@@ -242,7 +251,8 @@ KEY_RULES: Mapping[str, KeyRule] = {
             suite="the suite's content hash",
             queries="sha256 of the query ids, in order",
             stages="fingerprint (class + config) of every ingest, retriever and fusion stage; a component "
-            "with a model (encoder, cross-encoder) contributes its fingerprint, which has its `model_hash`",
+            "with a model (encoder, cross-encoder) contributes its fingerprint, which has its `model_hash`, "
+            "backend and compute identity (device, precision, CPU ISA class or GPU name, as above)",
         ),
         _rule(
             "finished_runs",

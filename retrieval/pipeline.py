@@ -107,18 +107,35 @@ class Pipeline:
         object.__setattr__(self, "fusion", fusions[0] if fusions else None)
         object.__setattr__(self, "rank", tuple(s for s in active if isinstance(s, RankStage)))
 
+    def models(self) -> list[tuple[str, Any]]:
+        """(`stage.field...` path, component) of every component with a model (one with `check_available()`:
+        the encoder, the cross-encoder scorer), at any depth, in stage order."""
+        found, todo = [], [(s.name, s) for s in reversed(self.stages)]
+        while todo:
+            path, value = todo.pop()
+            if callable(getattr(value, "check_available", None)):
+                found.append((path, value))
+            elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+                fields = dataclasses.fields(value)
+                todo += [(f"{path}.{f.name}", getattr(value, f.name)) for f in reversed(fields)]
+            elif isinstance(value, (list, tuple)):
+                todo += [(f"{path}[{i}]", v) for i, v in reversed(list(enumerate(value)))]
+        return found
+
     def check_models(self) -> None:
         """Fail before any work when a model a stage needs (encoder, cross-encoder) cannot be loaded:
-        every component with a `check_available()`, at any depth, is asked (they raise ModelNotFoundError)."""
-        todo: list[Any] = list(self.stages)
-        while todo:
-            value = todo.pop()
-            if callable(getattr(value, "check_available", None)):
-                value.check_available()
-            elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-                todo += [getattr(value, f.name) for f in dataclasses.fields(value)]
-            elif isinstance(value, (list, tuple)):
-                todo += list(value)
+        every component of `models()` is asked (they raise ModelNotFoundError)."""
+        for _, model in self.models():
+            model.check_available()
+
+    def compute(self) -> dict[str, str]:
+        """Where and in what precision each model computes (retrieval.compute.compute_identity), by its
+        path (`dense.encoder`): a run's tags record it."""
+        return {
+            path: model.compute()
+            for path, model in self.models()
+            if callable(getattr(model, "compute", None))
+        }
 
     def prefix_fingerprint(self, suite_hash: str, query_ids: Sequence[str]) -> str:
         """The candidates' key (KEY_RULES["candidates"]): suite, queries, the `retrieval` package's source,

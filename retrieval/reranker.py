@@ -5,7 +5,8 @@ costly part of a rerank, so scores are cached by (model fingerprint, query text,
 sweep over the stage's mode or weight re-scores nothing. Entries live in append-only, checksummed
 `.npz` shards (retrieval/cache_io.py) under one folder per key (KEY_RULES["rerank_scores"] in
 retrieval/code_version.py: name, the model's content hash over all its files, max_length, backend, the
-versions of the libraries that run the model and this module's own source, as in `encoder.py`), so
+compute identity (device, pinned precision, CPU ISA class or GPU name: retrieval/compute.py), the versions
+of the libraries that run the model and this module's own source, as in `encoder.py`), so
 parallel sweep workers never write the same file and a code, library or model change never reads old
 scores. A torn or corrupt shard is dropped with a warning and its pairs are scored again.
 
@@ -29,7 +30,15 @@ import numpy as np
 from retrieval import cache_io
 from retrieval.backends import accelerate, check_backend, export_folder
 from retrieval.code_version import KEY_RULES, model_hash
+from retrieval.compute import (
+    DeviceUnavailableError,
+    compute_identity,
+    device_problem,
+    fp32_matmuls,
+    resolve_device,
+)
 from retrieval.encoder import EXPORT_DIR, ModelNotFoundError, require_local_or_online
+from retrieval.stage import FieldError
 
 TRAINED_DEFAULT = "./models/cross-encoder-beam500k"
 
@@ -60,12 +69,13 @@ def resolve_cross_encoder_path(model: str) -> str:
 def load_cross_encoder(
     path: str,
     max_length: int,
-    device: str = "cpu",
+    device: str = "auto",
     backend: str = "torch",
     export_dir: str = EXPORT_DIR,
     threads: int | None = None,
 ):
     """The model at `path`, loaded once per process per content: an edited folder is loaded again."""
+    device = resolve_device(device, backend)
     return _load_cross_encoder(path, model_hash(path), max_length, device, backend, export_dir, threads)
 
 
@@ -88,9 +98,16 @@ def _load_cross_encoder(
 
 
 def _load_torch_cross_encoder(path: str, max_length: int, device: str):
+    import torch
     from sentence_transformers import CrossEncoder
 
-    kwargs = {"num_labels": 1, "max_length": max_length, "device": device}
+    # fp32 weights whatever the checkpoint was saved in (transformers 5 loads its config's dtype)
+    kwargs = {
+        "num_labels": 1,
+        "max_length": max_length,
+        "device": device,
+        "model_kwargs": {"dtype": torch.float32},
+    }
     if Path(path).is_dir():
         return CrossEncoder(path, **kwargs)
     try:  # a hub name: the local HF cache first, so an offline machine fails fast
@@ -112,40 +129,56 @@ class CrossEncoderScorer:
     max_length: int = 64
     batch_size: int = 32
     cache_dir: str | None = ".memeval_cache/rerank_scores"
-    device: str = "cpu"
+    # auto | cpu | cuda: auto is cuda when torch sees a GPU (torch backend only). The effective device is
+    # part of the fingerprint and the score cache's key.
+    device: str = "auto"
     # Runtime threads while scoring (None = the runtime's default). One costs the least CPU a query, and
     # on a shared, oversubscribed CPU more threads only wait on each other (reports/benchmarks/); torch's
     # setting is restored after each call, so other components are unaffected.
     threads: int | None = 1
-    # Inference backend (retrieval/backends.py): torch | onnx | onnx-int8 | openvino. Part of the
-    # fingerprint, hence of the score cache folder: scores from different backends never mix.
+    # Inference backend (retrieval/backends.py): torch | onnx | onnx-int8 | openvino | openvino-bf16. Part
+    # of the fingerprint, hence of the score cache folder: scores from different backends never mix.
     backend: str = "torch"
     export_dir: str | None = EXPORT_DIR  # None (caching off): the default folder; exports are always kept
     # Per-process state (not config): loaded cache shards and hit counters. init=False, so a copy made
     # with dataclasses.replace (another model, another length) never shares scores with this one.
     _memory: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
+    def __post_init__(self) -> None:
+        problem = device_problem(self.device, self.backend)
+        if problem:
+            raise FieldError([("device", problem)])
+
     @property
     def path(self) -> str:
         return resolve_cross_encoder_path(self.model)
 
+    def compute(self) -> str:
+        """Where and in what precision the scores are computed (retrieval.compute.compute_identity)."""
+        return compute_identity(self.device, self.backend)
+
     def check_available(self) -> None:
-        """Raise ModelNotFoundError now, before any work, if the model cannot be loaded."""
+        """Raise ModelNotFoundError now, before any work, if the model cannot be loaded (or not on the
+        device asked for)."""
         try:
             require_local_or_online(self.path, self.model)
         except ModelNotFoundError as err:
             raise ModelNotFoundError(_how_to_provide(self.model)) from err
+        try:
+            self.compute()
+        except DeviceUnavailableError as err:
+            raise ModelNotFoundError(f"cross-encoder {self.model!r}: {err}") from err
 
     def fingerprint(self) -> str:
-        """What changes a score: the model's content, truncation length, backend (not batch size or cache
-        dir); a stage's fingerprint carries it."""
+        """What changes a score: the model's content, truncation length, backend, compute identity (not
+        batch size or cache dir); a stage's fingerprint carries it."""
         try:
             revision = model_hash(self.path)
         except ModelNotFoundError:
             revision = "missing"
         # torch adds nothing, so scores cached before backends existed keep their keys.
         backend = "" if self.backend == "torch" else f"|backend={self.backend}"
-        return f"{self.model}@{revision}|max_length={self.max_length}{backend}"
+        return f"{self.model}@{revision}|max_length={self.max_length}{backend}|compute={self.compute()}"
 
     @property
     def stats(self) -> dict[str, int]:
@@ -175,12 +208,13 @@ class CrossEncoderScorer:
             if self.threads:
                 torch.set_num_threads(self.threads)
             try:
-                logits = model.predict(
-                    [(query, t) for t in missing.values()],
-                    batch_size=self.batch_size,
-                    activation_fn=torch.nn.Identity(),  # raw logits: modes normalise or rank them
-                    show_progress_bar=False,
-                )
+                with fp32_matmuls():
+                    logits = model.predict(
+                        [(query, t) for t in missing.values()],
+                        batch_size=self.batch_size,
+                        activation_fn=torch.nn.Identity(),  # raw logits: modes normalise or rank them
+                        show_progress_bar=False,
+                    )
             finally:
                 torch.set_num_threads(before)
             new = dict(zip(missing, np.asarray(logits, dtype=np.float64).reshape(-1), strict=True))
@@ -197,6 +231,7 @@ class CrossEncoderScorer:
             name=self.model,
             max_length=self.max_length,
             backend=self.backend,
+            compute=self.compute(),
         )
         return Path(self.cache_dir) / f"{slug}-{key[:16]}"
 

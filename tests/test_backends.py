@@ -156,9 +156,8 @@ def test_the_backend_is_part_of_the_fingerprint_and_the_cache_folders(tiny_bi, t
 
 
 def test_an_unknown_backend_or_a_missing_package_is_a_clear_error(tiny_bi, monkeypatch):
-    with pytest.raises(
-        ValueError, match="backend must be one of torch, onnx, onnx-int8, openvino, openvino-int8"
-    ):
+    every = "torch, onnx, onnx-int8, openvino, openvino-bf16, openvino-int8"
+    with pytest.raises(ValueError, match=f"backend must be one of {every}"):
         check_backend("tensorrt")
     monkeypatch.setitem(backends.PACKAGES, "onnx", [("memeval_no_such_runtime", "no-such-runtime")])
     with pytest.raises(BackendUnavailableError, match="pip install no-such-runtime"):

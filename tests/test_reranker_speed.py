@@ -39,7 +39,7 @@ def test_static_int8_runs_in_both_runtimes_close_to_fp32(tmp_path):
     )
     outputs = {}
     for name, path, runtime in [("fp32", fp32, "onnx"), ("ort", int8, "onnx"), ("ov", int8, "openvino")]:
-        names, run = _runtime(path, runtime, 1)
+        names, run, _ = _runtime(path, runtime, 1)
         outputs[name] = run({k: enc[k].astype("int64") for k in names}).reshape(-1)
     spread = np.ptp(outputs["fp32"]) + 1e-6
     for name in ("ort", "ov"):

@@ -3,8 +3,8 @@
     python -m experiments.benchmarks.backends                            # all backends, defaults below
     python -m experiments.benchmarks.backends --backends torch,onnx-int8 --cold-sample 64 --no-quality
 
-For each backend in `retrieval/backends.py` (torch, onnx, onnx-int8, openvino, openvino-int8), in one
-process, in turn:
+For each backend in `retrieval/backends.py` (torch, onnx, onnx-int8, openvino, openvino-bf16,
+openvino-int8), each in its pinned precision, in one process, in turn:
 - bi-encoder cold throughput: a fixed sample of BEAM 100K messages (seeded), encoded with no cache at the
   config's batch size and at each of `--cold-batches`; texts/s by wall clock and by the process's CPU
   time;
@@ -47,7 +47,7 @@ from experiments.run.app import load_suite_from_config
 from experiments.run.build import pipeline_from_config
 from retrieval.encoder import MINILM, resolve_model_path
 
-BACKENDS = ("torch", "onnx-int8", "onnx", "openvino", "openvino-int8")
+BACKENDS = ("torch", "onnx-int8", "onnx", "openvino", "openvino-bf16", "openvino-int8")
 SUITE_OVERRIDES: list[str] = []  # --suite-path
 TARGETS = {"cold_speedup": 3.0, "ndcg_delta": 0.005, "query_p95_ms": 30.0, "rerank_p95_cpu_ms": 200.0}
 
@@ -541,7 +541,8 @@ def render(results: dict[str, Any]) -> str:
         "",
         "## Machine and runs",
         "",
-        f"- CPU: {info['cpu']}, {info['nproc']} cores available; RAM {info['ram_gb']} GB; {info['platform']}",
+        f"- CPU: {info['cpu']} (ISA class {info.get('isa', 'not recorded')}), {info['nproc']} cores "
+        f"available; RAM {info['ram_gb']} GB; {info['platform']}",
         "- " + ", ".join(f"{k} {v}" for k, v in info["versions"].items()),
     ]
     for run in runs:

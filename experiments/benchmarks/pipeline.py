@@ -50,6 +50,7 @@ from experiments import PROJECT_ROOT
 from experiments.benchmarks.pipeline_report import VARIANTS, write_report
 from experiments.run.build import pipeline_from_config
 from experiments.run.compose import CONF_DIR
+from retrieval.compute import cpu_isa
 
 REPO = PROJECT_ROOT
 TRAINED_CE = REPO / "models" / "cross-encoder-beam500k"
@@ -161,6 +162,7 @@ def machine() -> dict[str, Any]:
     return {
         "date_utc": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "cpu": cpu,
+        "isa": cpu_isa(),  # the class that decides kernels and OpenVINO's default precision
         "nproc": len(os.sched_getaffinity(0)),
         "ram_gb": round(mem_kb / 1024**2, 1),
         "python": platform.python_version(),

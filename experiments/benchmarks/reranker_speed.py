@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"static int8 ({'MatMul' if matmul_only else 'all ops'}) in {time.perf_counter() - t:.0f} s")
 
     def runtime_scorer(onnx_path: Path, runtime: str, threads: int | None, length: int):
-        names, run = _runtime(onnx_path, runtime, threads)
+        names, run, _ = _runtime(onnx_path, runtime, threads)
 
         def score(query: str, texts: list[str]) -> np.ndarray:
             enc = tokenizer(

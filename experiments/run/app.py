@@ -71,6 +71,7 @@ from experiments.track.sweep_parent import (
     read_parent,
     tracker_fields,
 )
+from retrieval.compute import cpu_isa
 from retrieval.encoder import ModelNotFoundError
 from retrieval.pipeline import Pipeline, PipelineConfigError, RunOutput
 from retrieval.progress import PhaseCallback
@@ -484,6 +485,7 @@ def _skip(run_dir: Path, cfg_hash: str, finished: Any, tracker: MlflowTracker | 
 
 def _tags(cfg: DictConfig, suite: Suite, pipeline: Pipeline) -> dict[str, str]:
     revisions = {s.name: s.encoder.fingerprint() for s in pipeline.stages if hasattr(s, "encoder")}
+    compute = pipeline.compute()  # each model's device, pinned precision, CPU ISA class or GPU name
     return {
         **suite.tags,  # the loader's provenance: granularity, dataset release and sha256s, errata applied
         "suite": suite.name,
@@ -491,6 +493,9 @@ def _tags(cfg: DictConfig, suite: Suite, pipeline: Pipeline) -> dict[str, str]:
         "variant": str(cfg.variant.name),
         "pipeline": " -> ".join(s.name for s in pipeline.stages),
         "model_revisions": json.dumps(revisions) if revisions else "none",
+        "compute": json.dumps(compute) if compute else "none",
+        "device": ",".join(sorted({c.split(":")[0] for c in compute.values()})) or "none",
+        "cpu_isa": cpu_isa(),
         "git_commit": git_commit(),
         "memeval_version": package_version(),
         **(service_tags(_live_system(cfg), _choice("system")) if "system" in cfg else {}),
