@@ -26,7 +26,9 @@ mode. A replay (`mode=replay`) is answered by its cassette, which is itself the 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import json
 import math
 import os
 import threading
@@ -321,13 +323,19 @@ class SystemRetriever(Retriever):
             check()
 
     def fingerprint(self) -> str:
-        """The stage's config and, for a record or replay, its cassette's content digest: a finished run is
-        answered again only by a run of the same exchanges, never by one whose cassette had other content."""
-        base = fingerprint_of(self)
-        if self.mode == "live" or not self.cassette:
-            return base
-        digest = Cassette.digest_of(self.cassette)
-        return hashlib.sha256(f"{base}|cassette={digest}".encode()).hexdigest()[:16]
+        """The stage's config with the adapter as its identity (`system_identity`: a user's adapter object
+        would otherwise be hashed by its memory address) and, for a record or replay, the cassette's content
+        digest: a finished run answers again only for a run of the same exchanges, never for one whose
+        cassette at the same path had other content."""
+        config = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "system"}
+        recorded = self.mode != "live" and self.cassette
+        payload = {
+            "class": f"{type(self).__module__}.{type(self).__qualname__}",
+            "config": {**config, "override": dict(self.override)},
+            "system": system_identity(self.system),
+            "cassette_sha256": Cassette.digest_of(self.cassette) if recorded else None,
+        }
+        return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     def build(self, corpus: Corpus) -> _SystemIndex:
         return _SystemIndex(corpus, self)
