@@ -39,7 +39,10 @@ class WordOverlap:
     """A user's own memory store, as a Python adapter (the protocol of retrieval/systems/protocol.py):
     ranks a scope's memories by the words they share with the query. It can misbehave on purpose:
     `junk` ids it never stored first, `leak` memories of another scope first, a `bad_score` on the first
-    hit, a `delay_s` per search, or `down`: not there at all (every call fails)."""
+    hit, a `delay_s` per search, or `down`: not there at all (every call fails). Its `fingerprint()` (what
+    a cassette is keyed by) is what it answers by, not how it is deployed (`delay_s`, `down`), as for the
+    HTTP adapter; `WORD_OVERLAP_RELEASE=2` in its environment is a redeployed store that ranks worst first
+    under the very same config."""
 
     def __init__(
         self,
@@ -51,6 +54,9 @@ class WordOverlap:
     ):
         self.junk, self.leak, self.bad_score, self.delay_s, self.down = junk, leak, bad_score, delay_s, down
         self.stored: dict[str, list[Memory]] = {}
+
+    def fingerprint(self) -> str:
+        return f"WordOverlap(junk={self.junk}, leak={self.leak}, bad_score={self.bad_score})"
 
     def check_available(self) -> None:
         if self.down:
@@ -73,6 +79,8 @@ class WordOverlap:
         words = set(request.text.lower().split())
         own = self.stored.get(scope_key(request.scope), [])
         ranked = sorted(own, key=lambda m: (-len(words & set(m.text.lower().split())), m.id))
+        if os.environ.get("WORD_OVERLAP_RELEASE") == "2":
+            ranked.reverse()
         hits = [Hit(m.id, float(len(words & set(m.text.lower().split()))), m.text) for m in ranked]
         others = [m for key, ms in sorted(self.stored.items()) if key != scope_key(request.scope) for m in ms]
         junk = [Hit(f"junk-{i}", 100.0 - i, "an advert") for i in range(self.junk)]
@@ -91,13 +99,17 @@ def suite_dir(tmp_path_factory) -> Path:
     return save_suite(tiny_suite(), tmp_path_factory.mktemp("suite") / "tiny")
 
 
-def run(cwd: Path, run_dir: Path, suite: Path, *overrides: str) -> subprocess.CompletedProcess:
+def run(
+    cwd: Path, run_dir: Path, suite: Path, *overrides: str, timeout: float = 600, env: dict | None = None
+) -> subprocess.CompletedProcess:
     args = [
         sys.executable, "-m", "experiments.run", f"hydra.run.dir={run_dir}", f"cache_dir={cwd / 'cache'}",
         "progress=false", "tracking=none", "suite=jsonl", f"suite.path={suite}", "variant=system",
         "~system.adapter", f"+{ADAPTER}", *overrides,
     ]  # fmt: skip
-    return subprocess.run(args, cwd=cwd, env=ENV, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        args, cwd=cwd, env={**ENV, **(env or {})}, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def metrics(run_dir: Path) -> dict:
@@ -170,25 +182,29 @@ def test_a_nan_or_infinite_score_is_exit_2_naming_the_query(tmp_path, suite_dir,
     assert not (tmp_path / "run" / "metrics.json").exists()
 
 
-def replay(cwd: Path, run_dir: Path, suite: Path, cassette: Path, *overrides: str):
-    return run(cwd, run_dir, suite, "system.mode=replay", f"system.cassette={cassette}", *overrides)
+def replay(cwd: Path, run_dir: Path, suite: Path, cassette: Path, *overrides: str, **options):
+    return run(
+        cwd, run_dir, suite, "system.mode=replay", f"system.cassette={cassette}", *overrides, **options
+    )
 
 
-def record(cwd: Path, run_dir: Path, suite: Path, cassette: Path, *overrides: str):
-    return run(cwd, run_dir, suite, "system.mode=record", f"system.cassette={cassette}", *overrides)
+def record(cwd: Path, run_dir: Path, suite: Path, cassette: Path, *overrides: str, **options):
+    return run(
+        cwd, run_dir, suite, "system.mode=record", f"system.cassette={cassette}", *overrides, **options
+    )
 
 
 def test_a_replay_is_keyed_by_its_cassettes_content_never_its_path(tmp_path, suite_dir):
-    cassette, other = tmp_path / "c.jsonl", tmp_path / "other.jsonl"
+    cassette, redeployed = tmp_path / "c.jsonl", tmp_path / "redeployed.jsonl"
     ok(record(tmp_path, tmp_path / "rec", suite_dir, cassette))
-    ok(record(tmp_path, tmp_path / "rec-junk", suite_dir, other, "+system.adapter.junk=10"))
+    release_2 = {"WORD_OVERLAP_RELEASE": "2"}  # the same config, another deployment: other answers
+    ok(record(tmp_path, tmp_path / "rec-2", suite_dir, redeployed, env=release_2))
     ok(replay(tmp_path, tmp_path / "first", suite_dir, cassette, "resume=true"))
-    cassette.write_bytes(other.read_bytes())  # the same path, other exchanges
+    cassette.write_bytes(redeployed.read_bytes())  # the same path, other exchanges
     proc = ok(replay(tmp_path, tmp_path / "second", suite_dir, cassette, "resume=true"))
     assert "skipped:" not in proc.stdout  # not answered by the replay of the earlier content
     first, second = metrics(tmp_path / "first"), metrics(tmp_path / "second")
-    assert first["overall"]["RR"] != second["overall"]["RR"]
-    assert second["system"]["unknown_ids"] == 40
+    assert second["overall"]["RR"] == metrics(tmp_path / "rec-2")["overall"]["RR"] != first["overall"]["RR"]
     for name, found in (("first", first), ("second", second)):
         tags = json.loads((tmp_path / name / "tags.json").read_text())
         assert tags["memeval.cassette_sha256"] == found["system"]["cassette"]["sha256"]
@@ -243,13 +259,14 @@ def test_a_cassette_that_is_a_fifo_a_directory_or_a_device_is_refused_at_once(
         os.mkfifo(path)
     elif kind == "directory":
         path.mkdir()
-    started = time.monotonic()
-    proc = run(tmp_path, tmp_path / "run", suite_dir, f"system.mode={mode}", f"system.cassette={path}")
+    # A reader that waited on the FIFO would hang: the timeout fails the test instead.
+    proc = run(
+        tmp_path, tmp_path / "run", suite_dir, f"system.mode={mode}", f"system.cassette={path}", timeout=60
+    )
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
     said = {"fifo": "is a FIFO (named pipe)", "directory": "is a directory", "device": "is a device"}[kind]
     assert f"cassette {path} {said}" in proc.stderr
     assert "suite tiny" not in proc.stdout  # refused before any work
-    assert time.monotonic() - started < 60
 
 
 def test_a_record_run_with_a_complete_cassette_needs_no_service(tmp_path, suite_dir):
