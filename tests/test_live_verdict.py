@@ -100,13 +100,23 @@ def suite_dir(tmp_path_factory) -> Path:
 
 
 def run(
-    cwd: Path, run_dir: Path, suite: Path, *overrides: str, timeout: float = 600, env: dict | None = None
+    cwd: Path,
+    run_dir: Path,
+    suite: Path,
+    *overrides: str,
+    timeout: float = 600,
+    env: dict | None = None,
+    url: str | None = None,
 ) -> subprocess.CompletedProcess:
+    """memeval-run of the system variant over `suite`: through `WordOverlap`, or memeval-serve at `url`;
+    untracked unless `overrides` say how to track."""
+    adapter = [f"system.base_url={url}"] if url else ["~system.adapter", f"+{ADAPTER}"]
     args = [
         sys.executable, "-m", "experiments.run", f"hydra.run.dir={run_dir}", f"cache_dir={cwd / 'cache'}",
-        "progress=false", "tracking=none", "suite=jsonl", f"suite.path={suite}", "variant=system",
-        "~system.adapter", f"+{ADAPTER}", *overrides,
+        "progress=false", "suite=jsonl", f"suite.path={suite}", "variant=system", *adapter, *overrides,
     ]  # fmt: skip
+    if not any(o.startswith("tracking") for o in overrides):
+        args.append("tracking=none")
     return subprocess.run(
         args, cwd=cwd, env={**ENV, **(env or {})}, capture_output=True, text=True, timeout=timeout
     )
@@ -199,7 +209,12 @@ def test_a_replay_is_keyed_by_its_cassettes_content_never_its_path(tmp_path, sui
     ok(record(tmp_path, tmp_path / "rec", suite_dir, cassette))
     release_2 = {"WORD_OVERLAP_RELEASE": "2"}  # the same config, another deployment: other answers
     ok(record(tmp_path, tmp_path / "rec-2", suite_dir, redeployed, env=release_2))
-    ok(replay(tmp_path, tmp_path / "first", suite_dir, cassette, "resume=true"))
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    ok(
+        replay(
+            tmp_path, tmp_path / "first", suite_dir, cassette, "resume=true", f"tracking.tracker.uri={uri}"
+        )
+    )
     cassette.write_bytes(redeployed.read_bytes())  # the same path, other exchanges
     proc = ok(replay(tmp_path, tmp_path / "second", suite_dir, cassette, "resume=true"))
     assert "skipped:" not in proc.stdout  # not answered by the replay of the earlier content
@@ -209,6 +224,12 @@ def test_a_replay_is_keyed_by_its_cassettes_content_never_its_path(tmp_path, sui
         tags = json.loads((tmp_path / name / "tags.json").read_text())
         assert tags["memeval.cassette_sha256"] == found["system"]["cassette"]["sha256"]
     assert first["system"]["cassette"]["sha256"] != second["system"]["cassette"]["sha256"]
+    import mlflow
+
+    (logged,) = mlflow.MlflowClient(tracking_uri=uri).search_runs(
+        [e.experiment_id for e in mlflow.MlflowClient(tracking_uri=uri).search_experiments()]
+    )
+    assert logged.data.tags["memeval.cassette_sha256"] == first["system"]["cassette"]["sha256"]
     again = ok(replay(tmp_path, tmp_path / "third", suite_dir, cassette, "resume=true"))
     assert "skipped:" in again.stdout and str(tmp_path / "second") in again.stdout  # same content: reused
 
@@ -301,3 +322,38 @@ def test_record_latency_is_the_services_and_a_replay_reports_the_recorded_latenc
     system = metrics(tmp_path / "replayed")["system"]
     assert system["latency_source"] == "recorded"
     assert "latency is the service's as recorded in the cassette" in " ".join(system["notes"])
+
+
+@pytest.mark.slow
+def test_a_resumed_record_run_against_memeval_serve_restarted_without_its_memories_never_mixes(
+    tmp_path, suite_dir
+):
+    from tests.test_live_serve import health, served
+
+    full, cassette = tmp_path / "full.jsonl", tmp_path / "c.jsonl"
+    with served("variant=bm25") as (url, _):
+        ok(record(tmp_path, tmp_path / "rec", suite_dir, full, url=url))
+    lines = full.read_text().splitlines(keepends=True)
+    searches = [i for i, line in enumerate(lines) if json.loads(line)["op"] == "search"]
+    cassette.write_text("".join(lines[: searches[1] + 1]))  # killed after its second search
+    asked = {scope_key(json.loads(lines[i])["request"]["scope"]) for i in searches[2:]}
+    with served("variant=bm25") as (url, _):  # restarted with no --state-dir: it holds nothing
+        ok(record(tmp_path, tmp_path / "resumed", suite_dir, cassette, url=url))
+        counts = health(url)["counts"]
+    assert (tmp_path / "resumed" / "run.trec").read_bytes() == (tmp_path / "rec" / "run.trec").read_bytes()
+    assert counts["searches"] == len(searches) - 2  # only the missing queries were asked
+    assert metrics(tmp_path / "resumed")["system"]["cassette"]["scopes_reingested"] == len(asked)
+
+
+@pytest.mark.slow
+def test_a_complete_record_run_against_memeval_serve_runs_with_the_server_stopped(tmp_path, suite_dir):
+    from tests.test_live_serve import health, served
+
+    cassette = tmp_path / "c.jsonl"
+    with served("variant=bm25") as (url, _):
+        ok(record(tmp_path, tmp_path / "rec", suite_dir, cassette, url=url))
+    assert health(url) is None  # stopped
+    before = cassette.read_bytes()
+    ok(record(tmp_path, tmp_path / "again", suite_dir, cassette, url=url))
+    assert (tmp_path / "again" / "run.trec").read_bytes() == (tmp_path / "rec" / "run.trec").read_bytes()
+    assert cassette.read_bytes() == before

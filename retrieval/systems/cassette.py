@@ -298,11 +298,15 @@ class RecordedSystem:
                 self._check_once()
                 if count(scope) == ingested[-1]:
                     del self._skipped[name]
-                    self.scopes["verified_by_count"] += 1
+                    self._tally("verified_by_count")
                     return
             self._redo(name)
             self._live_scopes.add(name)
-            self.scopes["reingested"] += 1
+            self._tally("reingested")
+
+    def _tally(self, name: str) -> None:
+        with self._lock:
+            self.scopes[name] += 1
 
     def reset(self, scope: Mapping[str, str]) -> None:
         self._scope_call(scope, "reset", {"scope": dict(scope)}, lambda: self.system.reset(scope))
