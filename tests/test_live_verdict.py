@@ -357,3 +357,17 @@ def test_a_complete_record_run_against_memeval_serve_runs_with_the_server_stoppe
     ok(record(tmp_path, tmp_path / "again", suite_dir, cassette, url=url))
     assert (tmp_path / "again" / "run.trec").read_bytes() == (tmp_path / "rec" / "run.trec").read_bytes()
     assert cassette.read_bytes() == before
+
+
+def test_two_runs_recording_into_one_cassette_keep_one_whole_chain(tmp_path):
+    """The jobs of a sweep may record into one cassette at once: each appends after what the other wrote."""
+    from retrieval.systems.cassette import Cassette
+
+    path = tmp_path / "c.jsonl"
+    a, b = Cassette(path, writable=True), Cassette(path, writable=True)
+    for n in range(3):
+        a.put({"key": f"a{n}", "op": "search", "request": {"n": n}, "response": [], "elapsed_ms": 1.0})
+        b.put({"key": f"b{n}", "op": "search", "request": {"n": n}, "response": [], "elapsed_ms": 1.0})
+    loaded = Cassette(path, writable=False)
+    assert set(loaded.entries) == {f"{w}{n}" for w in "ab" for n in range(3)}
+    assert loaded.digest is not None and loaded.digest == b.digest  # b wrote last, after a's lines

@@ -29,10 +29,10 @@ cassette write), and a search answered from the cassette reports its recorded `e
 A resumed record run never mixes states: a scope's reset, ingest and searchable wait answered from the
 cassette are trusted only while every search of that scope is too. The first search of such a scope that
 must go to the service first checks that the service still holds the scope (an adapter's optional
-`count(scope)` equals what the cassette says was ingested), else re-does the scope's reset, ingest and wait
-live (recorded again). Nothing touches the service until something must be asked: a record run whose
-cassette holds every exchange runs with the service down (its availability is checked before the first
-live call, not at start).
+`count(scope)` reaches what the cassette says was ingested, polled for a while: `_ensure_held`), else
+re-does the scope's reset, ingest and wait live (recorded again). Nothing touches the service until
+something must be asked: a record run whose cassette holds every exchange runs with the service down (its
+availability is checked before the first live call, not at start).
 Secrets never reach a cassette: requests are recorded as the harness made them (ids, texts, overrides),
 before any header is added, and headers are not part of the request.
 """
@@ -55,6 +55,7 @@ from retrieval.types import Memory, memory_record, scope_key
 
 FORMAT = "memeval-cassette/2"
 _GENESIS = hashlib.sha256(FORMAT.encode()).hexdigest()  # the chain before the first line
+VERIFY_MIN_S, VERIFY_POLL_S = 10.0, 0.1  # how long a resumed record run polls a kept scope's count
 
 
 def _canonical(value: Any) -> str:
@@ -286,7 +287,9 @@ class RecordedSystem:
 
     def _ensure_held(self, scope: Mapping[str, str]) -> None:
         """Before a search of `scope` goes live: the service holds what the cassette says was ingested (the
-        adapter's `count`, where it has one), else the scope is reset, ingested and waited for again."""
+        adapter's `count` reaches it), else the scope is reset, ingested and waited for again, live. A count
+        is polled (a service may be indexing a scope it kept, e.g. memeval-serve after a restart) for as
+        long as the recorded searchable wait took, thrice, and at least VERIFY_MIN_S."""
         name = scope_key(scope)
         with self._scope_lock(name):
             skipped = self._skipped.get(name)
@@ -296,7 +299,15 @@ class RecordedSystem:
             count = getattr(self.system, "count", None)
             if ingested and callable(count):
                 self._check_once()
-                if count(scope) == ingested[-1]:
+                waited = [
+                    float(self.cassette.get(key)["response"]) for op, _, _, key in skipped if op == "wait"
+                ]
+                deadline = time.monotonic() + max(VERIFY_MIN_S, 3 * max(waited, default=0.0))
+                while (held := count(scope)) != ingested[-1]:
+                    if not isinstance(held, int) or held > ingested[-1] or time.monotonic() > deadline:
+                        break
+                    time.sleep(VERIFY_POLL_S)
+                else:
                     del self._skipped[name]
                     self._tally("verified_by_count")
                     return
