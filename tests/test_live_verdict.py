@@ -371,3 +371,15 @@ def test_two_runs_recording_into_one_cassette_keep_one_whole_chain(tmp_path):
     loaded = Cassette(path, writable=False)
     assert set(loaded.entries) == {f"{w}{n}" for w in "ab" for n in range(3)}
     assert loaded.digest is not None and loaded.digest == b.digest  # b wrote last, after a's lines
+
+
+def test_a_junk_hit_is_judged_for_noise_by_the_text_the_service_returned(tmp_path):
+    from dataclasses import replace
+
+    suite = tiny_suite()
+    noisy = replace(suite, queries=tuple(replace(q, noise_patterns=("advert",)) for q in suite.queries))
+    folder = save_suite(noisy, tmp_path / "noisy")
+    ok(run(tmp_path, tmp_path / "run", folder, "+system.adapter.junk=1"))
+    rows = per_query(tmp_path / "run")
+    # The suite's k is 10 and the store returns its 5 memories after the junk id: "an advert" is 1 of 6.
+    assert float(rows["c1:q0"]["noise@10"]) == pytest.approx(1 / 6)
