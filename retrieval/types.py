@@ -8,6 +8,7 @@ new `Candidates`; the pipeline cuts them into a `RankedList` per query.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -184,12 +185,21 @@ class Corpus:
 
     Rank stages read memory attributes through `column(name)[candidates.index]`, so they stay
     vectorised. Columns are built lazily, once.
+
+    Rows from `suite_size` on are *foreign*: ids a live system returned that the suite does not hold
+    (`add_foreign`). Each keeps its rank in the channel that returned it, as a hit no qrels can judge
+    relevant (run.trec writes the id the system returned). A foreign row is in no scope's partition (no
+    other channel returns it) and has nothing but its id and the text returned: no stage attribute to
+    boost it by, NaN in numeric columns.
     """
 
     def __init__(self, memories: tuple[Memory, ...], knowledge: Knowledge | None = None):
         self.memories = memories
+        self.suite_size = len(memories)
         self.knowledge = knowledge or Knowledge()  # the suite's concept graphs and feedback records
         self._derived: dict[str, Any] = {}
+        self._foreign: dict[str, int] = {}
+        self._foreign_lock = threading.Lock()
         self.ids = np.array([m.id for m in memories], dtype=object)
         keys = np.array([m.scope_key for m in memories], dtype=object)
         self._partitions: dict[str, np.ndarray] = {}
@@ -213,12 +223,37 @@ class Corpus:
 
     def column(self, name: str) -> np.ndarray:
         if name not in self._columns:
-            values = [m.get(name) for m in self.memories]
+            values = [m.get(name) for m in self.memories[: self.suite_size]]
             arr = np.array(values, dtype=object)
             if values and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
                 arr = arr.astype(np.float64)
+            if len(self.memories) > self.suite_size:  # foreign rows: NaN in a numeric column, else None
+                foreign = [m.get(name) for m in self.memories[self.suite_size :]]
+                numeric = arr.dtype == np.float64
+                filler = np.full(len(foreign), np.nan) if numeric else np.array(foreign, dtype=object)
+                arr = np.concatenate([arr, filler])
             self._columns[name] = arr
         return self._columns[name]
+
+    def add_foreign(self, hits: Sequence[tuple[str, str | None]]) -> list[int]:
+        """Rows for ids a live system returned that the suite does not hold, as (id, text returned): one
+        row per distinct id (a second query returning it gets the same row). Thread-safe; the rows exist
+        before any fusion or rank stage reads the corpus (a channel adds them while it is asked)."""
+        with self._foreign_lock:
+            new = [(str(i), t) for i, t in dict(hits).items() if str(i) not in self._foreign]
+            if new:
+                start = len(self.memories)
+                rows = tuple(Memory(id=i, text=t or "", scope=_EMPTY) for i, t in new)
+                self._foreign.update({m.id: start + n for n, m in enumerate(rows)})
+                self.memories = self.memories + rows
+                self.ids = np.concatenate([self.ids, np.array([m.id for m in rows], dtype=object)])
+                self._columns.clear()  # rebuilt with the new rows when next read
+            return [self._foreign[str(i)] for i, _ in hits]
+
+    @property
+    def foreign_memories(self) -> tuple[Memory, ...]:
+        """The foreign rows (see the class docstring), in the order they were added."""
+        return self.memories[self.suite_size :]
 
     def derived(self, key: str, make: Any) -> Any:
         """A structure built once from this corpus (e.g. the concept-graph index), shared by the stages

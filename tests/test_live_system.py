@@ -23,7 +23,7 @@ from retrieval.retrievers.system import SystemRetriever, cost_section
 from retrieval.systems.cassette import Cassette
 from retrieval.systems.http import HttpSystem
 from retrieval.systems.protocol import Hit, MemorySystem, SearchRequest, SystemError_
-from retrieval.types import Memory
+from retrieval.types import Memory, scope_key
 from tests.support import tiny_suite
 
 
@@ -87,7 +87,7 @@ def test_a_served_variant_ranks_exactly_as_the_in_process_run():
     assert any(len(r.memory_ids) for r in served.ranked)
 
 
-def test_unknown_ids_and_other_scopes_are_counted_and_dropped_never_silent():
+def test_unknown_ids_and_other_scopes_keep_their_rank_and_are_counted_never_silent():
     suite = tiny_suite()
     junk = [Hit("not-in-suite", 9.0), Hit("c2:0", 8.0)]  # c2:0 belongs to scope c2
     output = _system_pipeline(ServiceSystem(_bm25_service(), extra=junk)).run(
@@ -97,8 +97,9 @@ def test_unknown_ids_and_other_scopes_are_counted_and_dropped_never_silent():
     assert report["unknown_ids"] == len(suite.queries)
     c1_queries = sum(q.scope["conversation"] == "c1" for q in suite.queries)
     assert report["scope_leaks"] == c1_queries  # c2:0 is a leak for c1's queries only
-    for r in output.ranked:
-        assert "not-in-suite" not in r.memory_ids
+    for r in output.ranked:  # both keep the ranks the service gave them; nothing below them moved up
+        assert r.memory_ids[:2] == ("not-in-suite", "c2:0")
+        assert list(r.scores[:2]) == [9.0, 8.0]
     section = cost_section(report, k=5)
     assert f"{len(suite.queries)} returned ids are not in the suite" in " ".join(section["notes"])
 
@@ -183,15 +184,56 @@ def test_a_torn_last_line_is_dropped_and_a_corrupt_middle_line_is_an_error(tmp_p
 def test_a_record_run_re_asks_only_what_its_cassette_lacks(tmp_path):
     suite = tiny_suite()
     cassette = tmp_path / "c.jsonl"
-    _system_pipeline(ServiceSystem(_bm25_service()), mode="record", cassette=str(cassette)).run(
+    service = _bm25_service()  # kept running between the two runs: it still holds every scope
+    _system_pipeline(Counted(service), mode="record", cassette=str(cassette)).run(
         suite.memories, suite.queries[:2], progress=False
     )
-    system = ServiceSystem(_bm25_service())
+    system = Counted(service)
     out = _system_pipeline(system, mode="record", cassette=str(cassette)).run(
         suite.memories, suite.queries, progress=False
     )
-    assert system.searches == len(suite.queries) - 2
-    assert out.channel_reports["system"]["cassette"]["answered_live"] == len(suite.queries) - 2
+    assert system.searches == len(suite.queries) - 2 and system.ingests == 0  # checked by its count
+    cassette_report = out.channel_reports["system"]["cassette"]
+    assert cassette_report["answered_live"] == len(suite.queries) - 2
+    asked = {scope_key(q.scope) for q in suite.queries[2:]}
+    assert cassette_report["scopes_verified_by_count"] == len(asked)
+    assert cassette_report["scopes_reingested"] == 0
+
+
+class Counted(ServiceSystem):
+    """A ServiceSystem with a `count` (as the HTTP and MCP adapters have), counting its ingests."""
+
+    ingests = 0
+
+    def ingest(self, scope: Mapping[str, str], memories: Sequence[Memory]) -> None:
+        self.ingests += 1
+        super().ingest(scope, memories)
+
+    def count(self, scope: Mapping[str, str]) -> int:
+        return self.service.count(scope)
+
+
+@pytest.mark.parametrize("adapter", [ServiceSystem, Counted], ids=["without count", "with count"])
+def test_a_resumed_record_run_against_a_service_that_lost_its_memories_re_ingests_never_mixes(
+    tmp_path, adapter
+):
+    suite = tiny_suite()
+    reference = _system_pipeline(ServiceSystem(_bm25_service())).run(
+        suite.memories, suite.queries, progress=False
+    )
+    cassette = tmp_path / "c.jsonl"
+    _system_pipeline(adapter(_bm25_service()), mode="record", cassette=str(cassette)).run(
+        suite.memories, suite.queries[:2], progress=False
+    )  # the same adapter class: a cassette is keyed by the adapter's identity
+    restarted = adapter(_bm25_service())  # the service came back without its state
+    out = _system_pipeline(restarted, mode="record", cassette=str(cassette)).run(
+        suite.memories, suite.queries, progress=False
+    )
+    for a, b in zip(reference.ranked, out.ranked, strict=True):  # as if nothing had been lost
+        assert a.memory_ids == b.memory_ids and np.array_equal(a.scores, b.scores)
+    asked = {scope_key(q.scope) for q in suite.queries[2:]}
+    assert out.channel_reports["system"]["cassette"]["scopes_reingested"] == len(asked)
+    assert restarted.searches == len(suite.queries) - 2
 
 
 def test_config_override_keys_map_onto_stage_fields_and_unknown_ones_are_refused():

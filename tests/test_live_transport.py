@@ -349,10 +349,9 @@ def test_https_works_at_the_start_up_check_and_after_it_with_the_configured_head
         assert [p for _, p, _ in service.seen[1:]] == ["/v1/memories/reset", "/v1/memories/search"]
 
 
-# --- 3. the verdict (h-live-verdict's fix; these state what it must give) ------------------------------
+# --- 3. the verdict: junk and other-scope ids keep their rank, NaN is refused ------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="needs h-live-verdict: unknown ids keep their rank")
 def test_ten_junk_ids_first_make_rr_one_eleventh(tmp_path, suite_dir):
     with _service("junk_first") as service:
         run = memeval_run(tmp_path, suite_dir, service.url, f"hydra.run.dir={tmp_path / 'run'}")
@@ -361,9 +360,6 @@ def test_ten_junk_ids_first_make_rr_one_eleventh(tmp_path, suite_dir):
     assert overall["RR"] == pytest.approx(1 / 11)  # every answerable query's first relevant hit is 11th
 
 
-@pytest.mark.xfail(
-    strict=True, reason="needs h-live-verdict: other-scope ids keep their rank, leaks at top level"
-)
 def test_other_scope_ids_first_keep_their_rank_and_show_as_leaks(tmp_path, suite_dir):
     with _service("other_scope") as service:
         run = memeval_run(tmp_path, suite_dir, service.url, f"hydra.run.dir={tmp_path / 'run'}")
@@ -373,7 +369,6 @@ def test_other_scope_ids_first_keep_their_rank_and_show_as_leaks(tmp_path, suite
     assert metrics["scope_leaks"] > 0 and re.search(r"scope leaks [1-9]", run.stdout)
 
 
-@pytest.mark.xfail(strict=True, reason="needs h-live-verdict: NaN and infinite scores are refused")
 def test_nan_and_infinite_scores_are_exit_2_naming_the_query(tmp_path, suite_dir):
     with _service("nan") as service:
         run = memeval_run(tmp_path, suite_dir, service.url)

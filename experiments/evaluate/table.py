@@ -306,7 +306,9 @@ def evaluate(
     noise: list[str] = []
     if any(q.noise_patterns for q in suite.queries):
         run = {r.query_id: r.memory_ids for r in output.ranked}
-        table = noise_table(suite.queries, run, {m.id: m.text for m in suite.memories}, k=suite.k)
+        # A live system's ids the suite does not hold (foreign rows): judged on the text it returned.
+        texts = {m.id: m.text for m in (*output.corpus.foreign_memories, *suite.memories)}
+        table = noise_table(suite.queries, run, texts, k=suite.k)
         frame, noise = frame.join(table), list(table.columns)
     summary = summarize(frame, [*metrics, *noise], seed=seed, unit=unit, empty=empty)
     summary["build_ms"] = dict(output.build_ms)

@@ -35,6 +35,7 @@ from experiments.run.compose import answer_help, yaml_text
 from experiments.run.config_check import SUITE_REPORT_KEYS, ConfigError, check_config
 from experiments.run.phase_lines import PhaseLines, silent
 from experiments.run.resume import (
+    CASSETTE_TAG,
     CODE_VERSION_TAG,
     CONFIG_HASH_TAG,
     config_hash,
@@ -343,6 +344,10 @@ def _run_experiment(
     started = time.perf_counter()
     started_ms = int(time.time() * 1000)
     output, evaluation = execute(cfg, suite, pipeline, memo=process_memo() if multirun else None, told=told)
+    # Taken again: a record run's cassette now holds this run's exchanges, and its content digest is part of
+    # the run version (SystemRetriever.fingerprint), so a re-run is answered by this run only while the
+    # cassette is unchanged.
+    version = run_version(pipeline)
     evaluation.metrics["wall_s"] = time.perf_counter() - started
     evaluation.metrics["suite"] = {
         **suite.summary(),
@@ -355,6 +360,7 @@ def _run_experiment(
     config_text = yaml_text(resolved)
     # The same provenance as the MLflow tags, on disk too: reports built from run directories read it.
     tags = {**_tags(cfg, suite, pipeline), CONFIG_HASH_TAG: cfg_hash, CODE_VERSION_TAG: version}
+    tags.update(_cassette_tags(output))
     tags.update(statistics_tags(evaluation.metrics))
     told("write results")
     with _writing(run_dir):
@@ -436,6 +442,19 @@ def _keep_cassettes(output: RunOutput, run_dir: Path) -> None:
         if cassette and Path(cassette).is_file() and Path(cassette).resolve().parent != run_dir.resolve():
             name = "cassette.jsonl" if len(output.channel_reports) == 1 else f"cassette.{channel}.jsonl"
             shutil.copyfile(cassette, run_dir / name)
+
+
+def _cassette_tags(output: RunOutput) -> dict[str, str]:
+    """The content digest of each recorded or replayed live channel's cassette (what its answers came
+    from): `memeval.cassette_sha256`, or `memeval.cassette_sha256.<channel>` beside other such channels."""
+    digests = {
+        channel: report["cassette"]["sha256"]
+        for channel, report in output.channel_reports.items()
+        if (report.get("cassette") or {}).get("sha256")
+    }
+    if len(digests) == 1:
+        return {CASSETTE_TAG: next(iter(digests.values()))}
+    return {f"{CASSETTE_TAG}.{channel}": digest for channel, digest in digests.items()}
 
 
 def _resolved(cfg: DictConfig) -> dict[str, Any] | None:

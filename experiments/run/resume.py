@@ -7,11 +7,13 @@ A job is "finished" when a run with the same config hash, the same suite content
 run version exists, completed, and its files are whole. The run version (`run_version(pipeline)`,
 KEY_RULES["finished_runs"] in retrieval/code_version.py) covers the `retrieval` and `experiments`
 sources, the versions of the libraries a run computes with, and every stage's fingerprint, which carries
-the content of every model the pipeline loads. A code, library or model change therefore re-runs the
-job: a finished run of other code, libraries or model files never answers for this one. When a run
-finishes, `record_finished` writes the sha256 of each of its files to `checksums.json` in its folder;
-before a run answers for a job, its files are checked against it, and a damaged run (a file deleted,
-truncated or changed) is reported with a `CacheWarning` and run again. Two places know a finished run,
+the content of every model the pipeline loads and, for a live system recorded or replayed, its cassette's
+content digest (not only its path: a replay of a cassette rewritten in place is run again). A code,
+library, model or cassette change therefore re-runs the job: a finished run of other code, libraries,
+model files or exchanges never answers for this one. When a run finishes, `record_finished` writes the
+sha256 of each of its files to `checksums.json` in its folder; before a run answers for a job, its files
+are checked against it, and a damaged run (a file deleted, truncated or changed) is reported with a
+`CacheWarning` and run again. Two places know a finished run,
 and agree by construction:
 
 - MLflow (when tracking is on and the store answers): a run in the experiment tagged
@@ -52,6 +54,9 @@ from retrieval.reuse import ProcessMemo
 CONFIG_HASH_TAG = "memeval.config_hash"
 CODE_VERSION_TAG = "memeval.code_version"
 RUN_DIR_TAG = "memeval.run_dir"  # on a run: the run directory it was logged from
+# On a run with a recorded or replayed live channel: its cassette's content digest (the run version holds
+# it too, through the channel's fingerprint, so a replay of other content is never answered by this run).
+CASSETTE_TAG = "memeval.cassette_sha256"
 
 
 @functools.cache

@@ -10,54 +10,15 @@ refused unless it is a regular file, and read to at most `limit` bytes. The erro
 
 from __future__ import annotations
 
-import errno
-import os
-import stat
 from pathlib import Path
 
-MAX_FILE_BYTES = 1 << 30  # 1 GiB: BEAM's largest chat.json (10M tokens) is well under it
+# One implementation for every input file memeval reads (a live system's cassette too).
+from retrieval.regular_file import MAX_FILE_BYTES, FileTooLarge, NotARegularFile, read_regular_file, size_text
 
-
-class NotARegularFile(OSError):
-    """A FIFO, socket or device where a suite file belongs."""
-
-
-class FileTooLarge(OSError):
-    """A suite file over the size cap."""
-
-
-def size_text(size: int) -> str:
-    """A byte count as people say it: 64 KiB, 1 GiB."""
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if size >= scale:
-            return f"{size / scale:g} {unit}"
-    return f"{size} bytes"
-
-
-def _kind(mode: int) -> str:
-    if stat.S_ISFIFO(mode):
-        return "a FIFO (named pipe)"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a regular file"
+__all__ = ["MAX_FILE_BYTES", "FileTooLarge", "NotARegularFile", "read_suite_file", "size_text"]
 
 
 def read_suite_file(path: str | Path, limit: int = MAX_FILE_BYTES) -> bytes:
     """The bytes of a regular file of at most `limit` bytes; FileNotFoundError, IsADirectoryError,
     NotARegularFile or FileTooLarge otherwise (each an OSError whose strerror says why)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens at once instead of waiting for a writer
-    try:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
-            raise IsADirectoryError(errno.EISDIR, "is a directory, not a file", str(path))
-        if not stat.S_ISREG(mode):
-            raise NotARegularFile(errno.EINVAL, f"is {_kind(mode)}: only regular files are read", str(path))
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            data = fh.read(limit + 1)  # never more than the cap, whatever the file claims its size is
-    finally:
-        os.close(fd)
-    if len(data) > limit:
-        raise FileTooLarge(errno.EFBIG, f"larger than {size_text(limit)}, a suite file's limit", str(path))
-    return data
+    return read_regular_file(path, limit, what="a suite file")

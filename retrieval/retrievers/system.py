@@ -9,9 +9,12 @@ pipeline then calls `prefetch(queries)` once: every query is sent to the service
 channel's timing for it (retrieval/pipeline.py). `search(query)` hands back the prefetched answer as
 corpus indices and scores, so fusion, rank stages, metrics, reports and the gate apply unchanged.
 
-What the service returns is checked, never trusted silently: an id the suite does not hold counts as
-not relevant (dropped from the ranking, counted: "12 returned ids are not in the suite"); a memory of
-another scope than the query's is a leak (counted and dropped); a repeated id keeps its first rank.
+What the service returns is checked, never trusted silently, and never moves a hit below it up: an id the
+suite does not hold keeps its rank as a hit no qrels judge relevant (a foreign row of the corpus, written
+to run.trec as the id the service gave; counted: "12 returned ids are not in the suite"); a memory of
+another scope than the query's keeps its rank too and is a leak (counted here, and in the run's
+top-level `scope_leaks`); a repeated id keeps its first rank. A score that is NaN, infinite or not a
+number is an error naming the query.
 `report()` is the cost: latency p50/p95, ingest throughput, time until searchable, errors, timeouts,
 retries, unknown ids, leaks and the words of the returned texts (the `system` section of metrics.json).
 
@@ -23,7 +26,11 @@ mode. A replay (`mode=replay`) is answered by its cassette, which is itself the 
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 import math
+import os
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -34,7 +41,7 @@ from typing import Any, Literal
 import numpy as np
 
 from retrieval.stage import Range, Retriever, fingerprint_of
-from retrieval.systems.cassette import Cassette, RecordedSystem
+from retrieval.systems.cassette import FORMAT, Cassette, RecordedSystem
 from retrieval.systems.protocol import Hit, MemorySystem, SearchRequest, SystemError_
 from retrieval.types import Corpus, Query
 
@@ -74,6 +81,7 @@ class _SystemIndex:
         self._stats_before = stats.snapshot() if stats is not None else None
         self._answers: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._latency: dict[str, float] = {}
+        self._latency_recorded = 0  # queries whose latency is the cassette's (answered from it)
         self._texts: dict[str, list[str | None]] = {}
         self._problems = {"unknown_ids": 0, "scope_leaks": 0, "duplicate_ids": 0, "hits_without_text": 0}
         self._unknown_examples: list[str] = []
@@ -103,46 +111,63 @@ class _SystemIndex:
             as_of=query.now,
             overrides=dict(self._retriever.override),
         )
-        t = time.perf_counter()
-        hits = self._system.search(request)
-        elapsed = (time.perf_counter() - t) * 1000
+        recorded = False
+        if self._recorded is not None:  # the service's own latency: measured live, or as recorded
+            hits, elapsed, recorded = self._recorded.search_timed(request)
+        else:
+            t = time.perf_counter()
+            hits = self._system.search(request)
+            elapsed = (time.perf_counter() - t) * 1000
         answer, texts = self._to_candidates(query, hits)
         with self._lock:
             self._answers[query.id] = answer
             self._latency[query.id] = elapsed
+            self._latency_recorded += recorded
             self._texts[query.id] = texts
 
     def _to_candidates(
         self, query: Query, hits: Sequence[Hit]
     ) -> tuple[tuple[np.ndarray, np.ndarray], list[str | None]]:
+        """The service's hits as corpus rows, each at the rank the service gave it: an id the suite does not
+        hold becomes a foreign row (`Corpus.add_foreign`) and a memory of another scope stays that memory,
+        both counted and never relevant to this query; only a repeated id is dropped (it keeps its first
+        rank). A score that is not a finite number is an error naming the query."""
         index: list[int] = []
         scores: list[float] = []
         texts: list[str | None] = []  # kept as they came: words are counted at the suite's k only
+        foreign: list[tuple[int, str, str | None]] = []  # (place in `index`, id, text)
         scope = query.scope_key
-        seen: set[int] = set()
+        seen: set[str] = set()
         problems = dict.fromkeys(self._problems, 0)
+        examples = []
         for rank, hit in enumerate(hits[: self._retriever.top_n], 1):
-            position = self._position.get(str(hit.id))
-            if position is None:
-                problems["unknown_ids"] += 1
-                if len(self._unknown_examples) < 5:
-                    self._unknown_examples.append(f"{query.id}: {hit.id}")
-                continue
-            if self._scope_of[position] != scope:
-                problems["scope_leaks"] += 1
-                continue
-            if position in seen:
+            # A system that gives no score: its order is its ranking (1/rank keeps it for fusion).
+            score = _finite_score(query, rank, hit) if hit.score is not None else 1.0 / rank
+            hit_id = str(hit.id)
+            if hit_id in seen:
                 problems["duplicate_ids"] += 1
                 continue
-            seen.add(position)
+            seen.add(hit_id)
+            position = self._position.get(hit_id)
+            if position is None:
+                problems["unknown_ids"] += 1
+                examples.append(f"{query.id}: {hit.id}")
+                foreign.append((len(index), hit_id, hit.text))
+                position = -1  # its foreign row, made below for all of them at once
+            elif self._scope_of[position] != scope:
+                problems["scope_leaks"] += 1
             index.append(position)
-            # A system that gives no score: its order is its ranking (1/rank keeps it for fusion).
-            scores.append(float(hit.score) if hit.score is not None else 1.0 / rank)
+            scores.append(score)
             texts.append(hit.text)
             problems["hits_without_text"] += hit.text is None
+        if foreign:
+            rows = self._corpus.add_foreign([(i, t) for _, i, t in foreign])
+            for (place, _, _), row in zip(foreign, rows, strict=True):
+                index[place] = row
         with self._lock:
             for name, n in problems.items():
                 self._problems[name] += n
+            self._unknown_examples.extend(examples[: 5 - len(self._unknown_examples)])
         return (np.array(index, dtype=np.int64), np.array(scores, dtype=np.float64)), texts
 
     def prefetch(self, queries: Sequence[Query]) -> None:
@@ -180,6 +205,9 @@ class _SystemIndex:
             "concurrency": self._retriever.concurrency,
             "override": dict(self._retriever.override),
             "n_queries": len(self._latency),
+            # "measured": timed at the service in this run; "recorded": each the latency the cassette
+            # recorded for the query (a replay); "measured and recorded": a resumed record run.
+            "latency_source": _latency_source(len(latency) - self._latency_recorded, self._latency_recorded),
             "latency_ms_p50": float(np.percentile(latency, 50)) if len(latency) else None,
             "latency_ms_p95": float(np.percentile(latency, 95)) if len(latency) else None,
             "memories_ingested": self._ingested,
@@ -201,9 +229,34 @@ class _SystemIndex:
                 "answered_from_cassette": self._recorded.answered["cassette"],
                 "answered_live": self._recorded.answered["live"],
                 "torn_tail_dropped": self._recorded.cassette.dropped_tail,
+                "sha256": self._recorded.cassette.digest,  # the whole exchange sequence (cassette.py)
+                "format": FORMAT,
+                "scopes_verified_by_count": self._recorded.scopes["verified_by_count"],
+                "scopes_reingested": self._recorded.scopes["reingested"],
                 "recorded_latency_ms_p50": float(np.percentile(recorded, 50)) if len(recorded) else None,
             }
         return out
+
+
+def _latency_source(measured: int, recorded: int) -> str:
+    return {(True, False): "measured", (False, True): "recorded"}.get(
+        (measured > 0, recorded > 0), "measured and recorded" if measured else "none"
+    )
+
+
+def _finite_score(query: Query, rank: int, hit: Hit) -> float:
+    """A hit's score as a float; NaN, an infinity or a non-number is refused: it has no place in a ranking
+    (run.trec would be re-sorted by trec_eval in another order than the harness scored)."""
+    try:
+        score = float(hit.score)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        score = math.nan
+    if not math.isfinite(score):
+        raise SystemError_(
+            f"query {query.id}: result {rank} (id {hit.id!r}) has score {hit.score!r}; a score must be a "
+            "finite number, or absent (the service's order is then its ranking)"
+        )
+    return score
 
 
 def cost_section(report: Mapping[str, Any], k: int) -> dict[str, Any]:
@@ -219,9 +272,16 @@ def cost_section(report: Mapping[str, Any], k: int) -> dict[str, Any]:
     if report.get("unknown_ids"):
         notes.append(f"{report['unknown_ids']} returned ids are not in the suite (counted as not relevant)")
     if report.get("scope_leaks"):
-        notes.append(f"{report['scope_leaks']} returned memories belong to another scope (dropped)")
+        notes.append(
+            f"{report['scope_leaks']} returned memories belong to another scope (leaks: kept at their rank, "
+            "counted as not relevant)"
+        )
     if report.get("duplicate_ids"):
         notes.append(f"{report['duplicate_ids']} returned ids repeat an earlier one (kept once)")
+    if report.get("latency_source") == "recorded":
+        notes.append("latency is the service's as recorded in the cassette (a replay asks no service)")
+    elif report.get("latency_source") == "measured and recorded":
+        notes.append("latency: measured for the queries asked now, as recorded for those the cassette held")
     if report.get("hits_without_text"):
         notes.append(f"{report['hits_without_text']} results came without text (0 words counted)")
     out["notes"] = notes
@@ -251,13 +311,31 @@ class SystemRetriever(Retriever):
         return []
 
     def check_available(self) -> None:
-        """Before any work: a replay's cassette exists; a live service answers its health check."""
-        if self.mode == "replay":
-            Cassette(self.cassette or "", writable=False)
+        """Before any work: a live service answers its health check; a cassette is whole and a regular file
+        (a replay's exists). A record run asks its service only when something is not in the cassette
+        (retrieval/systems/cassette.py), so a complete cassette needs no service."""
+        if self.mode != "live":
+            if self.mode == "replay" or os.path.lexists(self.cassette or ""):
+                Cassette(self.cassette or "", writable=False)
             return
         check = getattr(self.system, "check_available", None)
         if callable(check):
             check()
+
+    def fingerprint(self) -> str:
+        """The stage's config with the adapter as its identity (`system_identity`: a user's adapter object
+        would otherwise be hashed by its memory address) and, for a record or replay, the cassette's content
+        digest: a finished run answers again only for a run of the same exchanges, never for one whose
+        cassette at the same path had other content."""
+        config = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "system"}
+        recorded = self.mode != "live" and self.cassette
+        payload = {
+            "class": f"{type(self).__module__}.{type(self).__qualname__}",
+            "config": {**config, "override": dict(self.override)},
+            "system": system_identity(self.system),
+            "cassette_sha256": Cassette.digest_of(self.cassette) if recorded else None,
+        }
+        return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     def build(self, corpus: Corpus) -> _SystemIndex:
         return _SystemIndex(corpus, self)

@@ -267,15 +267,22 @@ class McpSystem:
                 f"ingest of scope {dict(scope)} (memories {start + 1}-{start + len(batch)})",
             )
 
+    def count(self, scope: Mapping[str, str]) -> Any:
+        """What the `count` tool says the scope holds (None without one): the searchable wait polls it, and
+        a resumed record run checks with it that the server kept the scope (retrieval/systems/cassette.py)."""
+        if "count" not in self.tools:
+            return None
+        where = f"count of scope {dict(scope)}"
+        path = str(self.tools["count"].get("path_in_response", "count"))
+        return read_count(self._call("count", {"scope": dict(scope)}, where), path, where, self.stats)
+
     def wait_until_searchable(self, scope: Mapping[str, str], memories: Sequence[Memory]) -> float:
         """Poll `count` until it reaches the memories ingested (bounded by searchable_timeout_s)."""
         if "count" not in self.tools:
             return 0.0
         started = time.perf_counter()
-        where = f"count of scope {dict(scope)}"
-        path = str(self.tools["count"].get("path_in_response", "count"))
         while True:
-            stored = read_count(self._call("count", {"scope": dict(scope)}, where), path, where, self.stats)
+            stored = self.count(scope)
             if stored >= len(memories):
                 return time.perf_counter() - started
             if time.perf_counter() - started > self.searchable_timeout_s:

@@ -4,9 +4,14 @@ Data flow: `SystemRetriever.build(corpus)` calls, for each scope of the corpus, 
 `ingest(scope, memories)` and `wait_until_searchable(scope, memories)`; then `search(request)` once per
 query. Scopes are isolated: a search sees only what was ingested under its own scope. Ingest is
 idempotent: memories carry the suite's ids (client-made), so a retried or resumed ingest never stores
-a memory twice. An adapter never fails silently: a transport or protocol problem raises `SystemError_`
-naming the operation (and the query id or JSON path where there is one). An adapter never leaks a secret:
-`SystemError_` redacts every known secret's value from its message (retrieval/systems/secrets.py).
+a memory twice. Optional: `count(scope) -> int | None`, how many memories the service holds under a
+scope (the HTTP and MCP adapters have it when their config names a count endpoint or tool); a resumed
+record run uses it to check that the service kept what its cassette says was ingested, and re-ingests
+the scope without it (retrieval/systems/cassette.py). Optional too: `check_available()`, asked before the
+first call (a replay, or a record run with a complete cassette, never asks it). An adapter never fails
+silently: a transport or protocol problem raises `SystemError_` naming the operation (and the query id
+or JSON path where there is one). An adapter never leaks a secret: `SystemError_` redacts every known
+secret's value from its message (retrieval/systems/secrets.py).
 """
 
 from __future__ import annotations
@@ -71,7 +76,9 @@ class MemorySystem(Protocol):
         ...
 
     def search(self, request: SearchRequest) -> list[Hit]:
-        """The system's ranked results for one query, best first (at most `request.k`)."""
+        """The system's ranked results for one query, best first (at most `request.k`). Every hit keeps its
+        rank: an id the suite does not hold, or of another scope, counts as a hit that is not relevant. A
+        score, when given, must be a finite number (NaN or an infinity is an error naming the query)."""
         ...
 
     def close(self) -> None:
