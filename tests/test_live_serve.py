@@ -261,6 +261,7 @@ def test_a_live_sweep_of_a_served_flag_gives_a_parent_5_children_and_a_holm_repo
     # Which service answered, and what varied (MLflow's run name).
     assert {c.data.tags["memeval.system.base_url"] for c in children} == {exp05_server}
     assert {c.data.tags["memeval.system.config"] for c in children} == {"memeval_serve"}
+    assert {c.data.tags["memeval.system.served.variant"] for c in children} == {"exp05"}  # from /health
     names = sorted(c.info.run_name for c in children)
     assert names == sorted(f"system instructionBoostWeight={w}" for w in weights.split(","))
     report = subprocess.run(

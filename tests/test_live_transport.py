@@ -375,3 +375,16 @@ def test_nan_and_infinite_scores_are_exit_2_naming_the_query(tmp_path, suite_dir
         assert run.rc == 2, run.stderr
         assert re.search(r"query c[12]:q[01]", run.stderr) and re.search(r"nan|inf|finite", run.stderr, re.I)
         assert run.error_at - service.hostile_at <= TIMEOUT_S + 1
+
+
+def test_the_health_answer_names_the_service_and_never_echoes_a_secret(monkeypatch):
+    from retrieval.systems import secrets
+    from retrieval.systems.http import _service_identity
+
+    monkeypatch.setenv("MEMEVAL_TEST_KEY", "s3cr3t-value")
+    secrets.env_value("MEMEVAL_TEST_KEY", "header X-Key")  # read as a header value: now a known secret
+    body = json.dumps({"status": "ok", "variant": "exp05", "version": "s3cr3t-value", "counts": {"a": 1}})
+    identity = _service_identity(body.encode())
+    assert identity["variant"] == "exp05" and "s3cr3t" not in json.dumps(identity)
+    assert "counts" not in identity
+    assert _service_identity(b"not json") == {} and _service_identity(b"[1]") == {}

@@ -17,7 +17,7 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -359,7 +359,11 @@ def _run_experiment(
     evaluation.metrics["code_version"] = version
     config_text = yaml_text(resolved)
     # The same provenance as the MLflow tags, on disk too: reports built from run directories read it.
-    tags = {**_tags(cfg, suite, pipeline), CONFIG_HASH_TAG: cfg_hash, CODE_VERSION_TAG: version}
+    tags = {
+        **_tags(cfg, suite, pipeline, evaluation.metrics.get("system")),
+        CONFIG_HASH_TAG: cfg_hash,
+        CODE_VERSION_TAG: version,
+    }
     tags.update(_cassette_tags(output))
     tags.update(statistics_tags(evaluation.metrics))
     told("write results")
@@ -502,7 +506,9 @@ def _skip(run_dir: Path, cfg_hash: str, finished: Any, tracker: MlflowTracker | 
     return {"overall": dict(finished.overall), "skipped": note}
 
 
-def _tags(cfg: DictConfig, suite: Suite, pipeline: Pipeline) -> dict[str, str]:
+def _tags(
+    cfg: DictConfig, suite: Suite, pipeline: Pipeline, system: Mapping[str, Any] | None = None
+) -> dict[str, str]:
     revisions = {s.name: s.encoder.fingerprint() for s in pipeline.stages if hasattr(s, "encoder")}
     compute = pipeline.compute()  # each model's device, pinned precision, CPU ISA class or GPU name
     return {
@@ -517,7 +523,11 @@ def _tags(cfg: DictConfig, suite: Suite, pipeline: Pipeline) -> dict[str, str]:
         "cpu_isa": cpu_isa(),
         "git_commit": git_commit(),
         "memeval_version": package_version(),
-        **(service_tags(_live_system(cfg), _choice("system")) if "system" in cfg else {}),
+        **(
+            service_tags(_live_system(cfg), _choice("system"), (system or {}).get("service"))
+            if system
+            else {}
+        ),
     }
 
 

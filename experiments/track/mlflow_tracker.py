@@ -604,9 +604,13 @@ def store_for_display(uri: str) -> str:
     return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
 
 
-def service_tags(system: Mapping[str, Any] | None, choice: str | None = None) -> dict[str, str]:
+def service_tags(
+    system: Mapping[str, Any] | None, choice: str | None = None, answered: Mapping[str, Any] | None = None
+) -> dict[str, str]:
     """Which live service answered a run (its `system` config, resolved): the adapter, the config it came
-    from, the mode and the base URL without credentials. Never a header (they hold the secrets)."""
+    from, the mode, the base URL without credentials, and what the service said it is at its health
+    check (`answered`: metrics.json's `system.service`, e.g. memeval-serve's served variant). Never a
+    header (they hold the secrets)."""
     if not system:
         return {}
     adapter = system.get("adapter") or {}
@@ -619,6 +623,8 @@ def service_tags(system: Mapping[str, Any] | None, choice: str | None = None) ->
     url = system.get("base_url") or adapter.get("base_url")
     if url:
         tags["memeval.system.base_url"] = store_for_display(str(url))
+    for key, value in (answered or {}).items():
+        tags[f"memeval.system.served.{key}"] = str(value)
     return tags
 
 

@@ -55,6 +55,12 @@ def system_identity(system: Any) -> str:
     return fingerprint() if callable(fingerprint) else fingerprint_of(system)
 
 
+def _service_identity(system: Any) -> dict[str, str]:
+    """What the adapter learnt of the service at its start-up check (`service_identity()`; {} without)."""
+    identity = getattr(system, "service_identity", None)
+    return identity() if callable(identity) else {}
+
+
 def words(text: str | None) -> int:
     """Whitespace-separated words of a returned text: the size of the context an agent would pay for."""
     return len(text.split()) if text else 0
@@ -202,6 +208,7 @@ class _SystemIndex:
         out: dict[str, Any] = {
             "channel": self._retriever.channel,
             "mode": self._retriever.mode,
+            "service": _service_identity(self._retriever.system),
             "concurrency": self._retriever.concurrency,
             "override": dict(self._retriever.override),
             "n_queries": len(self._latency),

@@ -99,6 +99,23 @@ def fill_url_path(template: str, values: Mapping[str, Any]) -> str:
     return _PLACEHOLDER.sub(lambda m: urllib.parse.quote(_text(_value(m[1], values)), safe=""), template)
 
 
+IDENTITY_KEYS = ("name", "service", "version", "variant", "stage_config_sha256")  # read from /health
+
+
+def _service_identity(body: bytes) -> dict[str, str]:
+    """The identity fields of a health answer that is a JSON object (short scalars only; anything else,
+    or no JSON, is no identity: a health check needs only its status)."""
+    try:
+        answer = json.loads(body[:65536]) if body.strip() else None
+    except (ValueError, RecursionError):
+        return {}
+    if not isinstance(answer, dict):
+        return {}
+    return {
+        k: redact(str(answer[k]))[:200] for k in IDENTITY_KEYS if isinstance(answer.get(k), str | int | float)
+    }
+
+
 def parse_json(payload: bytes | str, where: str) -> Any:
     """An answer's JSON (None when empty). `where` says who answered (`query q7: POST /search answered
     200`); not JSON, or nested deeper than the parser goes -> SystemError_ (never a RecursionError)."""
@@ -199,6 +216,7 @@ class HttpSystem:
     # scope although searches come from many threads.
     _setup: dict[str, dict[str, Any]] = field(default_factory=dict, init=False, compare=False, repr=False)
     _setup_lock: threading.Lock = field(default_factory=threading.Lock, init=False, compare=False, repr=False)
+    _identity: dict[str, str] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         problems = bounded.url_problems("base_url", self.base_url)
@@ -366,7 +384,8 @@ class HttpSystem:
         path = url.path.rstrip("/") + str(spec["path"])
         try:
             method = str(spec.get("method", "GET"))
-            status = self._exchange(url, method, path, None, headers, min(self.timeout_s, 5.0)).status
+            answer = self._exchange(url, method, path, None, headers, min(self.timeout_s, 5.0))
+            status = answer.status
         except (OSError, http.client.HTTPException, ValueError) as err:  # refused, timed out, TLS refused
             trust = "; for a private CA, set system.adapter.ca_file" if isinstance(err, ssl.SSLError) else ""
             raise SystemError_(
@@ -379,6 +398,13 @@ class HttpSystem:
             raise SystemError_(
                 f"the memory system at {self.base_url} is unhealthy: {spec['path']} answered {status}"
             )
+        if health is not None:
+            self._identity.update(_service_identity(answer.body))
+
+    def service_identity(self) -> dict[str, str]:
+        """What the service said it is at the start-up check (its health answer's `variant`, `version`...):
+        recorded with the run, so a result names the service that answered it."""
+        return dict(self._identity)
 
     def _scoped(self, scope: Mapping[str, str]) -> dict[str, Any]:
         """The values an ingest, count or search of a scope may name: `{scope}`, and `{setup.<name>}` when
