@@ -277,7 +277,10 @@ def test_a_missing_or_wrong_token_is_401_and_the_token_is_never_printed(guarded)
         status, answer = post(port, "/v1/memories/ingest", body, headers)
         assert status == 401 and "token" in answer["error"], (headers, answer)
         assert TOKEN not in json.dumps(answer)
-    assert request(port, "GET", "/health")[0] == 401
+    assert request(port, "GET", "/health") == (200, b'{"status": "ok"}')  # liveness only: no details
+    assert "variant" in json.loads(
+        request(port, "GET", "/health", headers={"Authorization": f"Bearer {TOKEN}"})[1]
+    )
     auth = {"Authorization": f"Bearer {TOKEN}"}
     assert post(port, "/v1/memories/count", {"scope": SCOPE}, auth)[1] == {"count": 0}  # nothing stored
     assert post(port, "/v1/memories/ingest", body, auth)[0] == 200
@@ -455,3 +458,50 @@ def test_the_mcp_http_face_checks_host_origin_token_and_content_type(mcp_http):
         assert status == expected, (headers, status, raw[:300])
     assert request(port, "POST", "/mcp", init, {**base, "Content-Type": "application/json"})[0] == 200
     assert TOKEN not in log.read_text()
+
+
+# --- the AtomicMemory shape (issue 32, part 6): system=atomicmemory talks to memeval-serve -----------------
+
+
+def _memeval_run(cwd: Path, run_dir: Path, *overrides: str, env: dict) -> subprocess.CompletedProcess:
+    args = [sys.executable, "-m", "experiments.run", f"hydra.run.dir={run_dir}", f"cache_dir={cwd / 'cache'}"]
+    args += [f"encoder.cache_dir={CACHE_DIR / 'embeddings'}", "progress=false", "tracking=none", *overrides]
+    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+
+
+@pytest.mark.slow
+def test_system_atomicmemory_against_memeval_serve_ranks_as_the_in_process_run(tmp_path, beam_100k):
+    suite = ["suite=beam", f"suite.path={beam_100k / '1'}"]
+    in_process = _memeval_run(tmp_path, tmp_path / "in_process", *suite, "variant=bm25", env=ENV)
+    assert in_process.returncode == 0, in_process.stderr[-3000:]
+    with served(
+        "variant=bm25",
+        "tracking=none",
+        "--token-env",
+        TOKEN_ENV,
+        headers={"Authorization": f"Bearer {TOKEN}"},
+    ) as (
+        port,
+        _,
+        log,
+    ):
+        system = [
+            "variant=system",
+            "variant.name=bm25",
+            "system=atomicmemory",
+            f"system.base_url=http://127.0.0.1:{port}",
+        ]
+        wrong = _memeval_run(
+            tmp_path, tmp_path / "wrong", *suite, *system, env={**ENV, "ATOMICMEMORY_API_KEY": "wrong"}
+        )
+        assert wrong.returncode == 2 and "401" in wrong.stdout + wrong.stderr, wrong.stderr[-3000:]
+        served_run = _memeval_run(
+            tmp_path, tmp_path / "served", *suite, *system, env={**ENV, "ATOMICMEMORY_API_KEY": TOKEN}
+        )
+        assert served_run.returncode == 0, served_run.stdout[-3000:] + served_run.stderr[-3000:]
+        assert (
+            TOKEN not in log.read_text() + wrong.stdout + wrong.stderr + served_run.stdout + served_run.stderr
+        )
+    assert (tmp_path / "served" / "run.trec").read_bytes() == (
+        tmp_path / "in_process" / "run.trec"
+    ).read_bytes()

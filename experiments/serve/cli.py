@@ -30,8 +30,8 @@ SAFETY = """safety: memeval-serve runs no code a client sends.
     421 otherwise, against DNS rebinding); a browser Origin only when --allow-origin names it (403);
     a POST only as Content-Type: application/json (415).
   - --token-env NAME asks every request for `Authorization: Bearer <token>`, the token read from the
-    environment variable NAME (401 otherwise; compared in constant time; never printed). Set one
-    before binding anything wider than loopback.
+    environment variable NAME (401 otherwise; compared in constant time; never printed); without
+    it GET /health answers only {"status": "ok"}. Set one before binding wider than loopback.
   - A malformed request (bad JSON, nesting past the parser, a bad k, scope or record) is a 4xx with a
     message, never a 500.
   The MCP face over HTTP (--mcp http) follows the same rules."""

@@ -7,7 +7,8 @@
                               -> {"results": [{"id", "score", "text"}]}
     POST /v1/memories/reset   {"scope": {...}} -> {"removed": n}
     POST /v1/memories/count   {"scope": {...}} -> {"count": n}     (what the searchable wait polls)
-    GET  /health              -> {"status": "ok", "variant", "stages", "counts"}
+    GET  /health              -> {"status": "ok", "variant", "stages", "counts"}   (without a token the
+                                 server asks for: {"status": "ok"} only)
 
 The AtomicMemory shape (conf/system/atomicmemory.yaml) is served on the same routes: a body with `user_id`
 instead of `scope` is that shape (scope {"user_id": ...}, memories `{id, content, created_at?,
@@ -34,6 +35,7 @@ Fault injection, for tests and benchmarks only (`Faults`): reject a fraction of 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hmac
 import json
 import random
@@ -65,6 +67,8 @@ class Guard:
     hosts: frozenset[str] = frozenset(LOOPBACK_NAMES)
     origins: frozenset[str] = frozenset()
     token: str | None = field(default=None, repr=False)
+    # A GET here without the token answers only {"status": "ok"} (a liveness probe; the details need it).
+    liveness: str | None = None
 
     @classmethod
     def serving(
@@ -108,6 +112,13 @@ class Guard:
             origin = dict(scope["headers"]).get(b"origin")
             preflight = scope["method"] == "OPTIONS" and origin is not None
             refused = self.refusal(scope, preflight)
+            if (
+                refused is not None
+                and refused[0] == 401
+                and scope["method"] == "GET"
+                and scope["path"] == self.liveness
+            ):
+                return await _send_json(send, 200, {"status": "ok"})
             if refused is not None:
                 status, message = refused
                 challenge = [(b"www-authenticate", b"Bearer")] if status == 401 else []
@@ -253,7 +264,7 @@ def make_app(service: MemoryService, faults: Faults | None = None, guard: Guard 
             {"status": "ok", **service.describe(), "counts": service.counts(), "rejected": faults.rejected[0]}
         )
 
-    return (guard or Guard()).wrap(app)
+    return dataclasses.replace(guard or Guard(), liveness="/health").wrap(app)
 
 
 def from_atomicmemory(body: dict) -> dict:
