@@ -465,6 +465,8 @@ class MemoryService:
         try:
             pipeline = Pipeline(tuple(stages[name] for name in self.order), depth=self.depth)
         except PipelineConfigError as err:
+            if not changes:  # the variant as served: a bad variant fails at start, as memeval-run's would
+                raise
             raise ServiceError(f"config_override {', '.join(map(str, config_override))}: {err}") from None
         with self._lock:
             self._pipelines[key] = pipeline
