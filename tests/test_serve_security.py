@@ -289,6 +289,21 @@ def test_a_missing_or_wrong_token_is_401_and_the_token_is_never_printed(guarded)
     assert TOKEN not in log.read_text()
 
 
+def test_only_an_allowed_origin_gets_its_cors_preflight_answered(guarded):
+    port, _ = guarded
+    ask = {"Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "content-type"}
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/memories/search", method="OPTIONS")
+    for name, value in {**ask, "Origin": "http://ui.example"}.items():
+        req.add_header(name, value)
+    with urllib.request.urlopen(req, timeout=30) as response:  # no token: a browser sends none here
+        assert response.status == 204
+        assert response.headers["Access-Control-Allow-Origin"] == "http://ui.example"
+    assert (
+        request(port, "OPTIONS", "/v1/memories/search", headers={**ask, "Origin": "http://evil.example"})[0]
+        == 403
+    )
+
+
 def test_a_token_env_that_is_not_set_exits_2():
     proc = subprocess.run(
         [
