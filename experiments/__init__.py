@@ -55,6 +55,17 @@ if not OmegaConf.has_resolver("subdir"):
     OmegaConf.register_new_resolver("subdir", lambda base, name: None if base is None else f"{base}/{name}")
 
 
+# `${exit_code_rule:}` in the --help templates (conf/hydra/help/): the one rule of experiments/exit_codes.py.
+def _exit_code_rule() -> str:
+    from experiments.exit_codes import RULE
+
+    return RULE
+
+
+if not OmegaConf.has_resolver("exit_code_rule"):
+    OmegaConf.register_new_resolver("exit_code_rule", _exit_code_rule)
+
+
 # `${file_sha256:${.path}}`: a file's content hash in the config, so the config hash (resume) and the
 # stage's fingerprint (caches) change when the file does (the TREC run channel, conf/stage/trec_run.yaml).
 def _file_sha256(path: str) -> str:

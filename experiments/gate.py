@@ -39,15 +39,17 @@ import pandas as pd
 import yaml
 
 from experiments import PROJECT_ROOT
-from experiments.evaluate.metrics import parse_metric
+from experiments.evaluate.metrics import over_own_queries, parse_metric
 from experiments.evaluate.statistics import (
     UNITS,
     compare,
     holm,
     minimum_detectable_effect,
     resolve_unit,
+    smallest_p,
 )
 from experiments.evaluate.table import query_cluster
+from experiments.exit_codes import ArgumentParser, console_script
 from experiments.report.render import code, md
 from experiments.run.compose import CONF_DIR, compose_config
 from experiments.track.finished_runs import RunError, RunRecord, higher_is_better, load_run_dir
@@ -92,6 +94,9 @@ class GateConfig:
     mde_correlation: float = 0.5
     # A tolerance below the MDE claims more than the suite can show; allowed only when said so.
     allow_tolerance_below_mde: bool = False
+    # Too few clusters for any significant cluster-level result: refused unless said so (judged then by
+    # floors and tolerance alone).
+    allow_few_clusters: bool = False
 
     def floor(self, metric: str, variant: str) -> float | None:
         return self.variant_floors.get(variant, {}).get(metric, self.floors.get(metric))
@@ -120,9 +125,9 @@ class GateConfig:
         unit = str(raw.get("unit", "auto"))
         if unit not in UNITS:
             raise GateError(f"{path}: `unit` must be one of {', '.join(UNITS)}, got {unit!r}")
-        allow = raw.get("allow_tolerance_below_mde", False)
-        if not isinstance(allow, bool):
-            raise GateError(f"{path}: `allow_tolerance_below_mde` must be true or false, got {allow!r}")
+        for key in ("allow_tolerance_below_mde", "allow_few_clusters"):
+            if not isinstance(raw.get(key, False), bool):
+                raise GateError(f"{path}: `{key}` must be true or false, got {raw[key]!r}")
         return cls(
             name=str(raw.get("name", path.stem)),
             overrides=tuple(raw.get("overrides") or ()),
@@ -137,7 +142,8 @@ class GateConfig:
             unit=unit,
             power=float(raw.get("power", 0.8)),
             mde_correlation=float(raw.get("mde_correlation", 0.5)),
-            allow_tolerance_below_mde=allow,
+            allow_tolerance_below_mde=raw.get("allow_tolerance_below_mde", False),
+            allow_few_clusters=raw.get("allow_few_clusters", False),
         )
 
 
@@ -162,7 +168,9 @@ class Baseline:
     @classmethod
     def from_run(cls, run: RunRecord, gate: GateConfig, *, command: str) -> Baseline:
         frame = _gated_values(run, gate.metrics)
-        clusters = run.answerable()["cluster"] if "cluster" in run.per_query.columns else None
+        clusters = (
+            run.per_query["cluster"].reindex(frame.index) if "cluster" in run.per_query.columns else None
+        )
         return cls(
             gate=gate.name,
             variant=run.variant,
@@ -174,7 +182,7 @@ class Baseline:
             source=run.source,
             config=_measured_config(run.params),
             means={m: float(frame[m].mean()) for m in gate.metrics},
-            per_query={m: {q: float(v) for q, v in frame[m].items()} for m in gate.metrics},
+            per_query={m: {q: float(v) for q, v in frame[m].dropna().items()} for m in gate.metrics},
             clusters=None if clusters is None else {str(q): str(c) for q, c in clusters.items()},
         )
 
@@ -208,6 +216,7 @@ class MetricCheck:
     failures: tuple[str, ...]
     mde: float = float("nan")  # minimum detectable effect at the gate's alpha and power (from the baseline)
     design_effect: float = 1.0  # of the paired differences (1 at query level)
+    min_p: float = float("nan")  # the smallest p-value the test can give on these differences
 
 
 @dataclass(frozen=True)
@@ -232,7 +241,15 @@ def _gated_values(run: RunRecord, metrics: Sequence[str]) -> pd.DataFrame:
     missing = [m for m in metrics if m not in run.per_query.columns]
     if missing:
         raise GateError(f"run {run.source} has no per-query {', '.join(missing)}; add it to `metrics`")
-    return run.answerable()[list(metrics)].astype(float)
+    # Each metric over its own queries: the answerable ones, harm@k those with must-not judgements (NaN
+    # elsewhere), so the frame is their union and a metric's values are its column without NaN.
+    own = [m for m in metrics if over_own_queries(m)]
+    frame = run.answerable()[[m for m in metrics if m not in own]].astype(float)
+    if own:
+        judged = run.per_query[own].astype(float).dropna(how="all")
+        frame = frame.join(judged, how="outer") if len(frame.columns) else judged
+        frame = frame.reindex(run.per_query.index[run.per_query.index.isin(frame.index)])
+    return frame[list(metrics)]
 
 
 def gated_clusters(run: RunRecord | None, baseline: Baseline, index: pd.Index) -> pd.Series | None:
@@ -276,6 +293,27 @@ def refuse_undetectable_tolerance(gate: GateConfig, mdes: Mapping[str, float]) -
         )
 
 
+def refuse_untestable_clusters(gate: GateConfig, baseline: Baseline, clusters: pd.Series | None) -> None:
+    """Exit 2 (GateError) when the statistics are by cluster and so few clusters carry them that no
+    sign-flip p-value can pass Holm's strictest step (2 / 2**G >= alpha / metrics: G <= 5 at alpha
+    0.05 with one metric): the gate cannot detect a regression by test, unless the gate allows it."""
+    values = pd.Series(baseline.per_query[gate.metrics[0]], dtype=float)
+    groups = None if clusters is None else clusters.reindex(values.index).to_numpy()
+    if resolve_unit(gate.unit, groups, len(values)) != "cluster" or gate.allow_few_clusters:
+        return
+    n_clusters = len(set(groups))
+    smallest, strictest = smallest_p(n_clusters, n_resamples=gate.n_resamples), gate.alpha / len(gate.metrics)
+    if smallest >= strictest:
+        raise GateError(
+            f"gate {gate.name!r} cannot judge a regression by its test: its statistics are by cluster and "
+            f"only {n_clusters} clusters carry them, so the smallest p-value the sign-flip test can give is "
+            f"2/2^{n_clusters} = {smallest:.3g}, not below alpha / {len(gate.metrics)} metric(s) = "
+            f"{strictest:.3g}: no regression can be significant. Add conversations, or say "
+            "`allow_few_clusters: true` in the gate config (or pass --allow-few-clusters) to judge by the "
+            "floors and tolerance alone."
+        )
+
+
 def check_run(run: RunRecord, baseline: Baseline, gate: GateConfig, baseline_path: Path) -> GateResult:
     """Judge `run` against `baseline`: floors, tolerated drop, and a significant drop after Holm."""
     if run.suite_hash != baseline.suite_hash:
@@ -286,16 +324,19 @@ def check_run(run: RunRecord, baseline: Baseline, gate: GateConfig, baseline_pat
             "change is intended."
         )
     frame = _gated_values(run, gate.metrics)
-    reference_index = pd.Index(next(iter(baseline.per_query.values())).keys(), dtype=object)
+    reference_index = pd.Index(
+        list(dict.fromkeys(q for values in baseline.per_query.values() for q in values)), dtype=object
+    )
     clusters = gated_clusters(run, baseline, reference_index)
     mdes = detectable_effects(gate, baseline, clusters)
+    refuse_untestable_clusters(gate, baseline, clusters)
     refuse_undetectable_tolerance(gate, mdes)
     tables = {}
     for metric in gate.metrics:
         if metric not in baseline.per_query:
             raise GateError(f"baseline {baseline_path} has no {metric}; refresh it with --refresh")
         reference = pd.Series(baseline.per_query[metric], dtype=float)
-        if set(reference.index) != set(frame.index):
+        if set(reference.index) != set(frame[metric].dropna().index):
             raise GateError(
                 f"{metric}: the run's queries differ from the baseline's despite equal suite hash"
             )
@@ -340,7 +381,7 @@ def check_run(run: RunRecord, baseline: Baseline, gate: GateConfig, baseline_pat
                 (float(row["delta_ci_low"]), float(row["delta_ci_high"])),
                 float(row["p_value"]), float(adjusted), floor, tolerance,
                 int(row["wins"]), int(row["ties"]), int(row["losses"]), tuple(failures),
-                mdes[metric], float(row["design_effect"]),
+                mdes[metric], float(row["design_effect"]), float(row["min_p"]),
             )
         )  # fmt: skip
     return GateResult(
@@ -480,22 +521,29 @@ def verdict_lines(result: GateResult) -> list[str]:
         out.append(
             f"- **{c.metric}: {'FAIL' if c.failures else 'pass'}**: Δ {c.delta:+.4f} "
             f"(95% CI [{low:+.4f}, {high:+.4f}], {_unit_short(result)}), {detectable} "
-            f"(MDE {_p(c.mde)}); tolerance {c.tolerance:.3f}."
+            f"(MDE {_p(c.mde)}); tolerance {c.tolerance:.3f}; p {_p(c.p_value)}, the smallest attainable "
+            f"p {_p(c.min_p)}"
+            + (
+                f" (at or above alpha {result.gate.alpha}: the test cannot flag this metric)."
+                if c.min_p >= result.gate.alpha
+                else "."
+            )
         )
     return out
 
 
 def _unit_short(result: GateResult) -> str:
     if result.unit == "cluster":
-        return f"{result.n_clusters} clusters resampled"
+        return f"{result.n_clusters} clusters, inverted sign-flip test"
     return "queries resampled"
 
 
 def _unit_note(result: GateResult) -> str:
     if result.unit == "cluster":
         text = (
-            f"Statistics by cluster: the bootstrap resamples and the test sign-flips whole clusters "
-            f"({result.n_clusters} clusters, each query's conversation), not single queries."
+            f"Statistics by cluster: the test sign-flips whole clusters ({result.n_clusters} clusters, each "
+            "query's conversation), not single queries, and the CI of Δ is the set of shifts it does not "
+            "reject (calibrated for few clusters, docs/metrics.md)."
         )
     else:
         text = "Statistics by query: each query resampled and sign-flipped on its own."
@@ -563,12 +611,13 @@ def check_baseline_before_running(
         )
     # A tolerance the suite cannot detect is refused before the suite is run, too.
     clusters = pd.Series({q.id: query_cluster(q) for q in suite.queries}, dtype=object)
-    index = pd.Index(next(iter(baseline.per_query.values())).keys(), dtype=object)
+    index = pd.Index(list(dict.fromkeys(q for values in baseline.per_query.values() for q in values)))
+    refuse_untestable_clusters(gate, baseline, clusters.reindex(index))
     refuse_undetectable_tolerance(gate, detectable_effects(gate, baseline, clusters.reindex(index)))
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="memeval-gate", description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(prog="memeval-gate", description=__doc__.split("\n\n")[0])
     parser.add_argument("gate", help="gate config: conf/gate/<name>.yaml (e.g. spark25, beam100k) or a path")
     parser.add_argument("variant", help="variant to gate (conf/variant/<name>.yaml)")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides when the gate runs the suite")
@@ -587,6 +636,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--summary", type=Path, help="write the Markdown verdict here too")
     parser.add_argument("--refresh", action="store_true", help="write the baseline from this run, on purpose")
     parser.add_argument(
+        "--allow-few-clusters",
+        action="store_true",
+        help="judge even when too few clusters leave the test unable to reach alpha (as the config key)",
+    )
+    parser.add_argument(
         "--allow-tolerance-below-mde",
         action="store_true",
         help="judge even when a tolerance is below the minimum detectable effect (as the config key)",
@@ -594,12 +648,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_intermixed_args(argv)  # Hydra overrides may follow the options
 
 
+@console_script
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         gate = GateConfig.load(args.gate)
         if args.allow_tolerance_below_mde:
             gate = replace(gate, allow_tolerance_below_mde=True)
+        if args.allow_few_clusters:
+            gate = replace(gate, allow_few_clusters=True)
         path = args.baseline or baseline_path(gate, args.variant, args.baseline_dir)
         if not args.refresh and not args.run_dir:
             check_baseline_before_running(gate, args.variant, args.overrides, path)

@@ -191,6 +191,7 @@ class Pipeline:
             laid_out = None  # the batch `state` is the split of, when a batch stage made it
             for level in range(start, len(self.rank)):
                 stage = self.rank[level]
+                t = time.perf_counter()
                 # Latency unmeasured anyway (reused work): a batch stage ranks all queries at once.
                 done = _apply_all(stage, queries, corpus, state, bar, laid_out) if reused else None
                 if done is None:
@@ -200,6 +201,7 @@ class Pipeline:
                     )
                 else:
                     state, laid_out = done
+                build_ms[f"rank.{stage.name}"] = (time.perf_counter() - t) * 1000  # all queries together
                 reuse.keep_rank_level(chain[level + 1], state)
         ranked = []
         entries = [state[q.id] for q in queries]

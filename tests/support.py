@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from types import MappingProxyType
 
@@ -72,3 +73,25 @@ def build_tiny_bert(folder: Path, *, cross_encoder: bool, seed: int = 0) -> Path
     (BertForSequenceClassification if cross_encoder else BertModel)(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def doc_commands(text: str, start: str = "", end: str = "\n## ") -> list[str]:
+    """The commands of a Markdown page's ```bash blocks (from the heading `start` to the next `end`, or the
+    whole page): continuation lines joined, comments and blank lines dropped, as a user would paste them."""
+    if start:
+        text = text.split(start, 1)[1].split(end, 1)[0]
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            line = re.sub(r"(^|\s)#.*$", "", line).strip()
+            if line:
+                commands.append(line)
+    return commands
+
+
+def doc_code(text: str, first_line: str) -> str:
+    """The ```python block of a page whose first line is `first_line` (a file the page shows whole)."""
+    for block in re.findall(r"```python\n(.*?)```", text, flags=re.S):
+        if block.startswith(first_line + "\n"):
+            return block
+    raise AssertionError(f"no python block starting with {first_line!r}")

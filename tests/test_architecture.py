@@ -131,7 +131,8 @@ def test_every_target_in_the_configs_names_an_object_that_exists():
     missing = []
     for file in sorted((REPO / "conf").rglob("*.yaml")):
         for where, target in _targets(yaml.safe_load(file.read_text())):
-            if target.startswith("hydra.") or "${" in target:
+            # ???: a class the command line names (system=python: the user's own adapter)
+            if target.startswith("hydra.") or "${" in target or target == "???":
                 continue
             module, _, attr = target.rpartition(".")
             try:

@@ -43,8 +43,8 @@ def errata_file(tmp_path: Path, text: str = ERRATA) -> Path:
 
 
 def test_applying_errata_changes_exactly_the_named_judgements(tmp_path):
-    before = load_locomo(FIXTURE)
-    after = load_locomo(FIXTURE, errata=str(errata_file(tmp_path)))
+    before = load_locomo(FIXTURE, protocol="memeval")
+    after = load_locomo(FIXTURE, protocol="memeval", errata=str(errata_file(tmp_path)))
     changed = {q for q in before.qrels if before.qrels[q] != after.qrels[q]}
     assert changed == {"conv-t1:q1"}
     assert after.qrels["conv-t1:q1"] == {"conv-t1:D2:1": 1, "conv-t1:D2:3": 1}
@@ -62,10 +62,12 @@ def test_applying_errata_changes_exactly_the_named_judgements(tmp_path):
 
 
 def test_errata_apply_before_granularity_so_corrected_evidence_maps_up(tmp_path):
-    session = load_locomo(FIXTURE, granularity="session", errata=str(errata_file(tmp_path)))
+    session = load_locomo(
+        FIXTURE, protocol="memeval", granularity="session", errata=str(errata_file(tmp_path))
+    )
     assert session.qrels["conv-t1:q1"] == {"conv-t1:D2": 1}
     path = errata_file(tmp_path, ERRATA.replace("conv-t1:D2:3]", "conv-t1:D1:2]"))
-    moved = load_locomo(FIXTURE, granularity="session", errata=str(path))
+    moved = load_locomo(FIXTURE, protocol="memeval", granularity="session", errata=str(path))
     assert moved.qrels["conv-t1:q1"] == {"conv-t1:D1": 1, "conv-t1:D2": 1}
 
 
@@ -74,13 +76,13 @@ def test_an_old_value_that_does_not_match_is_refused_naming_file_line_and_field(
     with pytest.raises(
         SuiteError, match=r"errata.yaml:2: old: does not match conv-t1:q1's evidence in the suite"
     ):
-        load_locomo(FIXTURE, errata=str(path))
+        load_locomo(FIXTURE, protocol="memeval", errata=str(path))
     unknown = errata_file(tmp_path, ERRATA.replace("question: conv-t1:q4", "question: conv-t1:q99"))
     with pytest.raises(SuiteError, match=r"errata.yaml:7: question: 'conv-t1:q99' is not a query"):
-        load_locomo(FIXTURE, errata=str(unknown))
+        load_locomo(FIXTURE, protocol="memeval", errata=str(unknown))
     nosource = errata_file(tmp_path, ERRATA.replace("  source: a reader's report\n", ""))
     with pytest.raises(SuiteError, match=r"errata.yaml:7: an erratum has exactly the keys"):
-        load_locomo(FIXTURE, errata=str(nosource))
+        load_locomo(FIXTURE, protocol="memeval", errata=str(nosource))
 
 
 def test_beam_takes_errata_too(tmp_path):
@@ -110,6 +112,7 @@ def test_a_run_and_its_report_list_the_errata_applied(tmp_path, monkeypatch):
                 "config",
                 overrides=[
                     "suite=locomo",
+                    "suite.protocol=memeval",
                     f"suite.path={FIXTURE}",
                     f"suite.errata={path}",
                     "variant=bm25",
@@ -141,3 +144,21 @@ def test_a_canonical_suite_takes_errata_too(tmp_path, tiny):
     after = load_suite(folder, errata=str(path))
     assert after.qrels == {**tiny.qrels, "c1:q1": {"c1:4": 1}}
     assert after.tags["errata"].endswith("1 applied")
+
+
+def test_the_shipped_locomo_errata_restore_the_typo_d_11_26_under_memeval_and_official_refuses_errata(
+    locomo_file,
+):
+    """datasets/errata/locomo10.yaml: conv-43 q18 names `D:11:26` for `D11:26` (Tim on "The Alchemist")."""
+    from experiments.shipped_data import shipped_dataset
+
+    shipped = shipped_dataset("errata") / "locomo10.yaml"
+    path = locomo_file
+    before = load_locomo(path, protocol="memeval")
+    after = load_locomo(path, protocol="memeval", errata=str(shipped))
+    assert "conv-43:D11:26" not in before.qrels["conv-43:q18"]
+    assert after.qrels["conv-43:q18"] == {**before.qrels["conv-43:q18"], "conv-43:D11:26": 1}
+    assert {q for q in before.qrels if before.qrels[q] != after.qrels[q]} == {"conv-43:q18"}
+    assert "locomo" in json.loads(after.tags["errata_applied"])[0]["source"].lower()
+    with pytest.raises(SuiteError, match="suite.errata"):
+        load_locomo(path, errata=str(shipped))  # protocol=official scores upstream's key as it is

@@ -98,3 +98,48 @@ def test_metrics_json_says_which_statistics_unit_and_counts_empty_queries_on_req
     zero = evaluate(suite, output, ["R@5", "AP"], empty="zero")
     assert zero.per_query.loc["c2:q1", "AP"] == 0.0
     assert zero.metrics["overall"]["AP"] == pytest.approx(apart * 3 / 4)
+
+
+def _frame(values: np.ndarray, clusters: list[str]) -> pd.DataFrame:
+    """A per-query table as `summarize` reads it: one metric (R@10), every query answerable."""
+    n = len(values)
+    return pd.DataFrame(
+        {"abstention": False, "cluster": clusters, "n_returned": 10, "top_score": 1.0, "latency_ms": 1.0,
+         "scope_leaks": 0, "R@10": values},
+        index=pd.Index([f"q{i}" for i in range(n)], name="query_id"),
+    )  # fmt: skip
+
+
+def test_overall_ci_by_cluster_is_the_calibrated_cluster_interval():
+    from experiments.evaluate.statistics import cluster_mean_ci
+    from experiments.evaluate.table import summarize
+
+    rng = np.random.default_rng(2)
+    clusters = [f"c{i // 6}" for i in range(48)]
+    values = rng.random(8)[np.arange(48) // 6] * 0.5 + rng.random(48) * 0.5
+    summary = summarize(_frame(values, clusters), ["R@10"])
+    assert summary["overall_ci95"]["R@10"] == list(cluster_mean_ci(values, clusters))
+    assert summary["statistics"]["unit"] == "cluster"
+    assert summary["statistics"]["unit_reason"].startswith("8 clusters")
+
+
+def test_a_design_effect_below_1_warns_that_the_cluster_interval_is_narrower():
+    from experiments.evaluate.table import summarize
+
+    # Within every conversation the questions vary against each other (one 1, one 0): cluster means are
+    # all equal, so the design effect is ~0 and the cluster interval narrower than a query-level one.
+    values = np.tile([1.0, 0.0], 10) + np.repeat(np.linspace(0, 0.01, 10), 2)
+    clusters = [f"c{i // 2}" for i in range(20)]
+    stats = summarize(_frame(values, clusters), ["R@10"])["statistics"]
+    assert stats["design_effect"]["R@10"] < 1
+    assert "design effect below 1 (R@10" in stats["warning"] and "narrower" in stats["warning"]
+
+
+def test_one_cluster_says_the_statistics_fell_back_to_queries_and_why():
+    from experiments.evaluate.table import summarize
+
+    values = np.random.default_rng(3).random(12)
+    with pytest.warns(UserWarning, match="one cluster"):
+        stats = summarize(_frame(values, ["conversation=1"] * 12), ["R@10"])["statistics"]
+    assert stats["unit"] == "query" and "one cluster" in stats["unit_reason"]
+    assert "fall back to the query level" in stats["warning"]

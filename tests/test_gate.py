@@ -435,7 +435,15 @@ def test_the_verdict_states_the_ci_of_the_paired_difference_and_resamples_conver
     assert set(clusters.values()) == {f"conversation=c{i}" for i in range(4)}
     worse = _degraded_copy(tmp_path / "run", tmp_path / "worse", ["q0", "q4", "q8"])  # conversation c0
     capsys.readouterr()
-    assert main([*args, "--run-dir", str(worse)]) == 1
+    # 4 clusters: no sign-flip p can be below 2/2^4 = 0.125, so the gate cannot judge by its test.
+    assert main([*args, "--run-dir", str(worse)]) == 2
+    err = capsys.readouterr().err
+    assert "only 4 clusters" in err and "2/2^4 = 0.125" in err and "allow_few_clusters" in err
+    assert main([*args, "--out", str(tmp_path / "never")]) == 2  # refused before running, too
+    assert not (tmp_path / "never").exists()
+    assert main([*args, "--run-dir", str(worse), "--allow-few-clusters"]) == 1  # told: floors and tolerance
     out = capsys.readouterr().out
-    assert "4 clusters resampled" in out and "only 4 clusters" in out
+    assert "4 clusters, inverted sign-flip test" in out and "only 4 clusters" in out
+    # 4 conversations: the smallest p any difference could get is 2/2^4; the interval is unbounded
+    assert "95% CI [-inf, +inf]" in out and "the smallest attainable p 0.125 (at or above alpha 0.05" in out
     assert "**RR: FAIL**: Δ -0.2500 (95% CI [" in out

@@ -258,6 +258,11 @@ def test_a_live_sweep_of_a_served_flag_gives_a_parent_5_children_and_a_holm_repo
     sent = sorted(c.data.params["system.override.instructionBoostWeight"] for c in children)
     assert sent == sorted(weights.split(","))
     assert all("system.latency_ms_p50" in c.data.metrics for c in children)
+    # Which service answered, and what varied (MLflow's run name).
+    assert {c.data.tags["memeval.system.base_url"] for c in children} == {exp05_server}
+    assert {c.data.tags["memeval.system.config"] for c in children} == {"memeval_serve"}
+    names = sorted(c.info.run_name for c in children)
+    assert names == sorted(f"system instructionBoostWeight={w}" for w in weights.split(","))
     report = subprocess.run(
         [sys.executable, "-m", "experiments.report", "--name", "live_sweep",
          "--out-root", str(tmp_path / "reports"), "--sweep-dir", str(sweep_dir), "--tracking-uri", uri],

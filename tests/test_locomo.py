@@ -32,17 +32,17 @@ def test_turns_become_memories_with_dia_id_speaker_and_session_time():
     assert all(q.now == "2023-06-27T10:37:00" for q in suite.queries)  # after the last session
 
 
-def test_categories_are_named_and_category_5_is_read_but_not_scored_by_default():
-    suite = load_locomo(FIXTURE)
+def test_categories_are_named_and_memeval_reads_category_5_but_scores_it_only_when_asked():
+    suite = load_locomo(FIXTURE, protocol="memeval")
     assert {q.labels["category"] for q in suite.queries} == {"single-hop", "temporal", "multi-hop"}
     assert any("1 category-5 (adversarial) question(s) read but not scored" in n for n in suite.notes)
-    scored = load_locomo(FIXTURE, categories=[1, 2, 3, 4, 5])
+    scored = load_locomo(FIXTURE, protocol="memeval", categories=[1, 2, 3, 4, 5])
     adversarial = next(q for q in scored.queries if q.labels["category"] == "adversarial")
     assert scored.qrels[adversarial.id] == {"conv-t1:D1:4": 1}
 
 
-def test_evidence_problems_are_split_or_dropped_and_counted():
-    suite = load_locomo(FIXTURE)
+def test_memeval_splits_or_drops_evidence_problems_and_counts_them():
+    suite = load_locomo(FIXTURE, protocol="memeval")
     assert suite.qrels["conv-t1:q2"] == {"conv-t1:D1:1": 1, "conv-t1:D1:4": 1}  # "D1:1; D1:4", split
     assert suite.qrels["conv-t1:q4"] == {"conv-t1:D2:3": 1}  # "D" and "D9:9" dropped
     assert "conv-t1:q3" not in {q.id for q in suite.queries}  # no evidence: cannot be scored
@@ -60,7 +60,9 @@ def test_session_granularity_is_a_session_per_memory_with_evidence_mapped_up():
     suite = load_locomo(FIXTURE, granularity="session")
     assert [m.id for m in suite.memories] == ["conv-t1:D1", "conv-t1:D2"]
     assert suite.qrels["conv-t1:q2"] == {"conv-t1:D1": 1}
-    rounds = load_locomo(FIXTURE, granularity="round")  # Ana opens session 1, Ben session 2
+    rounds = load_locomo(
+        FIXTURE, granularity="round", protocol="memeval"
+    )  # Ana opens session 1, Ben session 2
     assert [m.metadata["turns"] for m in rounds.memories][:2] == [
         ["conv-t1:D1:1", "conv-t1:D1:2"],
         ["conv-t1:D1:3", "conv-t1:D1:4"],
@@ -103,7 +105,7 @@ def direct_counts(data: list) -> dict[str, int]:
 
 def test_conversations_1_to_5_evidence_counts_match_a_direct_count(locomo_file):
     data = json.loads(locomo_file.read_text())
-    suite = load_locomo(locomo_file)
+    suite = load_locomo(locomo_file, protocol="memeval")
     assert json.loads(suite.tags["evidence_audit"]) == direct_counts(data)
     assert direct_counts(data)["no_evidence"] == 2  # as the issue says: two questions have no evidence
     scored = [qa for s in data for qa in s["qa"] if qa["category"] != 5]

@@ -108,11 +108,11 @@ def test_abstention_questions_are_kept_with_nothing_relevant_and_reported_apart(
     assert suite.summary()["abstention_queries"] == 1
 
 
-def test_assistant_side_evidence_is_skipped_aloud_with_user_turns_and_scored_with_all_roles():
-    user_only = load_longmemeval(FIXTURE)
+def test_memeval_skips_assistant_side_evidence_aloud_with_user_turns_and_scores_it_with_all_roles():
+    user_only = load_longmemeval(FIXTURE, protocol="memeval")
     assert "7161e7e2" not in {q.id for q in user_only.queries}
     assert any("1 non-abstention question(s) with no indexed evidence" in n for n in user_only.notes)
-    every_role = load_longmemeval(FIXTURE, roles="all")
+    every_role = load_longmemeval(FIXTURE, protocol="memeval", roles="all")
     assert every_role.qrels["7161e7e2"] == {"7161e7e2:answer_ultrachat_771_2": 1}
 
 

@@ -111,3 +111,29 @@ def test_a_plan_names_more_references_and_the_statistics_unit():
         load_plan({**raw, "stats": {"unit": "conversation"}})
     with pytest.raises(PlanError, match=r"baselines\[0\]"):
         load_plan({**raw, "baselines": ["nope"]})
+
+
+def test_one_conversation_is_stated_in_the_report_with_the_unit_used_and_why(runs, tmp_path):
+    one = []
+    for record in runs:
+        table = record.per_query.assign(cluster="conversation=only")
+        one.append(RunRecord(record.source, record.params, record.summary, table))
+    with pytest.warns(UserWarning, match="one cluster"):
+        build_report(one, tmp_path, title="one conversation", baseline="bm25", drilldown=None)
+    text = (tmp_path / "report.md").read_text()
+    assert "statistics by query: all 96 queries are in one cluster" in text
+    assert "**Statistics by query**" in text and "fall back to the query level" in text
+
+
+def test_cluster_reports_print_the_calibrated_intervals(runs, tmp_path):
+    from experiments.evaluate.statistics import cluster_delta_ci
+
+    comp = analysis.build_comparison(runs, baseline="bm25")
+    broad = analysis.significance(comp).set_index("run").loc["broad"]
+    values, clusters = comp.values["R@10"], comp.clusters.to_numpy()
+    expected = cluster_delta_ci(values["broad"] - values["bm25"], clusters)
+    assert (broad["delta_ci_low"], broad["delta_ci_high"]) == expected
+    build_report(runs, tmp_path, title="conversations", baseline="bm25", drilldown=None)
+    text = (tmp_path / "report.md").read_text()
+    assert f"{broad['delta']:+.3f} [{expected.low:+.3f}, {expected.high:+.3f}]" in text
+    assert "calibrated for few clusters" in text

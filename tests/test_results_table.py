@@ -59,3 +59,23 @@ def test_the_counts_say_answerable_of_all_queries():
     lines = results_table(Evaluation(pd.DataFrame(), summary), ["P@5"], "category").splitlines()
     assert lines[0].split() == ["answerable/all", "P@5"]
     assert lines[1].split() == ["overall", "24/25", "0.200"] and lines[2].split() == ["code", "8/8", "0.250"]
+
+
+def test_with_empty_queries_scored_zero_the_counts_say_every_query_is_averaged():
+    summary = {
+        "overall": {"n_queries": 500, "n_answerable": 410, "R@10": 0.3},
+        "by_label": {},
+        "empty_queries": "zero",
+    }
+    lines = results_table(Evaluation(pd.DataFrame(), summary), ["R@10"], None).splitlines()
+    assert lines[0].split() == ["scored/all", "R@10"] and lines[1].split()[1] == "500/500"
+
+
+def test_harm_states_its_own_denominator_under_the_table():
+    summary = {
+        "overall": {"n_queries": 60, "n_answerable": 25, "P@5": 0.2, "harm@5": 0.29,
+                    "denominators": {"harm@5": 35}},
+        "by_label": {},
+    }  # fmt: skip
+    text = results_table(Evaluation(pd.DataFrame(), summary), ["P@5", "harm@5"], None)
+    assert text.splitlines()[-1] == "harm@5 over 35 queries (those with must-not judgements)"

@@ -13,6 +13,8 @@ from scipy import stats
 from experiments.evaluate.statistics import (
     ConfidenceInterval,
     bootstrap_ci,
+    cluster_delta_ci,
+    cluster_mean_ci,
     compare,
     design_effect,
     holm,
@@ -231,6 +233,7 @@ def test_compare_tabulates_every_run_against_the_baseline(scores):
         "losses",
         "n_clusters",
         "design_effect",
+        "min_p",
     ]
     assert table.attrs["unit"] == "query"  # no clusters given: every query is its own unit
     assert np.isnan(table.loc["bm25", "p_value"]) and not table.loc["bm25", "significant"]
@@ -418,3 +421,64 @@ def test_minimum_detectable_effect_grows_with_the_design_effect():
     assert minimum_detectable_effect(a, clusters, correlation=0.75) == pytest.approx(
         clustered * np.sqrt(0.5), rel=1e-12
     )
+
+
+def _t_interval_of_cluster_means(values, clusters):
+    means = pd.Series(values).groupby(clusters).mean().to_numpy()
+    return stats.t.interval(0.95, means.size - 1, loc=means.mean(), scale=stats.sem(means))
+
+
+def test_cluster_mean_ci_with_equal_sizes_is_the_t_interval_of_the_cluster_means():
+    a, _, clusters = _clustered(n_clusters=7, size=9, icc=0.4)
+    assert cluster_mean_ci(a, clusters) == pytest.approx(_t_interval_of_cluster_means(a, clusters), rel=1e-12)
+    # Unequal sizes: Bell-McCaffrey df fall below G - 1, so the interval is wider than a t(G-1) one.
+    uneven = np.repeat(np.arange(7), [1, 2, 3, 5, 8, 13, 31])
+    low, high = cluster_mean_ci(a, uneven)
+    g = 7
+    sizes = np.bincount(uneven).astype(float)
+    residual = np.bincount(uneven, weights=a - a.mean())
+    se = np.sqrt((residual**2 / (1 - sizes / a.size)).sum()) / a.size
+    assert (high - low) / 2 > stats.t.ppf(0.975, g - 1) * se
+
+
+@pytest.mark.parametrize("n_clusters", [8, 30])  # exact enumeration, and seeded resamples
+def test_cluster_delta_ci_excludes_a_shift_exactly_when_the_sign_flip_test_rejects_it(n_clusters):
+    a, b, clusters = _clustered(n_clusters=n_clusters, size=5, icc=0.5, shift=0.2)
+    low, high = cluster_delta_ci(b - a, clusters, n_resamples=2_000, seed=3)
+    assert low < (b - a).mean() < high
+    eps = 1e-6 * (high - low)
+
+    def p(shift):
+        return paired_randomization_test(b - shift, a, clusters=clusters, n_resamples=2_000, seed=3)
+
+    assert p(low - eps) <= 0.05 < p(low + eps)
+    assert p(high + eps) <= 0.05 < p(high - eps)
+
+
+def test_compare_by_cluster_prints_the_calibrated_intervals_and_the_smallest_attainable_p():
+    a, b, clusters = _clustered(n_clusters=12, size=10, icc=0.5, shift=0.2)
+    table = compare({"base": a, "variant": b}, "base", clusters=clusters, n_resamples=2_000)
+    row = table.loc["variant"]
+    assert (row["delta_ci_low"], row["delta_ci_high"]) == cluster_delta_ci(b - a, clusters, n_resamples=2_000)
+    assert (row["ci_low"], row["ci_high"]) == cluster_mean_ci(b, clusters)
+    assert row["min_p"] == 2 / 2**12 and table.attrs["unit_reason"].startswith("12 clusters")
+
+
+def test_with_five_clusters_no_difference_is_significant_and_the_interval_says_so():
+    a, b, clusters = _clustered(n_clusters=5, size=40, icc=0.1, shift=5.0)  # a huge true shift
+    table = compare({"base": a, "variant": b}, "base", clusters=clusters, n_resamples=2_000)
+    row = table.loc["variant"]
+    assert row["p_value"] == row["min_p"] == 2 / 2**5  # the smallest p five clusters can give: > 0.05
+    assert not row["significant"]
+    assert row["delta_ci_low"] == -np.inf and row["delta_ci_high"] == np.inf
+    assert "can never reach p < 0.05" in table.attrs["warning"]
+    assert table.loc["base", ["delta_ci_low", "delta_ci_high"]].tolist() == [0.0, 0.0]
+
+
+def test_one_cluster_falls_back_to_query_statistics_with_a_warning():
+    a, b, _ = _clustered(n_clusters=4, size=10)
+    one = ["conv-1"] * a.size
+    with pytest.warns(UserWarning, match="one cluster"):
+        table = compare({"base": a, "variant": b}, "base", clusters=one, n_resamples=2_000)
+    assert table.attrs["unit"] == "query"
+    assert "one cluster" in table.attrs["unit_reason"] and "too narrow" in table.attrs["warning"]

@@ -8,8 +8,12 @@ per-query win/tie/loss counts out.
 
 Queries about one conversation are not independent (they share its memories, length and difficulty).
 Every interval and test here can take `clusters` (one label per query: the conversation, i.e. the
-suite's scope, or a `cluster` a suite declares) and then resamples or sign-flips whole clusters;
-`resolve_unit` picks the unit (`auto`: clusters wherever a suite has several queries per cluster).
+suite's scope, or a `cluster` a suite declares) and then works on whole clusters; `resolve_unit` picks
+the unit (`auto`: clusters wherever a suite has several queries per cluster). With few clusters a
+percentile cluster bootstrap is too narrow (reports/benchmarks/cluster_calibration.md), so what memeval
+reports at cluster level is calibrated for few clusters: `cluster_delta_ci` (the inverted sign-flip test)
+for a paired difference, `cluster_mean_ci` (CR2 t, Bell-McCaffrey df) for a mean; `bootstrap_ci` with
+clusters stays for comparison.
 `design_effect` says how much clustering widens the variance of a mean, `minimum_detectable_effect`
 what paired difference a suite of this size and clustering can detect.
 
@@ -23,6 +27,7 @@ BLAS threads). Another CPU's BLAS kernels may round a bound's last bit different
 from __future__ import annotations
 
 import functools
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Literal, NamedTuple
@@ -110,27 +115,79 @@ def cluster_codes(clusters: ArrayLike, n: int) -> np.ndarray:
 
 def resolve_unit(unit: str, clusters: ArrayLike | None, n: int) -> Literal["cluster", "query"]:
     """The unit statistics resample for `n` queries: `unit` as asked, `auto` resolved (see `Unit`)."""
+    return unit_choice(unit, clusters, n)[0]
+
+
+def unit_choice(unit: str, clusters: ArrayLike | None, n: int) -> tuple[Literal["cluster", "query"], str]:
+    """`resolve_unit`'s unit and the reason for it, as metrics.json and reports state it."""
     if unit not in UNITS:
         raise ValueError(f"unknown statistics unit {unit!r}; use one of {', '.join(UNITS)}")
-    if unit == "query" or (clusters is None and unit == "auto"):
-        return "query"
+    if unit == "query":
+        return "query", "asked for (unit=query)"
     if clusters is None:
-        raise ValueError("statistics unit 'cluster' needs each query's cluster, and none was given")
+        if unit == "cluster":
+            raise ValueError("statistics unit 'cluster' needs each query's cluster, and none was given")
+        return "query", "no query records its cluster"
     n_clusters = int(cluster_codes(clusters, n).max()) + 1
-    if unit == "cluster":
-        if n_clusters < 2:
+    if n_clusters < 2:
+        if unit == "cluster":
             raise ValueError(f"statistics unit 'cluster' needs at least two clusters, got {n_clusters}")
-        return "cluster"
-    return "cluster" if 2 <= n_clusters < n else "query"
+        return "query", f"all {n} queries are in one cluster: there are no clusters to resample"
+    if n_clusters == n:
+        return "query", "every cluster holds one query: the clusters are the queries"
+    return "cluster", (
+        f"{n_clusters} clusters hold the {n} queries: questions of one conversation are not independent"
+    )
+
+
+def unit_warning(chosen: str, clusters: ArrayLike | None, n: int) -> str | None:
+    """What a reader must know about the unit: too few clusters for cluster-level statistics, or one
+    cluster holding several queries, which leaves only query-level statistics (they treat questions
+    about one conversation as independent: intervals too narrow and p-values too small if they are
+    correlated)."""
+    if clusters is None:
+        return None
+    n_clusters = int(cluster_codes(clusters, n).max()) + 1
+    if chosen == "cluster":
+        return few_clusters_warning(n_clusters)
+    if n_clusters == 1 and n > 1:
+        return (
+            f"all {n} queries are in one cluster (conversation), so the statistics fall back to the query "
+            "level: they count questions about one conversation as independent, and if those are "
+            "correlated the intervals are too narrow and the p-values too small"
+        )
+    return None
+
+
+def design_effect_warning(effects: Mapping[str, float], n_clusters: int) -> str | None:
+    """The caveat when a design effect is below 1: the cluster-level interval is then narrower than the
+    query-level one, which positively correlated questions cannot justify."""
+    below = {m: d for m, d in effects.items() if np.isfinite(d) and d < 1.0}
+    if not below:
+        return None
+    listed = ", ".join(f"{m} {d:.2f}" for m, d in below.items())
+    return (
+        f"design effect below 1 ({listed}): these cluster-level intervals are narrower than query-level "
+        f"ones. Questions about one conversation are usually positively correlated (design effect > 1); "
+        f"below 1 they vary against each other within conversations, or {n_clusters} clusters are too few "
+        "to estimate the between-cluster variance, which then comes out small by chance"
+    )
 
 
 def few_clusters_warning(n_clusters: int) -> str | None:
     """The caveat printed when a cluster-level comparison rests on fewer than FEW_CLUSTERS clusters."""
     if n_clusters >= FEW_CLUSTERS:
         return None
+    smallest = 2 / 2**n_clusters
+    cannot = (
+        f"; at {n_clusters} clusters the test can never reach p < 0.05 and the 95% interval of a difference "
+        "is unbounded"
+        if smallest >= 0.05
+        else ""
+    )
     return (
         f"only {n_clusters} clusters carry this comparison (fewer than {FEW_CLUSTERS}): cluster-level "
-        f"intervals are rough and no sign-flip p-value can be below {2 / 2**n_clusters:.2g}"
+        f"intervals are wide and no sign-flip p-value can be below 2/2^{n_clusters} = {smallest:.3g}{cannot}"
     )
 
 
@@ -358,6 +415,137 @@ def _cluster_bootstrap_cis(
     return {name: out[name] for name in arrays}
 
 
+def cluster_mean_ci(
+    values: ArrayLike, clusters: ArrayLike, *, confidence: float = 0.95
+) -> ConfidenceInterval:
+    """Confidence interval of the mean of `values` over whole clusters, calibrated for few clusters: a
+    t-interval with the CR2 (bias-reduced) cluster-robust variance and Bell-McCaffrey degrees of freedom
+    (G - 1 for G equal clusters, fewer for unequal sizes). What metrics.json and reports print for a run's
+    mean at cluster level (docs/metrics.md: the percentile cluster bootstrap is too narrow below ~20
+    clusters, reports/benchmarks/cluster_calibration.md)."""
+    array = _values(values)
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    codes = cluster_codes(clusters, array.size)
+    g = int(codes.max()) + 1
+    if g < 2:
+        raise ValueError(f"a cluster interval needs at least two clusters, got {g}")
+    sizes = np.bincount(codes, minlength=g).astype(float)
+    residual = np.bincount(codes, weights=array - array.mean(), minlength=g)
+    half = _cr2_t(residual[None, :], sizes, confidence)
+    return ConfidenceInterval(float(array.mean() - half[0]), float(array.mean() + half[0]))
+
+
+def _cr2_t(residual: np.ndarray, sizes: np.ndarray, confidence: float) -> np.ndarray:
+    """Half-widths of the CR2 t-interval of a query-weighted mean, for each row of cluster residual sums
+    (rows x G; `sizes` G or rows x G). For a mean, CR2 divides each cluster's squared residual sum by
+    1 - n_g / n; the Bell-McCaffrey degrees of freedom are tr(M)^2 / ||M||^2 for the Gram matrix
+    M_gh = a_g a_h (n_g [g = h] - n_g n_h / n), a_g = 1 / (n sqrt(1 - n_g / n)) (independent errors)."""
+    from scipy import stats  # ~1 s to import; only intervals at cluster level need it
+
+    sizes = np.broadcast_to(sizes, residual.shape)
+    n = sizes.sum(axis=-1, keepdims=True)
+    keep = 1.0 - sizes / n
+    variance = (residual**2 / keep).sum(axis=-1) / n[:, 0] ** 2
+    a = 1.0 / (n * np.sqrt(keep))
+    outer = sizes[:, :, None] * sizes[:, None, :] / n[:, :, None]
+    gram = a[:, :, None] * a[:, None, :] * (sizes[:, :, None] * np.eye(sizes.shape[1]) - outer)
+    df = np.einsum("rgg->r", gram) ** 2 / (gram**2).sum(axis=(1, 2))
+    return stats.t.ppf(0.5 + confidence / 2.0, df) * np.sqrt(variance)
+
+
+def sign_flip_patterns(n_clusters: int, *, n_resamples: int, seed: int) -> np.ndarray:
+    """Sign patterns (rows of +-1 per cluster) for a resampled cluster sign-flip test: the observed one
+    (all +) and `n_resamples` drawn as `paired_randomization_test` draws them (same seed, same chunks: the
+    same patterns when no cluster's difference is exactly 0)."""
+    rng = np.random.default_rng(seed)
+    chunk = max(1, _CHUNK_ELEMENTS // n_clusters)
+    flips = [
+        rng.integers(0, 2, size=(min(chunk, n_resamples - start), n_clusters), dtype=bool)
+        for start in range(0, n_resamples, chunk)
+    ]
+    return np.vstack([np.ones((1, n_clusters)), *(np.where(f, -1.0, 1.0) for f in flips)])
+
+
+def _signed_sums(weights: np.ndarray, patterns: np.ndarray | None) -> np.ndarray:
+    """e . w for each row of `weights` (rows x G) and each sign pattern e: the given `patterns`, or all
+    2**G of them built one cluster at a time (column 0 the all-+ pattern; 2**G floats a row, no G-wide
+    pattern matrix)."""
+    if patterns is not None:
+        return weights @ patterns.T
+    sums = np.zeros((len(weights), 1))
+    for column in weights.T:
+        sums = np.concatenate([sums + column[:, None], sums - column[:, None]], axis=1)
+    return sums
+
+
+def sign_flip_bounds(
+    residual: np.ndarray, sizes: np.ndarray, confidence: float, patterns: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """How far below and above the mean the inverted cluster sign-flip test's interval reaches, for each
+    row of cluster residual sums (rows x G; residual = sum over the cluster of value - overall mean;
+    `sizes` G, or rows x G), over all 2**G sign patterns or the given `patterns` (sign_flip_patterns).
+
+    The interval is every shift d whose test (sign-flipping the clusters' sums of value - d) has
+    p > 1 - confidence. A pattern e with c = e . residual and b = e . sizes counts at d exactly when d is
+    within [mean - |c| / (n - sign(c) b), mean + |c| / (n + sign(c) b)] (the all-same-sign patterns
+    always count), so p falls monotonically away from the mean and each bound is an order statistic of
+    those per-pattern bounds: no search, and the interval excludes d exactly when the test rejects d."""
+    sizes = np.broadcast_to(np.asarray(sizes, dtype=float), residual.shape)
+    n = sizes.sum(axis=-1, keepdims=True)
+    c = _signed_sums(residual, patterns)  # (rows, patterns)
+    b = _signed_sums(sizes, patterns)
+    always = np.abs(b) >= n - 0.5  # all + or all -: c is 0 up to rounding, the pattern counts everywhere
+    sign = np.sign(c)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        above = np.where(always, np.inf, np.abs(c) / (n + sign * b))
+        below = np.where(always, np.inf, np.abs(c) / (n - sign * b))
+    # p(d) > alpha  <=>  more than alpha * N patterns count at d  <=>  d within the j-th largest bound.
+    count = c.shape[1]
+    j = int(np.floor((1.0 - confidence) * count)) + 1
+    kth = count - j
+    return np.partition(below, kth, axis=-1)[:, kth], np.partition(above, kth, axis=-1)[:, kth]
+
+
+def cluster_delta_ci(
+    differences: ArrayLike,
+    clusters: ArrayLike,
+    *,
+    confidence: float = 0.95,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+    exact_max_n: int = EXACT_MAX_N,
+) -> ConfidenceInterval:
+    """Confidence interval of the mean paired difference over whole clusters: the inverted cluster
+    sign-flip test (`sign_flip_bounds`), so it excludes 0 exactly when `paired_randomization_test` with
+    these clusters gives p <= 1 - confidence, and it is as calibrated as the test at any number of
+    clusters. With G clusters and 2 / 2**G > 1 - confidence (G <= 5 at 95%) no shift can be rejected:
+    the interval is unbounded (-inf, inf), which is what the data can say. Differences all 0: (0, 0)."""
+    array = _values(differences, "differences")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    codes = cluster_codes(clusters, array.size)
+    g = int(codes.max()) + 1
+    if g < 2:
+        raise ValueError(f"a cluster interval needs at least two clusters, got {g}")
+    if not np.any(array):
+        return ConfidenceInterval(0.0, 0.0)
+    sizes = np.bincount(codes, minlength=g).astype(float)
+    residual = np.bincount(codes, weights=array - array.mean(), minlength=g)
+    patterns = None if g <= exact_max_n else sign_flip_patterns(g, n_resamples=n_resamples, seed=seed)
+    below, above = sign_flip_bounds(residual[None, :], sizes, confidence, patterns)
+    return ConfidenceInterval(float(array.mean() - below[0]), float(array.mean() + above[0]))
+
+
+def smallest_p(n_units: int, *, n_resamples: int = 10_000, exact_max_n: int = EXACT_MAX_N) -> float:
+    """The smallest p-value the sign-flip test can give over `n_units` units (clusters or queries), when
+    every one differs: 2 / 2**G exact (the observed pattern and its mirror), 1 / (n_resamples + 1) when
+    resampled."""
+    if n_units <= exact_max_n:
+        return 2.0 / 2.0**n_units if n_units else 1.0
+    return max(2.0 / 2.0**n_units, 1.0 / (n_resamples + 1))
+
+
 def cluster_sums(values: ArrayLike, clusters: ArrayLike) -> np.ndarray:
     """The sum of `values` within each cluster (in cluster code order): what a cluster test flips."""
     array = _values(values)
@@ -466,19 +654,24 @@ def compare(
     """One metric, every run against `baseline`: one row per run, baseline first.
 
     `runs` maps a run name to its per-query values, all aligned by query (pandas Series must share
-    the baseline's index). Columns: mean, ci_low, ci_high (bootstrap CI of the mean), delta,
-    delta_ci_low, delta_ci_high (bootstrap CI of the mean paired difference), p_value (the paired
-    `test`), p_holm (Holm across the variants in this call), significant (p_holm < alpha), and
-    wins, ties, losses per query. The baseline row has delta 0 and no p-value. Every run uses the
-    same seed, so a run's numbers do not depend on which other runs are compared. Test, correction
-    and alpha are recorded in `.attrs`. To correct across several metrics of one report, pass all
-    their p_value columns to `holm()` together.
+    the baseline's index). Columns: mean, ci_low, ci_high (CI of the mean), delta, delta_ci_low,
+    delta_ci_high (CI of the mean paired difference), p_value (the paired `test`), p_holm (Holm across
+    the variants in this call), significant (p_holm < alpha), min_p (the smallest p-value the sign-flip
+    test can give on this many units, clusters or queries: 2 / 2**G exact, 1 / (n_resamples + 1)
+    resampled), and wins, ties, losses per query. By query the CIs are percentile bootstraps; by cluster
+    they are calibrated for few clusters: the mean's is `cluster_mean_ci` (CR2 t), the difference's
+    `cluster_delta_ci` (the inverted sign-flip test: it excludes 0 exactly when the randomization test
+    rejects at 1 - confidence, and is unbounded when no p-value can get that small). The baseline row
+    has delta 0 and no p-value. Every run uses the same seed, so a run's numbers do not depend on which
+    other runs are compared. Test, correction and alpha are recorded in `.attrs`. To correct across
+    several metrics of one report, pass all their p_value columns to `holm()` together.
 
     `clusters` (one label per query, aligned like the values; a Series is aligned by index) and `unit`
     (see `resolve_unit`) choose what the bootstrap and the test resample. Two more columns say what the
     clustering costs: n_clusters, and design_effect (of the paired differences; of the values for the
-    baseline row). `.attrs` records the unit, the number of clusters and a warning when fewer than
-    FEW_CLUSTERS clusters carry a cluster-level comparison.
+    baseline row). `.attrs` records the unit, why (`unit_reason`), the number of clusters and a warning
+    when fewer than FEW_CLUSTERS clusters carry a cluster-level comparison or one cluster holds every
+    query (then also issued as a UserWarning: the statistics fall back to the query level).
     """
     if baseline not in runs:
         raise KeyError(f"baseline {baseline!r} is not among the runs {sorted(runs)}")
@@ -494,7 +687,10 @@ def compare(
         clusters = clusters.reindex(reference.index)
     if clusters is not None:
         clusters = cluster_codes(clusters, base.size)
-    chosen = resolve_unit(unit, clusters, base.size)
+    chosen, reason = unit_choice(unit, clusters, base.size)
+    warning = unit_warning(chosen, clusters, base.size)
+    if warning and chosen == "query":
+        warnings.warn(warning, stacklevel=2)
     resampled = clusters if chosen == "cluster" else None
     n_clusters = int(clusters.max()) + 1 if clusters is not None else base.size
     names = [baseline] + [name for name in runs if name != baseline]
@@ -503,13 +699,19 @@ def compare(
         values = _values(runs[name], name)
         if values.shape != base.shape:
             raise ValueError(f"run {name!r} has {values.size} values, baseline has {base.size}")
-        low, high = bootstrap_ci(
-            values, confidence=confidence, n_resamples=n_resamples, seed=seed, clusters=resampled
-        )
         differences = values - base
-        delta_low, delta_high = bootstrap_ci(
-            differences, confidence=confidence, n_resamples=n_resamples, seed=seed, clusters=resampled
-        )
+        if resampled is None:
+            low, high = bootstrap_ci(values, confidence=confidence, n_resamples=n_resamples, seed=seed)
+            delta_low, delta_high = bootstrap_ci(
+                differences, confidence=confidence, n_resamples=n_resamples, seed=seed
+            )
+            units = base.size
+        else:
+            low, high = cluster_mean_ci(values, resampled, confidence=confidence)
+            delta_low, delta_high = cluster_delta_ci(
+                differences, resampled, confidence=confidence, n_resamples=n_resamples, seed=seed
+            )
+            units = n_clusters
         if name == baseline:
             p_value = np.nan
         elif test == "randomization":
@@ -537,6 +739,7 @@ def compare(
                     if clusters is not None
                     else 1.0
                 ),
+                min_p=np.nan if name == baseline else smallest_p(units, n_resamples=n_resamples),
             )
         )
     table = pd.DataFrame(rows, index=pd.Index(names, name="run"))
@@ -546,7 +749,6 @@ def compare(
     table.insert(8, "significant", variants & (table["p_holm"].to_numpy() < alpha))
     table.attrs.update(
         baseline=baseline, test=test, correction="holm", alpha=alpha, confidence=confidence,
-        unit=chosen, n_clusters=n_clusters,
-        warning=few_clusters_warning(n_clusters) if chosen == "cluster" else None,
+        unit=chosen, unit_reason=reason, n_clusters=n_clusters, warning=warning,
     )  # fmt: skip
     return table

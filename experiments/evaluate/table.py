@@ -13,6 +13,7 @@ questions about one conversation are not independent (experiments/evaluate/stati
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,9 +21,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from experiments.evaluate.metrics import per_query as relevance_per_query
+from experiments.evaluate.metrics import over_own_queries
 from experiments.evaluate.metrics.noise import noise_table
-from experiments.evaluate.statistics import bootstrap_cis, design_effect, few_clusters_warning, resolve_unit
+from experiments.evaluate.metrics.official import per_query as relevance_per_query
+from experiments.evaluate.statistics import (
+    bootstrap_ci,
+    bootstrap_cis,
+    cluster_mean_ci,
+    design_effect,
+    design_effect_warning,
+    unit_choice,
+    unit_warning,
+)
 from experiments.suites.suite import Suite
 from retrieval.pipeline import RunOutput
 from retrieval.types import Query, scope_key
@@ -103,8 +113,12 @@ def per_query_table(
     ranked = [by_id.get(q) for q in ids]
     stages = dict.fromkeys(s for r in output.ranked for s in r.timings_ms)
     leaks = _leaks(suite, output)
-    scores = relevance_per_query(
-        suite.qrels, {r.query_id: list(r.memory_ids) for r in output.ranked}, metrics, empty=empty
+    scores = relevance_per_query(  # a benchmark's own scorer where suite.protocol=official
+        suite.scorer,
+        suite.qrels,
+        {r.query_id: list(r.memory_ids) for r in output.ranked},
+        metrics,
+        empty=empty,
     )
     columns: dict[str, Any] = {
         **{
@@ -121,7 +135,8 @@ def per_query_table(
     }
     aligned = scores.reindex(ids)  # abstention queries: NaN
     if empty == "zero":  # a suite query with no judgement at all has nothing relevant either: 0
-        aligned = aligned.fillna(0.0)
+        relevance = [m for m in aligned.columns if not over_own_queries(m)]
+        aligned[relevance] = aligned[relevance].fillna(0.0)
     columns.update({name: aligned[name].to_numpy(dtype=np.float64) for name in scores.columns})
     return pd.DataFrame(columns, index=pd.Index(ids, name="query_id"))
 
@@ -164,13 +179,22 @@ def _aggregate(
     columns: _Columns, metrics: Sequence[str], rows: np.ndarray, empty: str = "apart"
 ) -> dict[str, Any]:
     """Means over the answerable queries among `rows` (positions), and the abstention queries' figures.
-    With `empty="zero"` the means are over every scored query, abstention queries counting 0."""
+    With `empty="zero"` the means are over every scored query, abstention queries counting 0. harm@k is
+    over its own queries (those with must-not judgements, answerable or not): `denominators` says how
+    many."""
     abstaining = columns.abstention[rows]
     answerable = rows[~abstaining]
     out: dict[str, Any] = {"n_queries": int(len(rows)), "n_answerable": int(len(answerable))}
     averaged = answerable if empty == "apart" else rows
     means = _nanmean(columns.values[:, averaged]) if len(averaged) else None
     out.update({m: float(means[i]) if means is not None else None for i, m in enumerate(metrics)})
+    own = [i for i, m in enumerate(metrics) if over_own_queries(m)]
+    if own:
+        counts = (~np.isnan(columns.values[own][:, rows])).sum(axis=1)
+        means = _nanmean(columns.values[own][:, rows]) if len(rows) else np.full(len(own), np.nan)
+        for i, count, value in zip(own, counts, means, strict=True):
+            out[metrics[i]] = float(value) if count else None
+        out["denominators"] = {metrics[i]: int(c) for i, c in zip(own, counts, strict=True)}
     abstained = rows[abstaining]
     if len(abstained):
         top = columns.top_score[abstained]
@@ -188,10 +212,13 @@ def summarize(
     unit: str = "auto",
     empty: str = "apart",
 ) -> dict[str, Any]:
-    """The metrics.json content: overall (with bootstrap 95% CIs), per label value, latency, leaks.
+    """The metrics.json content: overall (with 95% CIs), per label value, latency, leaks.
 
-    The CIs resample whole clusters (the per-query `cluster`) where `unit` resolves to clusters; the
-    `statistics` section says which unit, how many clusters, and each metric's design effect."""
+    The CIs are over whole clusters (the per-query `cluster`) where `unit` resolves to clusters (the CR2
+    t-interval, calibrated for few clusters: `statistics.cluster_mean_ci`), else percentile bootstraps over
+    queries; the `statistics` section says which unit and why, how many clusters, each metric's design
+    effect, and a warning where the clusters are few, one cluster forced the query level, or a design
+    effect is below 1 (a cluster interval narrower than the query-level one)."""
     columns = _Columns.of(frame, metrics)
     overall = _aggregate(columns, metrics, np.arange(len(frame)), empty)
     # Latency only from work measured in this run: a stage answered from a cache has a NaN timing
@@ -204,27 +231,43 @@ def summarize(
     scored = ~columns.abstention if empty == "apart" else np.ones(len(frame), dtype=bool)
     answerable = columns.values[:, scored]
     ci: dict[str, list[float]] = {}
-    statistics: dict[str, Any] = {"unit": "query", "n_clusters": None, "design_effect": {}, "warning": None}
+    statistics: dict[str, Any] = {
+        "unit": "query", "unit_reason": "no query records its cluster", "n_clusters": None,
+        "design_effect": {}, "warning": None,
+    }  # fmt: skip
     complete = {m: row for m, row in zip(metrics, answerable, strict=True) if not np.isnan(row).any()}
-    if answerable.shape[1] and complete:  # one set of resample draws shared by every metric
+    own = {  # harm@k: over the queries it is defined on (any with must-not judgements)
+        m: row[~np.isnan(row)] for m, row in zip(metrics, columns.values, strict=True) if over_own_queries(m)
+    }
+    if answerable.shape[1] and complete:
+        n = int(scored.sum())
         clusters = frame["cluster"].to_numpy()[scored] if "cluster" in frame.columns else None
-        chosen = resolve_unit(unit, clusters, int(scored.sum()))
-        resampled = clusters if chosen == "cluster" else None
-        ci = {
-            m: list(interval)
-            for m, interval in bootstrap_cis(complete, seed=seed, clusters=resampled).items()
-        }
+        chosen, reason = unit_choice(unit, clusters, n)
+        if chosen == "cluster":
+            ci = {m: list(cluster_mean_ci(v, clusters)) for m, v in complete.items()}
+        else:  # one set of resample draws shared by every metric
+            ci = {m: list(interval) for m, interval in bootstrap_cis(complete, seed=seed).items()}
         if clusters is not None:
-            n_clusters = len(set(clusters))
+            effects = {m: design_effect(v, clusters) for m, v in complete.items()}
+            unit_note = unit_warning(chosen, clusters, n)
+            if chosen == "query" and unit_note:  # one cluster: the fall back to queries is never silent
+                warnings.warn(unit_note, stacklevel=2)
+            notes = [unit_note, design_effect_warning(effects, len(set(clusters)))]
             statistics = {
                 "unit": chosen,
-                "n_clusters": n_clusters,
-                "design_effect": {  # None where the values are constant (JSON has no NaN)
-                    m: (d if np.isfinite(d) else None)
-                    for m, d in ((m, design_effect(v, clusters)) for m, v in complete.items())
-                },
-                "warning": few_clusters_warning(n_clusters) if chosen == "cluster" else None,
+                "unit_reason": reason,
+                "n_clusters": len(set(clusters)),
+                "design_effect": {m: (d if np.isfinite(d) else None) for m, d in effects.items()},  # no NaN
+                "warning": "; ".join(w for w in notes if w) or None,
             }
+    every_cluster = frame["cluster"].to_numpy() if "cluster" in frame.columns else None
+    for m, values in own.items():  # harm@k's interval over its own queries
+        if len(values) > 1:
+            has = ~np.isnan(frame[m].to_numpy(dtype=np.float64))
+            groups = None if every_cluster is None else every_cluster[has]
+            by_cluster = unit_choice(unit, groups, len(values))[0] == "cluster"
+            interval = cluster_mean_ci(values, groups) if by_cluster else bootstrap_ci(values, seed=seed)
+            ci[m] = list(interval)
     by_label: dict[str, dict[str, Any]] = {}
     for column in (c for c in frame.columns if c.startswith("label.")):
         # The groups of `frame.groupby(column, sort=True, dropna=True)`: sorted values, no missing one.

@@ -24,11 +24,13 @@ import pandas as pd
 
 from experiments.evaluate.statistics import (
     bootstrap_ci,
+    cluster_mean_ci,
     compare,
-    few_clusters_warning,
     holm,
     paired_randomization_test,
     resolve_unit,
+    unit_choice,
+    unit_warning,
 )
 from experiments.track.finished_runs import RunError, RunRecord
 
@@ -245,7 +247,8 @@ def comparisons(
         raise RunError(f"references {unknown} are not among the runs {list(comp.labels)}")
     clusters = comp.clusters
     n = len(comp.values[comp.metrics[0]])
-    chosen = resolve_unit(unit, None if clusters is None else clusters.to_numpy(), n)
+    labels = None if clusters is None else clusters.to_numpy()
+    chosen, reason = unit_choice(unit, labels, n)
     parts = []
     for reference in refs:
         for metric in comp.metrics:
@@ -274,8 +277,9 @@ def comparisons(
     )
     table.attrs.update(
         test=test, alpha=alpha, correction="holm", comparisons=int(rows.sum()), family=family,
-        references=refs, unit=chosen, n_clusters=n_clusters if clusters is not None else 0,
-        warning=few_clusters_warning(n_clusters) if chosen == "cluster" else None,
+        references=refs, unit=chosen, unit_reason=reason,
+        n_clusters=n_clusters if clusters is not None else 0,
+        warning=unit_warning(chosen, labels, n),
     )  # fmt: skip
     return table
 
@@ -322,7 +326,10 @@ def by_label(
         groups_of = clusters if clustered else None
         n_clusters = len(set(clusters)) if clustered else len(part)
         for lab in comp.labels:
-            low, high = bootstrap_ci(part[lab].to_numpy(), seed=seed, clusters=groups_of)
+            values_of = part[lab].to_numpy()  # a mean's CI: calibrated for few clusters at cluster level
+            low, high = (
+                cluster_mean_ci(values_of, groups_of) if clustered else bootstrap_ci(values_of, seed=seed)
+            )
             delta = float(part[lab].mean() - part[comp.baseline].mean())
             values, base = part[lab].to_numpy(), part[comp.baseline].to_numpy()
             p_value = (

@@ -168,8 +168,16 @@ def build_report(
     )
     blocks.append(
         Paragraph(
-            f"95% CIs are percentile bootstrap intervals (10,000 seeded resamples of {resampled}) of the "
-            "mean and of the mean paired difference. Design effect: the variance of the mean paired "
+            (
+                "95% CIs by conversation, calibrated for few clusters (docs/metrics.md): of a mean, the CR2 "
+                "t-interval with Bell-McCaffrey degrees of freedom; of a difference, the inverted cluster "
+                "sign-flip test (it excludes 0 exactly when the test rejects, and is unbounded when no "
+                f"p-value can get below 0.05). Resampled: {resampled}."
+                if sig.attrs["unit"] == "cluster"
+                else f"95% CIs are percentile bootstrap intervals (10,000 seeded resamples of {resampled}) "
+                "of the mean and of the mean paired difference."
+            )
+            + " Design effect: the variance of the mean paired "
             "difference with its clustering over the variance were the queries independent (1 at query "
             "level; above 1 the queries of one conversation move together). W/T/L: queries where the run "
             "beats / ties / loses to the baseline."
@@ -263,7 +271,8 @@ def _units_text(sig: pd.DataFrame) -> str:
             f"per-query values with whole clusters sign-flipped (the {sig.attrs['n_clusters']} "
             "conversations: questions about one conversation are not independent)"
         )
-    return "per-query values"
+    reason = sig.attrs.get("unit_reason")
+    return f"per-query values (statistics by query: {md(reason)})" if reason else "per-query values"
 
 
 def _statistics_blocks(
@@ -274,7 +283,8 @@ def _statistics_blocks(
     blocks: list[Block] = []
     attrs = family.attrs
     if attrs.get("warning"):
-        blocks.append(Paragraph(f"**Few clusters**: {md(attrs['warning'])}."))
+        title = "Few clusters" if attrs["unit"] == "cluster" else "Statistics by query"
+        blocks.append(Paragraph(f"**{title}** ({md(attrs['unit_reason'])}): {md(attrs['warning'])}."))
     tested = family[family["run"] != family["reference"]]
     if attrs["unit"] == "cluster":
         rows = tested.assign(

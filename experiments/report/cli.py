@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from experiments.report.drilldown import DrilldownOptions
 
 from experiments.evaluate.statistics import TEST_NAMES
+from experiments.exit_codes import ArgumentParser, console_script
 from experiments.names import name_problem, under_root
 from experiments.track.finished_runs import (
     RunError,
@@ -36,8 +37,15 @@ from experiments.track.finished_runs import (
 )
 
 
+def _tag(text: str) -> str:
+    """A --tag filter, KEY=VALUE: one without a key and `=` would filter nothing, silently."""
+    if text.partition("=")[0] == "" or "=" not in text:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return text
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="memeval-report", description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(prog="memeval-report", description=__doc__.split("\n\n")[0])
     parser.add_argument("--name", required=True, help="report folder: <out-root>/<name>/")
     parser.add_argument("--title", help="report title (default: the name)")
     parser.add_argument("--out-root", type=Path, default=Path("reports"))
@@ -48,7 +56,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--sweep-dir", type=Path, help="a Hydra multirun folder: its MLflow parent's children"
     )
     source.add_argument(
-        "--tag", action="append", default=[], metavar="KEY=VALUE", help="MLflow run tag filter"
+        "--tag", action="append", default=[], type=_tag, metavar="KEY=VALUE", help="MLflow run tag filter"
     )
     source.add_argument("--tracking-uri", help="MLflow store (default MLFLOW_TRACKING_URI, else ./mlflow.db)")
     source.add_argument(
@@ -94,6 +102,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+@console_script
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     problem = name_problem("report", args.name)
@@ -102,7 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     from experiments.report.build import build_report  # after parsing: it pulls in matplotlib (~0.5 s)
 
-    tags = dict(t.split("=", 1) for t in args.tag if "=" in t)
+    tags = dict(t.split("=", 1) for t in args.tag)
     try:
         if args.sweep_dir:
             from experiments.track.sweep_parent import PARENT_FILE, read_parent

@@ -29,7 +29,8 @@ def _png(fig: plt.Figure) -> bytes:
 
 
 def metric_curves(comp: Comparison, significance: pd.DataFrame) -> bytes:
-    """Mean of each metric vs the swept parameter, with its bootstrap 95% CI band, one panel per metric."""
+    """Mean of each metric vs the swept parameter, with its 95% CI band (bootstrap by query, CR2 t by
+    conversation), one panel per metric."""
     metrics = list(comp.metrics)
     cols = min(3, len(metrics))
     rows = int(np.ceil(len(metrics) / cols))
@@ -38,7 +39,7 @@ def metric_curves(comp: Comparison, significance: pd.DataFrame) -> bytes:
     for ax, metric in zip(axes.flat, metrics, strict=False):
         table = significance[significance["metric"] == metric].set_index("run").loc[list(comp.labels)]
         ax.plot(x, table["mean"], marker="o", ms=3, color="C0")
-        ax.fill_between(x, table["ci_low"], table["ci_high"], alpha=0.2, color="C0", label="95% bootstrap CI")
+        ax.fill_between(x, table["ci_low"], table["ci_high"], alpha=0.2, color="C0", label="95% CI")
         marked = table["significant"].to_numpy(bool)
         ax.scatter(x[marked], table["mean"].to_numpy()[marked], marker="*", s=80, color="C3", zorder=3,
                    label="significant vs baseline (Holm)")  # fmt: skip
@@ -67,9 +68,7 @@ def label_curves(comp: Comparison, per_label: pd.DataFrame, metric: str) -> byte
         ax.fill_between(x, part["ci_low"], part["ci_high"], alpha=0.08, color=colour)
     ax.set_xlabel(comp.sweep_param)
     ax.set_ylabel(metric)
-    ax.set_title(
-        f"{metric} per {(comp.label_column or 'label').removeprefix('label.')} (bands: bootstrap 95% CI)"
-    )
+    ax.set_title(f"{metric} per {(comp.label_column or 'label').removeprefix('label.')} (bands: 95% CI)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     return _png(fig)

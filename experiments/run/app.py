@@ -28,6 +28,8 @@ from hydra.types import RunMode
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from experiments.evaluate.metrics.official import check_metrics
+from experiments.exit_codes import console_script
 from experiments.run.build import pipeline_from_config
 from experiments.run.compose import answer_help, yaml_text
 from experiments.run.config_check import SUITE_REPORT_KEYS, ConfigError, check_config
@@ -42,23 +44,32 @@ from experiments.run.resume import (
     run_version,
 )
 from experiments.run.stage_order import pin_stage_order
-from experiments.run.trec import write_run
-from experiments.suites.jsonl import write_qrels
-from experiments.suites.suite import Suite, SuiteError
+from experiments.run.trec import write_qrels, write_run
+from experiments.suites.suite import Problem, Suite, SuiteError
 from experiments.track.mlflow_tracker import (
     MlflowTracker,
     SuiteDataset,
     TrackingError,
+    dataset_name,
     ensure_store,
-    flatten,
     git_commit,
+    latency_for_mlflow,
     mlflow_metric_names,
     mlflow_metrics,
     package_version,
     resolve_uri,
+    service_tags,
     statistics_tags,
 )
-from experiments.track.sweep_parent import JobFailed, job_failed, job_started, read_parent
+from experiments.track.run_params import child_run_name, job_values, run_params
+from experiments.track.sweep_parent import (
+    VARYING_KEY,
+    JobFailed,
+    job_failed,
+    job_started,
+    read_parent,
+    tracker_fields,
+)
 from retrieval.encoder import ModelNotFoundError
 from retrieval.pipeline import Pipeline, PipelineConfigError, RunOutput
 from retrieval.reuse import CandidateCache, ProcessMemo
@@ -119,8 +130,10 @@ def build_pipeline(cfg: DictConfig) -> Pipeline:
     return pipeline_from_config(list(cfg.variant.stages), cfg.stage, depth=cfg.depth)
 
 
-# The console table's count column, e.g. 24/25: the means are over the answerable queries (docs/metrics.md).
+# The console table's count column, e.g. 24/25: the means are over the answerable queries (docs/metrics.md);
+# with `empty_queries=zero` over every judged query, and the column says so.
 ANSWERABLE_COLUMN = "answerable/all"
+SCORED_COLUMN = "scored/all"
 
 
 def results_table(evaluation: Evaluation, metrics: list[str], label: str | None) -> str:
@@ -134,11 +147,14 @@ def results_table(evaluation: Evaluation, metrics: list[str], label: str | None)
     if label and label in summary["by_label"]:
         rows.update(summary["by_label"][label])
     present = {key for row in rows.values() for key in row}
-    columns = [ANSWERABLE_COLUMN, *[m for m in metrics if m in present]]
+    count = SCORED_COLUMN if summary.get("empty_queries") == "zero" else ANSWERABLE_COLUMN
+    columns = [count, *[m for m in metrics if m in present]]
 
     def cell(row: dict[str, Any], column: str) -> str:
         if column == ANSWERABLE_COLUMN:  # the means are over the answerable queries: say how many of all
             return f"{row.get('n_answerable', row.get('n_queries'))}/{row.get('n_queries')}"
+        if column == SCORED_COLUMN:  # empty queries scored 0: the means are over every query
+            return f"{row.get('n_queries')}/{row.get('n_queries')}"
         value = row.get(column)
         if value is None or (isinstance(value, float) and value != value):
             return "NaN"
@@ -147,12 +163,16 @@ def results_table(evaluation: Evaluation, metrics: list[str], label: str | None)
     body = [[str(name), *(cell(row, c) for c in columns)] for name, row in rows.items()]
     widths = [max(len(text) for text in column) for column in zip(["", *columns], *body, strict=True)]
     lines = [[""] + columns, *body]
-    return "\n".join(
+    table = "\n".join(
         "  ".join(
             [line[0].ljust(widths[0]), *(t.rjust(w) for t, w in zip(line[1:], widths[1:], strict=True))]
         )
         for line in lines
     )
+    # harm@k is over its own queries (those with must-not judgements): say how many, overall.
+    own = summary["overall"].get("denominators", {})
+    notes = [f"{m} over {n} queries (those with must-not judgements)" for m, n in own.items() if m in columns]
+    return "\n".join([table, *notes])
 
 
 def write_outputs(
@@ -169,7 +189,7 @@ def write_outputs(
     ranking.write_ranking(
         output.ranked, suite.qrels, run_dir / ranking.FILENAME, ranking.saved_depth(metrics, suite.k)
     )
-    write_qrels(suite.qrels, run_dir / "qrels.tsv")
+    write_qrels(suite.qrels, run_dir)  # must-not judgements apart: trec_eval crashes on negative grades
     # metrics.json last: its presence marks a finished run directory.
     tmp = run_dir / ".metrics.json.tmp"
     tmp.write_text(json.dumps(evaluation.metrics, indent=2, sort_keys=False, default=str))
@@ -239,10 +259,17 @@ def _system_section(metrics: dict[str, Any], output: RunOutput, k: int) -> None:
 
 
 def run_experiment(
-    cfg: DictConfig, run_dir: Path, *, multirun: bool = False, parent: dict[str, str] | None = None
+    cfg: DictConfig,
+    run_dir: Path,
+    *,
+    multirun: bool = False,
+    parent: dict[str, Any] | None = None,
+    run_name: str | None = None,
+    run_tags: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Run, evaluate, write, log. In a multirun (`multirun`) the process memo is reused, finished jobs
-    are skipped (see experiments.run.resume), and `parent` (the sweep's MLflow parent) makes it a child run.
+    are skipped (see experiments.run.resume), and `parent` (the sweep's MLflow parent) makes it a child run;
+    `run_name` names its MLflow run (default `<suite>-<variant>`), `run_tags` are added to its MLflow tags.
     """
     # One resolution (hash, config.yaml, params, the sweep memo's stage keys); a config that does not
     # resolve gets check_config's list of every problem first.
@@ -252,12 +279,16 @@ def run_experiment(
     pipeline = check_config(cfg, memo=process_memo() if multirun else None, resolved=resolved)
     pipeline.check_models()  # a missing model is a clear error now, not after retrieval ran
     suite = load_suite_from_config(cfg, memoise=multirun)  # validates: bad input fails here, before work
+    try:  # a metric only a benchmark's own scorer computes, on a suite without it: refused before work
+        check_metrics(suite.scorer, list(cfg.metrics))
+    except ValueError as err:
+        raise SuiteError([Problem("run config", None, "metrics", str(err))]) from None
     if resolved is None:
         resolved = OmegaConf.to_container(cfg, resolve=True)
     cfg_hash = config_hash(resolved)
     version = run_version(pipeline)  # code, libraries and model files: a change to any re-runs the job
     tracker: MlflowTracker | None = (
-        instantiate(cfg.tracking.tracker, **(parent or {})) if cfg.tracking.enabled else None
+        instantiate(cfg.tracking.tracker, **tracker_fields(parent or {})) if cfg.tracking.enabled else None
     )
     if tracker is not None:
         ensure_store(resolve_uri(tracker.uri))  # a half-made store is an error before any work
@@ -320,19 +351,21 @@ def run_experiment(
     print(f"results in {run_dir}")
 
     if tracker is not None:
+        latency, latency_note = latency_for_mlflow(evaluation.metrics, evaluation.per_query)
+        suite_path = cfg.suite.get("path")
         run_id = tracker.log(
-            run_name=f"{suite.name}-{cfg.variant.name}",
-            params=flatten(resolved),
-            metrics=mlflow_metrics(evaluation.metrics),
+            run_name=run_name or f"{suite.name}-{cfg.variant.name}",
+            params=run_params(cfg, resolved),
+            metrics={**mlflow_metrics(evaluation.metrics), **latency},
             metric_names=mlflow_metric_names(evaluation.metrics),
-            tags=tags,
+            tags={**tags, **latency_note, **(run_tags or {})},
             run_dir=run_dir,
             config_text=config_text,
             started_ms=started_ms,
             dataset=SuiteDataset(
-                name=suite.name,
+                name=dataset_name(suite.name, suite_path),
                 digest=suite.content_hash,
-                source=str(cfg.suite.get("path") or suite.name),
+                source=str(Path(suite_path).resolve()) if suite_path else suite.name,
                 profile={k: v for k, v in suite.summary().items() if k != "labels"},
             ),
         )
@@ -430,7 +463,20 @@ def _tags(cfg: DictConfig, suite: Suite, pipeline: Pipeline) -> dict[str, str]:
         "model_revisions": json.dumps(revisions) if revisions else "none",
         "git_commit": git_commit(),
         "memeval_version": package_version(),
+        **(service_tags(_live_system(cfg), _choice("system")) if "system" in cfg else {}),
     }
+
+
+def _live_system(cfg: DictConfig) -> dict[str, Any] | None:
+    """The run's `system` config (a live service), resolved, when one of its stages is a live channel."""
+    try:
+        return OmegaConf.to_container(cfg.system, resolve=True)  # type: ignore[return-value]
+    except Exception:  # a system config that does not resolve has failed config_check already
+        return None
+
+
+def _choice(group: str) -> str | None:
+    return HydraConfig.get().runtime.choices.get(group) if HydraConfig.initialized() else None
 
 
 def _job_failed(cfg: DictConfig, run_dir: Path, parent: dict[str, str], err: BaseException) -> None:
@@ -461,7 +507,11 @@ def run_app(cfg: DictConfig) -> float | None:
                 f"this sweep has no MLflow parent run ({hydra_cfg.sweep.dir}/mlflow_parent.json is missing: "
                 "its start failed or its callback is not configured); the job refuses to log without one"
             )
-        metrics = run_experiment(cfg, run_dir, multirun=multirun, parent=parent)
+        name = None
+        if parent.get(VARYING_KEY):  # a sweep's child: named by its values of what the sweep varies
+            task = [str(o) for o in hydra_cfg.overrides.task]
+            name = child_run_name(str(cfg.variant.name), job_values(cfg, task, parent[VARYING_KEY]))
+        metrics = run_experiment(cfg, run_dir, multirun=multirun, parent=parent, run_name=name)
     except (
         ConfigError,
         SuiteError,
@@ -491,6 +541,7 @@ def run_app(cfg: DictConfig) -> float | None:
     return None if value is None else float(value)
 
 
+@console_script
 def main() -> None:
     """`memeval-run`: the Hydra app, or its help text at once (without Hydra's slow group listing)."""
     if not answer_help("config", sys.argv[1:]):

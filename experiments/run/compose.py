@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 # conf/ at the top of the checkout, shipped as the package experiments.conf (pyproject's package-dir):
 # the package's folder is the config folder in a checkout, an editable install and a wheel alike.
@@ -126,7 +126,8 @@ def help_text(config_name: str) -> str:
     chosen = [e[key] for e in conf.get("defaults", []) if isinstance(e, dict) and key in e]
     if not chosen:
         raise ValueError(f"{CONF_DIR / f'{config_name}.yaml'}: defaults: no `override hydra/help: <name>`")
-    template = yaml.safe_load((CONF_DIR / "hydra" / "help" / f"{chosen[0]}.yaml").read_text())["template"]
+    # Read as Hydra reads it, interpolations resolved (`${exit_code_rule:}`: experiments/exit_codes.py).
+    template = OmegaConf.load(CONF_DIR / "hydra" / "help" / f"{chosen[0]}.yaml").template
     groups = "".join(f"{group}: {', '.join(options)}\n" for group, options in config_groups().items())
     # substitute, not safe_substitute: a placeholder Hydra would fill and this does not is an error
     return string.Template(template).substitute(APP_CONFIG_GROUPS=groups)

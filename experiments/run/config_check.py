@@ -14,6 +14,7 @@ The suite's *files* are checked by the suite loaders (experiments.suites), not h
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import re
 import typing
@@ -31,6 +32,7 @@ from retrieval.field_types import value_problems
 from retrieval.pipeline import Pipeline, PipelineConfigError
 from retrieval.reuse import ProcessMemo
 from retrieval.stage import MAX_CUTOFF
+from retrieval.systems.protocol import MemorySystem
 
 RESUME_CHOICES = ("auto", True, False)
 # Keys of a suite config node that say how reports show the suite, not how to load it.
@@ -38,6 +40,10 @@ SUITE_REPORT_KEYS = ("report_label", "primary")
 # Keys of a suite config node that are not loader arguments.
 SUITE_META_KEYS = frozenset(
     {"_target_", "_convert_", "_recursive_", "_partial_", "_args_", *SUITE_REPORT_KEYS}
+)
+# What a live system's class must offer (retrieval/systems/protocol.py's MemorySystem).
+PROTOCOL_METHODS = tuple(
+    name for name, value in vars(MemorySystem).items() if not name.startswith("_") and callable(value)
 )
 _CUTOFF = re.compile(r"(?P<family>\w+?)@(?P<k>[+-]?\d+)")
 
@@ -257,6 +263,46 @@ def tracking_problems(cfg: DictConfig, resolved: Mapping[str, Any] | None) -> li
     return out
 
 
+def system_problems(cfg: DictConfig) -> list[str]:
+    """The live system's adapter (`system.adapter`, variant=system): its class is named (system=python leaves
+    that to the command line), imports, and takes every key given. Another system file's keys (variant=system
+    defaults to system=memeval_serve, an HTTP adapter) reaching a user's class would otherwise be a
+    TypeError naming only the first of them."""
+    adapter = OmegaConf.select(cfg, "system.adapter") if "system" in (cfg.get("stage") or {}) else None
+    if not isinstance(adapter, DictConfig):
+        return []
+    target, missing = _get(adapter, "_target_", "system.adapter.")
+    if missing:
+        return [f"{missing}, e.g. system.adapter._target_=my_store.FtsStore (docs/live_systems.md)"]
+    module, _, name = str(target).rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError, ValueError) as err:  # ValueError: no module part at all
+        return [
+            f"system.adapter._target_: cannot import {target} ({type(err).__name__}: {err}); put its "
+            "package on PYTHONPATH or install it into this venv"
+        ]
+    out = []
+    lacking = [m for m in PROTOCOL_METHODS if not callable(getattr(cls, m, None))]
+    if lacking:
+        out.append(
+            f"system.adapter._target_: {target} has no {', '.join(lacking)} (the protocol of "
+            "retrieval/systems/protocol.py: reset, ingest, wait_until_searchable, search, close)"
+        )
+    parameters = inspect.signature(cls).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return out
+    unknown = sorted(set(adapter) - {p.name for p in parameters} - set(SUITE_META_KEYS))
+    if unknown:
+        out.append(
+            f"system.adapter: {target} takes no {', '.join(unknown)}: these come from the system file "
+            "the run composed (variant=system's default is system=memeval_serve, an HTTP adapter). A Python "
+            "class starts from system=python: "
+            f"memeval-run variant=system system=python system.adapter._target_={target}"
+        )
+    return out
+
+
 def check_config(
     cfg: DictConfig, memo: ProcessMemo | None = None, resolved: Mapping[str, Any] | None = None
 ) -> Pipeline:
@@ -264,9 +310,9 @@ def check_config(
     stages from `memo`, in a sweep: experiments.run.build.pipeline_from_config; `resolved`, the config
     already resolved to a container, spares resolving each stage again for the memo's keys)."""
     problems = run_problems(cfg) + suite_problems(cfg) + variant_problems(cfg)
-    problems += tracking_problems(cfg, resolved)
+    problems += tracking_problems(cfg, resolved) + system_problems(cfg)
     pipeline = None
-    if not any(p.startswith(("variant.stages", "variant:", "stage:")) for p in problems):
+    if not any(p.startswith(("variant.stages", "variant:", "stage:", "system.adapter")) for p in problems):
         # A bad depth is already among the problems; the pipeline is still built (at any valid depth)
         # so that its stages' problems are listed with it.
         depth = cfg.depth if _is_int(cfg.get("depth")) else 1

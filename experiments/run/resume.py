@@ -41,20 +41,16 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from experiments.track.mlflow_tracker import REUSED_TAG_PREFIX  # noqa: F401 (imported from here too)
+from experiments.track.run_params import VOLATILE_KEYS
 from retrieval import cache_io
 from retrieval.cache_io import CacheWarning
 from retrieval.code_version import KEY_RULES
 from retrieval.pipeline import Pipeline
 from retrieval.reuse import ProcessMemo
 
-# Keys that change how a run is shown or where it is stored, never its numbers.
-VOLATILE_KEYS = frozenset(
-    {"hydra", "progress", "show_progress", "cache_dir", "export_dir", "tracking", "resume"}
-)
 CONFIG_HASH_TAG = "memeval.config_hash"
 CODE_VERSION_TAG = "memeval.code_version"
-# On a sweep's parent run: a job answered by a finished run of another sweep names it here.
-REUSED_TAG_PREFIX = "memeval.reused."
 RUN_DIR_TAG = "memeval.run_dir"  # on a run: the run directory it was logged from
 
 

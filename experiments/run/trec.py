@@ -1,15 +1,22 @@
-"""TREC run files (`qid Q0 docid rank score tag`), so trec_eval, ranx and ir_measures can re-check us.
+"""TREC run and qrels files (`qid Q0 docid rank score tag`, `qid 0 docid grade`), so trec_eval, ranx and
+ir_measures can re-check us.
 
 Those tools re-sort by score and break ties by document id, which would reorder our tied
-candidates (RRF produces many ties), and pytrec_eval resolves scores only to about float32
-precision. So a score that does not sit clearly below the one above it is written 2e-6 (relative)
-lower: the file's order is exactly the harness's order, and a written score differs from the
-harness's only where it tied, in the sixth significant digit.
+candidates (RRF produces many ties), and trec_eval (pytrec_eval too) stores a score as a C float, so
+scores that differ below float32 resolution tie for it. So a score that does not sit clearly below the
+one above it is written 2e-6 (relative) lower: a re-check sees exactly the order the harness ranked and
+scored (tests/test_trec_recheck.py), and a written score differs from the harness's only where it tied
+or nearly tied, in the sixth significant digit. Reading a run file (`read_run`, the trec_run channel)
+ranks the other way round, as trec_eval does: scores compared as float32, ties by document id.
+
+A must-not judgement (a grade below 0) crashes trec_eval-family tools (pytrec_eval segfaults on -2), so
+a run folder's qrels.tsv holds it as grade 0 (judged, not relevant: what every relevance measure counts it
+as) and qrels.mustnot.tsv holds the negative grades themselves, for harm@k.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -64,6 +71,22 @@ def write_run(ranked: Iterable[RankedList], path: str | Path, tag: str = "memeva
             texts = scores[start : start + len(r.memory_ids)]
             rows = zip(r.memory_ids, ranks, texts, strict=False)  # ranks: as many as the longest list has
             fh.write("".join([f"{head}{doc} {rank} {score}{tail}" for doc, rank, score in rows]))
+
+
+MUST_NOT_QRELS = "qrels.mustnot.tsv"
+
+
+def write_qrels(qrels: Mapping[str, Mapping[str, int]], folder: str | Path) -> None:
+    """A run folder's judgements: qrels.tsv as trec_eval reads it safely (a negative grade written 0), and,
+    when there are must-not judgements, qrels.mustnot.tsv with each of them as graded (negative)."""
+    folder = Path(folder)
+    lines = [(qid, mid, grade) for qid, judged in qrels.items() for mid, grade in judged.items()]
+    (folder / "qrels.tsv").write_text(
+        "".join(f"{qid} 0 {mid} {max(grade, 0)}\n" for qid, mid, grade in lines), encoding="utf-8"
+    )
+    must_not = "".join(f"{qid} 0 {mid} {grade}\n" for qid, mid, grade in lines if grade < 0)
+    if must_not:
+        (folder / MUST_NOT_QRELS).write_text(must_not, encoding="utf-8")
 
 
 def read_run(path: str | Path) -> dict[str, list[str]]:

@@ -19,6 +19,8 @@ import os
 import sys
 from collections.abc import Sequence
 
+from experiments.exit_codes import BAD_INPUT, RULE, ArgumentParser, console_script
+
 SAFETY = """safety: memeval-serve runs no code a client sends.
   - A config_override is a plain value (number, boolean, string, or a list of those) for a declared
     value field of a stage the served variant runs (a key of conf/serve/override_keys.yaml or
@@ -38,11 +40,11 @@ SAFETY = """safety: memeval-serve runs no code a client sends.
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = ArgumentParser(
         prog="memeval-serve",
         description="Serve a memeval variant as a memory service (an HTTP API in memeval-serve's own shape "
         "and AtomicMemory's: system=memeval_serve or system=atomicmemory; or MCP tools).",
-        epilog=SAFETY,
+        epilog=f"{SAFETY}\n\n{RULE}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("overrides", nargs="*", help="memeval-run config overrides, e.g. variant=exp05")
@@ -74,6 +76,7 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+@console_script
 def main(argv: Sequence[str] | None = None) -> None:
     args = parser().parse_intermixed_args(argv)  # overrides and options in any order
     import uvicorn
@@ -95,14 +98,11 @@ def main(argv: Sequence[str] | None = None) -> None:
             service = MemoryService.from_overrides(
                 args.overrides, override_keys=keys, state_dir=args.state_dir
             )
+    except BAD_INPUT:  # an unknown variant (an OSError too), a bad override: one line, exit 2
+        raise
     except (ServiceError, PipelineConfigError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
-    except Exception as err:  # Hydra's own errors (an unknown variant, a bad override)
-        if type(err).__module__.startswith(("hydra", "omegaconf")):
-            print(f"error: {err}", file=sys.stderr)
-            sys.exit(2)
-        raise
     if args.mcp:
         from experiments.serve.mcp_app import serve
 

@@ -37,8 +37,10 @@ from experiments.track.finished_runs import (
     load_mlflow_runs,
     load_run_dir,
 )
+from experiments.track.run_params import child_run_name, job_values, varying_overrides
 
 STUDY_KEY_TAG = "memeval.study_key"
+ROW_TAG = "memeval.row"  # on a study's child run: the row's name, as the study's report names it
 _KEEP = object()  # "what the run config says"
 
 
@@ -252,16 +254,26 @@ def run_plan(
         for r in plan.rows
     ]
     parent = _start_parent(plan, configs[0]) if configs[0].tracking.enabled else {}
+    varying = varying_overrides([plan.row_overrides(r) for r in plan.rows])
     dirs = []
     for i, (row, cfg) in enumerate(zip(plan.rows, configs, strict=True), 1):
-        print(f"[{i}/{len(plan.rows)}] {row.name}: {' '.join(plan.row_overrides(row))}")
+        overrides = plan.row_overrides(row)
+        print(f"[{i}/{len(plan.rows)}] {row.name}: {' '.join(overrides)}")
         run_dir = under_root(root, _slug(row.name))  # names are checked by plan.py: a last defence
-        run_experiment(cfg, run_dir, multirun=True, parent=parent or None)
+        run_experiment(
+            cfg,
+            run_dir,
+            multirun=True,
+            parent=parent or None,
+            run_name=child_run_name(str(cfg.variant.name), job_values(cfg, overrides, varying)),
+            run_tags={ROW_TAG: row.name, "memeval.study": plan.name},
+        )
         dirs.append(run_dir)
-    if parent:
-        _finish_parent(parent)
     runs = [_load_row(d, cfg) for d, cfg in zip(dirs, configs, strict=True)]
-    return compare_rows(plan, runs, dirs, parent.get("parent_run_id"))
+    result = compare_rows(plan, runs, dirs, parent.get("parent_run_id"))
+    if parent:
+        _finish_parent(parent, plan, result)
+    return result
 
 
 def compare_rows(
@@ -317,7 +329,8 @@ def _uri(cfg: DictConfig) -> str:
 
 
 def _start_parent(plan: StudyPlan, cfg: DictConfig) -> dict[str, str]:
-    """One MLflow parent run for the study (reopened on a re-run), as a sweep has."""
+    """One MLflow parent run for the study (reopened on a re-run), as a sweep has; the plan's title and
+    description are its note."""
     from hydra.utils import instantiate
 
     from experiments.track.mlflow_tracker import open_parent_run
@@ -338,13 +351,37 @@ def _start_parent(plan: StudyPlan, cfg: DictConfig) -> dict[str, str]:
             "statistics_unit": plan.stats.unit,  # auto: by conversation where each has several queries
             "references": ",".join(plan.references),
         },
+        source="memeval-study",
+        description="\n\n".join(t for t in (f"**{plan.title}**" if plan.title else "", plan.description) if t)
+        or f"Study {plan.name}: {len(plan.rows)} rows against {plan.baseline}.",
     )
     parent, experiment = info["parent_run_id"], info["experiment_id"]
     print(f"MLflow parent run {parent} (experiment {experiment}) for study {plan.name}")
     return info
 
 
-def _finish_parent(parent: Mapping[str, str]) -> None:
-    import mlflow
+def _finish_parent(parent: Mapping[str, str], plan: StudyPlan, result: StudyResult) -> None:
+    """The study's parent ends with its summary: the best row by the primary metric and the headline of
+    the Holm-corrected comparison against the baseline."""
+    from experiments.track.mlflow_tracker import finish_parent
 
-    mlflow.MlflowClient(tracking_uri=parent["uri"]).set_terminated(parent["parent_run_id"], "FINISHED")
+    finish_parent(
+        parent["uri"], parent["parent_run_id"], status="FINISHED", objective=result.primary,
+        summary=holm_headline(result),
+    )  # fmt: skip
+
+
+def holm_headline(result: StudyResult) -> str:
+    """One sentence: which rows differ from the baseline on the primary metric after Holm's correction."""
+    sig = result.significance
+    rows = sig[(sig["metric"] == result.primary) & (sig["run"] != result.baseline)]
+    if not len(rows):
+        return ""
+    hits = rows[rows["significant"].astype(bool)]
+    if not len(hits):
+        return (
+            f"No row differs from {result.baseline} on {result.primary} after Holm's correction "
+            f"({len(rows)} comparison(s) on this metric, {len(sig)} in the family)."
+        )
+    parts = [f"{r.run} {r.delta:+.4f} (p_holm {r.p_holm:.3g})" for r in hits.itertuples()]
+    return f"Against {result.baseline} on {result.primary}, after Holm's correction: {'; '.join(parts)}."

@@ -434,6 +434,12 @@ def write_qrels(qrels: Mapping[str, Mapping[str, int]], path: str | Path) -> Non
 
 def save_suite(suite: Suite, path: str | Path) -> Path:
     """Write a suite in the canonical format; atomic: the directory appears complete or not at all."""
+    # qrels cannot say what upstream's scorer does: saved without it, the suite would score otherwise
+    if suite.scorer is not None:
+        raise ValueError(
+            f"suite {suite.name!r} is scored by {suite.scorer.name} (suite.protocol=official), which the "
+            "canonical format cannot hold: load it with suite.protocol=memeval to save it"
+        )
     root = Path(path)
     root.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))

@@ -11,15 +11,21 @@ Upstream: snap-research/LoCoMo, `data/locomo10.json`, a JSON list of samples. Ma
   numbering is undocumented upstream, locomo#29; this is how the benchmark is commonly read);
 - evidence = the `evidence` dia_ids with grade 1.
 
-Upstream scores categories 1-4 and keeps category 5 (adversarial: its gold is `adversarial_answer`, the
-question asks about something never said) apart: `categories` (default 1-4) chooses which categories are
-scored. The others are still read and checked, and their count is said in `notes`.
+`protocol` says whose conventions score the suite (docs/benchmarks.md tables them side by side):
+- `official` (default) reproduces upstream's evaluation code (task_eval/evaluation.py:228-237): every
+  category is scored (1-5, the adversarial ones too), and R@k is upstream's recall over the raw evidence list
+  (experiments/evaluate/metrics/official_locomo.py): a malformed or unknown id is a miss that still counts,
+  a question with no evidence scores 1, at session granularity each evidence id counts (not each session).
+  Upstream retrieves turns or sessions, so `round` granularity and errata (which upstream has not) are
+  refused: they are memeval's;
+- `memeval` scores categories 1-4 by default (`categories` chooses), and only the evidence that names a turn:
+  a string holding several ids (`D8:6; D9:17`) is split, a malformed id (`D`, `D:11:26`) and the id of a
+  turn that does not exist are dropped, and a question left with no evidence is skipped (it cannot be scored).
 
-Evidence is audited, never dropped silently: a string holding several ids (`D8:6; D9:17`) is split;
-a malformed id (`D`, `D:11:26`) and the id of a turn that does not exist are dropped; a question left
-with no evidence cannot be scored and is skipped. Each kind is counted, with examples, in `notes`, and
-the counts are the `evidence_audit` tag (JSON). Structural problems (not a list, a turn without text,
-an unknown category...) are a SuiteError naming file and field.
+Either way the evidence is audited, never dropped silently: each kind is counted, with examples, in
+`notes`, and the counts are the `evidence_audit` tag (JSON). Structural problems (not a list, a turn without
+text, an unknown category...) are a SuiteError naming file and field. The categories not scored are still
+read and checked, and their count is said in `notes`.
 """
 
 from __future__ import annotations
@@ -27,16 +33,17 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from experiments.evaluate.metrics.official_locomo import LocomoScorer
 from experiments.suites import fields
 from experiments.suites.beam import _FAILED, _read_json
 from experiments.suites.granularity import check_granularity
-from experiments.suites.options import finish
+from experiments.suites.options import check_protocol, finish
 from experiments.suites.suite import MAX_PROBLEMS, Problem, Suite, SuiteError
 from retrieval.types import Memory, Query
 
@@ -100,8 +107,16 @@ def _turn_text(turn: dict) -> str:
 
 
 def _read_sample(
-    sample: Any, i: int, path: str, categories: frozenset[int], audit: EvidenceAudit, problems: list[Problem]
+    sample: Any,
+    i: int,
+    path: str,
+    categories: frozenset[int],
+    audit: EvidenceAudit,
+    problems: list[Problem],
+    raw_evidence: dict[str, tuple[str, ...]] | None,
 ) -> tuple[list[Memory], list[Query], dict, list[str]]:
+    """A sample's memories, queries, qrels and notes; `raw_evidence` (protocol=official) collects each
+    scored question's evidence list as the file has it; then a question with no usable evidence is kept."""
     where = f"[{i}]"
     if not isinstance(sample, dict):
         problems.append(Problem(path, None, where, "a sample must be an object"))
@@ -202,9 +217,11 @@ def _read_sample(
         if category not in categories:
             left_out[category] = left_out.get(category, 0) + 1
             continue
-        if not ids:
+        if not ids and raw_evidence is None:
             notes.append(f"{qid}: no usable evidence ({evidence!r:.60}); skipped (cannot be scored)")
             continue
+        if raw_evidence is not None:
+            raw_evidence[qid] = tuple(evidence)
         queries.append(
             Query(
                 id=qid,
@@ -214,7 +231,8 @@ def _read_sample(
                 now=last_time,
             )
         )
-        qrels[qid] = {f"{sid}:{x}": 1 for x in ids}
+        if ids:
+            qrels[qid] = {f"{sid}:{x}": 1 for x in ids}
     for category, count in sorted(left_out.items()):
         notes.append(
             f"{sid}: {count} category-{category} ({CATEGORIES[category]}) question(s) read but not scored "
@@ -228,12 +246,19 @@ def load_locomo(
     *,
     name: str = "locomo",
     k: int = 10,
-    categories: Sequence[int] = (1, 2, 3, 4),
+    categories: Sequence[int] | None = None,
     granularity: str = "turn",
     errata: str | None = None,
+    protocol: str = "official",
 ) -> Suite:
-    """A LoCoMo file (`locomo10.json` or a cut of it) as a suite of the chosen categories and granularity."""
+    """A LoCoMo file (`locomo10.json` or a cut of it) as a suite of the chosen categories and granularity,
+    scored by upstream's conventions (`protocol=official`) or memeval's (`memeval`); `categories` defaults to
+    what the protocol scores: 1-5 (official), 1-4 (memeval)."""
     check_granularity(granularity)
+    check_protocol(protocol, granularity, errata)
+    official = protocol == "official"
+    if categories is None:
+        categories = tuple(CATEGORIES) if official else (1, 2, 3, 4)
     wrong = [c for c in categories if c not in CATEGORIES or isinstance(c, bool)]
     if wrong or not categories:
         raise SuiteError(
@@ -257,8 +282,9 @@ def load_locomo(
         raise SuiteError(problems[:MAX_PROBLEMS])
     memories, queries, qrels, notes = [], [], {}, []
     audit = EvidenceAudit()
+    raw_evidence: dict[str, tuple[str, ...]] | None = {} if official else None
     for i, sample in enumerate(data):
-        m, q, r, n = _read_sample(sample, i, str(path), frozenset(categories), audit, problems)
+        m, q, r, n = _read_sample(sample, i, str(path), frozenset(categories), audit, problems, raw_evidence)
         memories += m
         queries += q
         qrels.update(r)
@@ -277,8 +303,30 @@ def load_locomo(
         tags={
             "evidence_audit": json.dumps(audit.counts()),
             "categories": ",".join(map(str, sorted(categories))),
+            "protocol": protocol,
         },
     )
+    if raw_evidence is not None:
+        by_session = granularity == "session"
+        unit = {
+            (f"{m.scope['conversation']}:D{m.metadata['session']}" if by_session else m.id): (
+                str(m.metadata["session"]) if by_session else m.metadata["dia_id"]
+            )
+            for m in memories
+        }
+        scorer = LocomoScorer(evidence=raw_evidence, unit=unit, by_session=by_session)
+        note = (
+            f"protocol=official: {len(raw_evidence)} questions scored as upstream; R@k is its recall over "
+            "each raw evidence list (a malformed or unknown id is a miss that counts, no evidence "
+            "scores 1, at session granularity each id counts); the other metrics read the qrels, where "
+            "those ids are dropped"
+        )
+        suite = replace(
+            suite,
+            scorer=scorer,
+            notes=(*suite.notes, note),
+            tags={**suite.tags, "official_scorer": scorer.name},
+        )
     return finish(
         suite,
         granularity=granularity,

@@ -23,15 +23,17 @@ The metrics upstream reports are recall_any@k, recall_all@k and ndcg_any@k (expe
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from experiments.evaluate.metrics.official_longmemeval import LongMemEvalScorer
 from experiments.suites import fields
 from experiments.suites.beam import _FAILED, _read_json
 from experiments.suites.granularity import check_granularity
-from experiments.suites.options import finish
+from experiments.suites.options import check_protocol, finish
 from experiments.suites.suite import MAX_PROBLEMS, Problem, Suite, SuiteError
 from retrieval.types import Memory, Query
 
@@ -58,8 +60,36 @@ def parse_date(value: Any) -> str | None:
         return None
 
 
-def is_abstention(question_id: str) -> bool:
-    return question_id.endswith("_abs")
+def is_abstention(question_id: str, official: bool = False) -> bool:
+    """memeval: the id ends with `_abs`; upstream (run_retrieval.py:396, print_retrieval_metrics.py:12): it
+    holds `_abs` anywhere."""
+    return "_abs" in question_id if official else question_id.endswith("_abs")
+
+
+# Which of upstream's two averages a question is in (label `lme_average`, protocol=official):
+# print_retrieval_metrics.py averages every non-abstention question; run_retrieval.py (:389-405) also leaves
+# out those with no `has_answer` user turn in the whole haystack.
+BOTH_SCRIPTS = "both scripts"
+PRINT_ONLY = "print_retrieval_metrics.py only"
+NEITHER = "neither (abstention)"
+
+
+def _upstream_corpus(sessions: list[tuple[str, list[dict]]], turns: bool) -> list[tuple[str, str]]:
+    """(upstream corpus id, memory id suffix) for each document of upstream's corpus, in order
+    (run_retrieval.py:202-229): the user turns, empty ones included, or the sessions; in a session whose id
+    holds `answer`, a turn without `has_answer` (a session without any) is renamed `noans`."""
+    out = []
+    for sid, session in sessions:
+        user = [(t, turn) for t, turn in enumerate(session) if turn["role"] == "user"]
+        if not turns:
+            silent = "answer" in sid and not any(turn.get("has_answer") for _, turn in user)
+            out.append((sid.replace("answer", "noans") if silent else sid, sid))
+            continue
+        for t, turn in user:
+            cid = f"{sid}_{t + 1}"
+            silent = "answer" in sid and not turn.get("has_answer")
+            out.append((cid.replace("answer", "noans") if silent else cid, cid))
+    return out
 
 
 def _instance(
@@ -69,16 +99,19 @@ def _instance(
     keep_roles: tuple[str, ...],
     problems: list[Problem],
     audit: dict[str, list[str]],
-) -> tuple[list[Memory], Query | None, dict[str, int]]:
+    official: str | None = None,
+) -> tuple[list[Memory], Query | None, dict[str, int], list[tuple[str, str]]]:
+    """An instance's memories, query, evidence and, with `official` (the granularity, protocol=official),
+    upstream's corpus (experiments/evaluate/metrics/official_longmemeval.py scores the run against it)."""
     where = f"[{i}]"
     before = len(problems)
     if not isinstance(item, dict):
         problems.append(Problem(path, None, where, "an instance must be an object"))
-        return [], None, {}
+        return [], None, {}, []
     qid = item.get("question_id")
     if (problem := fields.id_problem(qid)) is not None:
         problems.append(Problem(path, None, f"{where}.question_id", problem))
-        return [], None, {}
+        return [], None, {}, []
     where = f"[{i}] ({qid})"
     if (problem := fields.text_problem(item.get("question"))) is not None:
         problems.append(Problem(path, None, f"{where}.question", problem))
@@ -106,13 +139,13 @@ def _instance(
         problems.append(
             Problem(path, None, f"{where}.haystack_*", f"{', '.join(_LISTS)} must be lists of one length")
         )
-        return [], None, {}
+        return [], None, {}, []
     answer_sessions = item.get("answer_session_ids")
     if not isinstance(answer_sessions, list) or not all(isinstance(s, str) for s in answer_sessions):
         problems.append(Problem(path, None, f"{where}.answer_session_ids", "must be a list of session ids"))
-        return [], None, {}
+        return [], None, {}, []
     scope = MappingProxyType({"question": qid})
-    memories, evidence, seen = [], {}, set()
+    memories, evidence, seen, read = [], {}, set(), []
     evidence_sessions: set[str] = set()
     for s, (sid, date, session) in enumerate(zip(*lists, strict=True)):
         at = f"{where}.haystack_sessions[{s}]"
@@ -134,6 +167,7 @@ def _instance(
         if not isinstance(session, list):
             problems.append(Problem(path, None, at, "a session is a list of turns"))
             continue
+        read.append((sid, session))
         for t, turn in enumerate(session):
             if (
                 not isinstance(turn, dict)
@@ -159,6 +193,8 @@ def _instance(
                 continue
             if has_answer:
                 evidence_sessions.add(sid)
+            # upstream counts a has_answer turn only inside a session whose id holds `answer`
+            counts = has_answer and (official is None or "answer" in sid)
             if turn["role"] not in keep_roles:
                 if has_answer:
                     audit["evidence_not_indexed"].append(f"{qid}:{sid}_{t + 1}")
@@ -177,10 +213,10 @@ def _instance(
                     metadata=MappingProxyType({"session": sid, "date": date}),
                 )
             )
-            if has_answer:
+            if counts:
                 evidence[mid] = 1
     if len(problems) > before:
-        return [], None, {}
+        return [], None, {}, []
     audit["has_answer_outside_answer_sessions"] += [
         f"{qid}:{s}" for s in sorted(evidence_sessions - set(answer_sessions))
     ]
@@ -188,17 +224,23 @@ def _instance(
         f"{qid}:{s}" for s in answer_sessions if s not in evidence_sessions
     ]
     audit["answer_sessions_not_in_haystack"] += [f"{qid}:{s}" for s in answer_sessions if s not in seen]
-    labels = {"question_type": item["question_type"], "abstention": "yes" if is_abstention(qid) else "no"}
+    abstains = is_abstention(qid, official is not None)
+    labels = {"question_type": item["question_type"], "abstention": "yes" if abstains else "no"}
+    if official is not None:
+        targets = any(t.get("has_answer") for _, session in read for t in session if t["role"] == "user")
+        labels["lme_average"] = NEITHER if abstains else BOTH_SCRIPTS if targets else PRINT_ONLY
     query = Query(
         id=qid, text=item["question"].strip(), scope=scope, labels=MappingProxyType(labels), now=now
     )
-    if is_abstention(qid):
+    corpus = _upstream_corpus(read, official == "turn") if official is not None else []
+    if abstains:
         audit["abstention"].append(qid)
-        return memories, query, {}
+        return memories, query, {}, corpus
     if not evidence:
         audit["unscorable"].append(qid)
-        return memories, None, {}
-    return memories, query, evidence
+        if official is None:
+            return memories, None, {}, []
+    return memories, query, evidence, corpus
 
 
 _AUDIT = {
@@ -216,6 +258,17 @@ _AUDIT = {
 }
 
 
+# What protocol=official does differently with some of the above (upstream's own rules).
+_OFFICIAL = {
+    "abstention": "abstention question(s) (`_abs` anywhere in the id, as upstream): reported apart, as "
+    "upstream leaves them out of both averages",
+    "unscorable": "non-abstention question(s) with no has_answer user turn in an `answer` session: scored as "
+    "upstream scores them (recall_any 0, recall_all 1, ndcg_any 0)",
+    "has_answer_outside_answer_sessions": "session(s) with has_answer turns not in answer_session_ids "
+    "(upstream counts a has_answer turn only in a session whose id holds `answer`)",
+}
+
+
 def load_longmemeval(
     path: str | Path,
     *,
@@ -224,13 +277,18 @@ def load_longmemeval(
     roles: str = "user",
     granularity: str = "turn",
     errata: str | None = None,
+    protocol: str = "official",
 ) -> Suite:
-    """Load a LongMemEval file (S, M or oracle) as a suite: a scope per question's haystack."""
+    """Load a LongMemEval file (S, M or oracle) as a suite: a scope per question's haystack, scored by
+    upstream's conventions (`protocol=official`) or memeval's (`memeval`)."""
     check_granularity(granularity)
     if roles not in ROLES:
         raise SuiteError(
             [Problem("suite config", None, "suite.roles", f"must be user or all, got {roles!r}")]
         )
+    user_only = ("suite.roles", "upstream indexes the user turns only: roles=all is protocol=memeval's")
+    check_protocol(protocol, granularity, errata, memeval_only=user_only if roles != "user" else None)
+    official = granularity if protocol == "official" else None
     path = Path(path)
     problems: list[Problem] = []
     data = _read_json(path, problems)
@@ -240,8 +298,10 @@ def load_longmemeval(
         raise SuiteError(problems[:MAX_PROBLEMS])
     audit: dict[str, list[str]] = {key: [] for key in _AUDIT}
     memories, queries, qrels, ids = [], [], {}, set()
+    corpus: dict[str, tuple[str, ...]] = {}
+    position: dict[str, dict[str, int]] = {}
     for i, item in enumerate(data):
-        m, query, evidence = _instance(item, i, str(path), ROLES[roles], problems, audit)
+        m, query, evidence, upstream = _instance(item, i, str(path), ROLES[roles], problems, audit, official)
         if len(problems) >= MAX_PROBLEMS:
             break
         if query is not None and query.id in ids:
@@ -253,10 +313,14 @@ def load_longmemeval(
             queries.append(query)
             if evidence:
                 qrels[query.id] = evidence
+            if official is not None and not is_abstention(query.id, official=True):
+                corpus[query.id] = tuple(cid for cid, _ in upstream)
+                position[query.id] = {f"{query.id}:{suffix}": n for n, (_, suffix) in enumerate(upstream)}
     if problems:
         raise SuiteError(problems[:MAX_PROBLEMS])
+    explained = {**_AUDIT, **(_OFFICIAL if official else {})}
     notes = [
-        f"LongMemEval: {len(found)} {_AUDIT[key]} ({'; '.join(found[:10])}{' ...' * (len(found) > 10)})"
+        f"LongMemEval: {len(found)} {explained[key]} ({'; '.join(found[:10])}{' ...' * (len(found) > 10)})"
         for key, found in audit.items()
         if found
     ]
@@ -268,10 +332,27 @@ def load_longmemeval(
         qrels=qrels,
         k=k,
         description=f"LongMemEval from {path}",
-        label_names=("question_type", "abstention") if queries else (),
+        label_names=(
+            ("question_type", "abstention", "lme_average") if official else ("question_type", "abstention")
+        )
+        if queries
+        else (),
         notes=tuple(notes),
-        tags={"roles": roles, "evidence_audit": json.dumps(counts)},
+        tags={"roles": roles, "evidence_audit": json.dumps(counts), "protocol": protocol},
     )
+    if official is not None:
+        scorer = LongMemEvalScorer(corpus=corpus, position=position, turns=official == "turn")
+        note = (
+            "protocol=official: recall_any/recall_all/ndcg_any@k (session_*: the session view of a turn run) "
+            "are upstream's; the overall mean is src/evaluation/print_retrieval_metrics.py's (every "
+            "non-abstention question), label lme_average='both scripts' is src/retrieval/run_retrieval.py's"
+        )
+        suite = replace(
+            suite,
+            scorer=scorer,
+            notes=(*suite.notes, note),
+            tags={**suite.tags, "official_scorer": scorer.name},
+        )
     return finish(
         suite,
         granularity=granularity,

@@ -12,11 +12,33 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from experiments.evaluate.metrics.official import PROTOCOLS
 from experiments.suites.errata import apply_errata
 from experiments.suites.granularity import regroup
 from experiments.suites.identity import dataset_tags
-from experiments.suites.suite import Suite, check_suite
+from experiments.suites.suite import Problem, Suite, SuiteError, check_suite
 from retrieval.types import Memory
+
+
+def check_protocol(
+    protocol: str, granularity: str, errata: str | Path | None, *, memeval_only: tuple[str, str] | None = None
+) -> None:
+    """SuiteError for a `suite.protocol` that is not one, or for what upstream does not do under `official`:
+    round granularity, errata, and the loader's own `memeval_only` problem (field, why)."""
+    problem = None
+    if protocol not in PROTOCOLS:
+        problem = ("suite.protocol", f"must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
+    elif protocol == "official" and granularity == "round":
+        problem = ("suite.granularity", "upstream retrieves turns or sessions: round is protocol=memeval's")
+    elif protocol == "official" and errata:
+        problem = (
+            "suite.errata",
+            "upstream scores its answer key as it is: errata need suite.protocol=memeval",
+        )
+    elif protocol == "official" and memeval_only:
+        problem = memeval_only
+    if problem is not None:
+        raise SuiteError([Problem("suite config", None, *problem)])
 
 
 def finish(

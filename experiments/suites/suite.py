@@ -12,11 +12,14 @@ import hashlib
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from experiments.names import name_problem
 from experiments.suites import fields
 from retrieval.types import Concept, Feedback, Knowledge, Memory, Query, Relation, memory_record
+
+if TYPE_CHECKING:
+    from experiments.evaluate.metrics.official import BenchmarkScorer
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,10 @@ class Suite:
     # What a run states about where the suite came from (granularity, dataset release and file hashes,
     # errata applied): written to every run's tags.json and MLflow tags, not part of the content hash.
     tags: Mapping[str, str] = field(default_factory=dict)
+    # A benchmark's own scorer (`suite.protocol=official`, experiments/evaluate/metrics/official.py): which
+    # queries are scored and upstream's value of the metrics it owns. It reads the run, never retrieval, so
+    # it is not part of the content hash (the `protocol` tag and the run config say which was used).
+    scorer: BenchmarkScorer | None = None
 
     @functools.cached_property
     def content_hash(self) -> str:
@@ -83,6 +90,9 @@ class Suite:
         return digest.hexdigest()
 
     def is_abstention(self, query_id: str) -> bool:
+        """Reported apart: no relevant memory, or, with a benchmark's scorer, a query upstream leaves out."""
+        if self.scorer is not None:
+            return query_id not in self.scorer.scored
         return not any(g > 0 for g in self.qrels.get(query_id, {}).values())
 
     def summary(self) -> dict[str, Any]:

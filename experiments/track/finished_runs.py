@@ -268,9 +268,12 @@ def _mlflow_record(client: Any, run: Any) -> RunRecord | None:
         for name in ("metrics.json", "per_query.csv", *optional):
             client.download_artifacts(run.info.run_id, name, tmp)
         ranking, config = Path(tmp) / RANKING_FILE, Path(tmp) / "config.yaml"
+        settings = (yaml.safe_load(config.read_text()) or {}) if config.is_file() else {}
         return RunRecord(
             f"mlflow:{run.info.run_id}",
-            dict(run.data.params),
+            # A run's settings from its full config, as for a run directory (MLflow's params are the
+            # cleaned view of them: experiments/track/run_params.py).
+            flatten(settings) if settings else dict(run.data.params),
             json.loads((Path(tmp) / "metrics.json").read_text()),
             read_per_query(Path(tmp) / "per_query.csv"),
             {k: v for k, v in run.data.tags.items() if not k.startswith("mlflow.")},

@@ -11,9 +11,11 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 import os
 import re
 import subprocess
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -174,17 +176,33 @@ def _create_store(path: Path) -> None:
 
 
 def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
-    out: dict[str, str] = {}
+    """{dotted key: value as text, truncated} of a nested config (the run's params, by their config names)."""
+    return dict(_flat_items(config, prefix))
+
+
+def _flat_items(config: Mapping[str, Any], prefix: str = "") -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
     for key, value in config.items():
         name = f"{prefix}{key}"
         if isinstance(value, Mapping):
-            out.update(flatten(value, f"{name}."))
+            out += _flat_items(value, f"{name}.")
         else:
             text = str(value)
-            out[name] = text if len(text) <= MAX_PARAM_CHARS else text[: MAX_PARAM_CHARS - 3] + "..."
+            out.append((name, text if len(text) <= MAX_PARAM_CHARS else text[: MAX_PARAM_CHARS - 3] + "..."))
     return out
 
 
+def mlflow_params(config: Mapping[str, Any]) -> dict[str, str]:
+    """The flattened config as MLflow params, each key made one MLflow accepts by the rule of every
+    MLflow key memeval writes (`safe_key`): a service's own keys (Chroma's `where: {$contains: ...}`)
+    are config keys too. A key that needs no change keeps its name; the full config is an artifact."""
+    out: dict[str, str] = {}
+    for key, text in _flat_items(config):
+        out[safe_key(key, out)] = text
+    return out
+
+
+TRACKING_STORE_TAG = "memeval.tracking_store"  # the store the run was logged to (credentials removed)
 METRIC_NAMES_TAG = "memeval.metric_names"  # on a run: the artifact mapping MLflow metric keys back
 METRIC_NAMES_FILE = "metric_names.json"  # {safe MLflow key: name in metrics.json (label.value.metric)}
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]")
@@ -198,13 +216,32 @@ def _relevance_key(name: str) -> str:
         return name.replace("@", "_at_")
 
 
+def _is_quality(name: str) -> bool:
+    try:
+        metric_name_for_mlflow(name)
+        return True
+    except ValueError:
+        return False
+
+
 def _entries(summary: Mapping[str, Any]) -> list[tuple[str, str, float]]:
-    """(wanted key, original name, value) for every number: overall, then per label value."""
-    out = [
-        (_relevance_key(k), k, float(v))
+    """(wanted key, original name, value) for every number: the overall quality metrics first (MLflow's
+    compare page plots the first metrics by default), their 95% CI bounds, then counts and latency, then
+    per label value."""
+    numbers = [
+        (k, float(v))
         for k, v in summary["overall"].items()
         if isinstance(v, (int, float)) and not isinstance(v, bool)
     ]
+    out = [(_relevance_key(k), k, v) for k, v in numbers if _is_quality(k)]
+    for name, bounds in (summary.get("overall_ci95") or {}).items():
+        if isinstance(bounds, (list, tuple)) and len(bounds) == 2 and all(_finite(b) for b in bounds):
+            key = _relevance_key(name)
+            out += [
+                (f"{key}_ci_lo", f"{name} ci_lo", float(bounds[0])),
+                (f"{key}_ci_hi", f"{name} ci_hi", float(bounds[1])),
+            ]
+    out += [(_relevance_key(k), k, v) for k, v in numbers if not _is_quality(k)]
     for label, values in summary.get("by_label", {}).items():
         for value, stats in values.items():
             for name, v in stats.items():
@@ -215,12 +252,19 @@ def _entries(summary: Mapping[str, Any]) -> list[tuple[str, str, float]]:
     return out
 
 
-def safe_metric_name(wanted: str, taken: Mapping[str, str] | set[str] = frozenset()) -> str:
-    """A key MLflow accepts (`[A-Za-z0-9_.-]`, no leading `.`, <= 250 chars), not in `taken`.
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
-    Label names and values are free text (`C++ & tools (v2)`): every other character becomes `_`;
-    when that makes two names meet, or the name is too long, a short hash of the wanted name follows,
-    so the mapping stays one-to-one (it is recorded with the run, `metric_names.json`).
+
+def safe_key(wanted: str, taken: Mapping[str, str] | set[str] = frozenset()) -> str:
+    """A key MLflow accepts (`[A-Za-z0-9_.-]`, no leading `.`, <= 250 chars), not in `taken`: the one rule
+    for every metric and param key memeval logs (docs/sweeps.md prints it: `python -m
+    experiments.track.mlflow_tracker`).
+
+    Label names and values are free text (`C++ & tools (v2)`), and so are a service's own config keys
+    (`$contains`): every other character becomes `_`; when that makes two names meet, or the name is too
+    long, a short hash of the wanted name follows, so the mapping stays one-to-one (for metrics it is
+    recorded with the run, `metric_names.json`; for params, config.yaml holds the original keys).
     """
     safe = _UNSAFE.sub("_", wanted)
     if safe.startswith(".") or not safe:
@@ -239,7 +283,7 @@ def mlflow_metric_names(summary: Mapping[str, Any]) -> dict[str, str]:
     """{MLflow key: name in metrics.json} for every metric `mlflow_metrics` logs (the reverse mapping)."""
     names: dict[str, str] = {}
     for wanted, original, _ in _entries(summary):
-        names[safe_metric_name(wanted, names)] = original
+        names[safe_key(wanted, names)] = original
     return names
 
 
@@ -263,7 +307,7 @@ def mlflow_metrics(summary: Mapping[str, Any]) -> dict[str, float]:
     """
     out: dict[str, float] = {}
     for wanted, _, value in _entries(summary):
-        out[safe_metric_name(wanted, out)] = value
+        out[safe_key(wanted, out)] = value
     return out
 
 
@@ -327,6 +371,68 @@ def git_commit() -> str:
         return "unknown"
 
 
+def dataset_name(suite_name: str, path: Any = None) -> str:
+    """The suite's name in MLflow's Dataset column, with the tier or file it was read from when the name
+    alone does not say it (`beam-100K`, not `beam`)."""
+    if not path:
+        return suite_name
+    stem = Path(str(path)).stem
+    return suite_name if stem.lower().startswith(suite_name.lower()) else f"{suite_name}-{stem}"
+
+
+LATENCY_TAG = "memeval.latency_covers"  # what a run's latency figures timed, and what came from a cache
+
+
+def latency_for_mlflow(summary: Mapping[str, Any], per_query: Any) -> tuple[dict[str, float], dict[str, str]]:
+    """Latency for every run, with what it covers. metrics.json's per-query figures are null when work was
+    reused from a cache (a sweep's later jobs rank from the cached retrieval, all queries in one batch).
+    MLflow always gets `latency_ms_p50/_p95/_mean` for the work this run did, and a tag that says what
+    they timed: per query, or amortised (a batch's time / its queries), which stages came from a cache,
+    and whether embeddings were computed or read (a warm run is not comparable with a cold one)."""
+    import numpy as np
+
+    cache = summary.get("cache") or {}
+    stages = [c.removeprefix("ms.") for c in per_query.columns if c.startswith("ms.")]
+    timed = [s for s in stages if per_query[f"ms.{s}"].notna().all()]
+    embeddings = cache.get("embeddings") or {}
+    hits, misses = int(embeddings.get("hits", 0)), int(embeddings.get("misses", 0))
+    if hits + misses == 0:
+        encoded = "no embeddings computed"
+    elif misses == 0:
+        encoded = f"embeddings warm (all {hits:,} from the cache)"
+    else:
+        encoded = f"embeddings cold ({misses:,} computed, {hits:,} from the cache)"
+    overall = summary.get("overall") or {}
+    if overall.get("latency_ms_p50") is not None:  # every stage timed per query (mlflow_metrics has it)
+        total = per_query["latency_ms"].dropna()
+        metrics = {"latency_ms_mean": float(total.mean())} if len(total) else {}
+        return metrics, {LATENCY_TAG: f"per query, every stage ({', '.join(stages)}); {encoded}"}
+    n = len(per_query)
+    batches = {
+        k.removeprefix("rank."): v
+        for k, v in (summary.get("build_ms") or {}).items()
+        if k.startswith("rank.")
+    }
+    batched = [s for s in stages if s not in timed and s in batches]
+    reused = [s for s in stages if s not in timed and s not in batches]
+    per = per_query[[f"ms.{s}" for s in timed]].sum(axis=1).to_numpy() if timed else np.zeros(n)
+    per = per + sum(batches[s] for s in batched) / max(n, 1)
+    covers = [f"per query: {', '.join(timed)}" if timed else ""]
+    covers.append(f"amortised over {n} queries ranked as one batch: {', '.join(batched)}" if batched else "")
+    covers.append(f"answered from a cache (not timed): {', '.join(reused)}" if reused else "")
+    tag = {LATENCY_TAG: "; ".join([c for c in covers if c] + [encoded])}
+    if not n or not (timed or batched):
+        return {}, tag
+    return {
+        "latency_ms_p50": float(np.percentile(per, 50)),
+        "latency_ms_p95": float(np.percentile(per, 95)),
+        "latency_ms_mean": float(per.mean()),
+    }, tag
+
+
+DATASET_DIGEST_CHARS = 8  # as MLflow's own datasets: the UI's Dataset column shows `name (digest)` whole
+
+
 @dataclass(frozen=True)
 class SuiteDataset:
     """The evaluation suite as an MLflow dataset input: name, content digest and where it was read."""
@@ -341,7 +447,7 @@ class SuiteDataset:
 
         dataset = Dataset(
             name=self.name,
-            digest=self.digest[:36],
+            digest=self.digest[:DATASET_DIGEST_CHARS],
             source_type="local",
             source=json.dumps({"uri": self.source}),
             profile=json.dumps(dict(self.profile), default=str),
@@ -385,11 +491,12 @@ class MlflowTracker:
                 run_tags[METRIC_NAMES_TAG] = METRIC_NAMES_FILE
             if self.parent_run_id:
                 run_tags["mlflow.parentRunId"] = self.parent_run_id
-            # MLflow's own tags, so the UI's Source and Version columns mean something.
-            run_tags.setdefault("mlflow.source.name", "memeval-run")
-            run_tags.setdefault("mlflow.source.type", "LOCAL")
+            # MLflow's own tags, so the UI's Source, Version and User columns mean something.
+            for key, value in provenance_tags("memeval-run").items():
+                run_tags.setdefault(key, value)
             if tags.get("git_commit") and tags["git_commit"] != "unknown":
-                run_tags.setdefault("mlflow.source.git.commit", tags["git_commit"])
+                run_tags["mlflow.source.git.commit"] = tags["git_commit"]
+            run_tags[TRACKING_STORE_TAG] = store_for_display(uri)
             run = client.create_run(experiment_id, run_name=run_name, tags=run_tags, start_time=started_ms)
             run_id = run.info.run_id
             try:
@@ -409,9 +516,7 @@ class MlflowTracker:
                 client.log_text(run_id, config_text, "config.yaml")
                 if metric_names is not None:
                     client.log_dict(run_id, dict(metric_names), METRIC_NAMES_FILE)
-                for path in sorted(run_dir.iterdir()):
-                    if path.is_file():
-                        client.log_artifact(run_id, str(path))
+                log_run_files(client, run_id, run_dir)
                 client.set_terminated(run_id, "FINISHED")
             except BaseException:
                 client.set_terminated(run_id, "FAILED")
@@ -421,6 +526,26 @@ class MlflowTracker:
             raise TrackingError(
                 f"could not log to the MLflow store {uri}: {err}\nThe results are safe on disk in {run_dir}"
             ) from err
+
+
+RUN_TREC_HEAD_LINES = 50  # MLflow previews .txt artifacts, not .trec: the head of run.trec as text
+
+
+def log_run_files(client: Any, run_id: str, run_dir: Path) -> None:
+    """The run folder's files as artifacts (an empty file, e.g. a `run.log` nothing wrote to, is left
+    out), Hydra's record of the command (`.hydra/overrides.yaml`), and the head of
+    `run.trec` as text so MLflow's artifact view can show it."""
+    for path in sorted(run_dir.iterdir()):
+        if path.is_file() and path.stat().st_size > 0:
+            client.log_artifact(run_id, str(path))
+    hydra_dir = run_dir / ".hydra"
+    if (hydra_dir / "overrides.yaml").is_file():  # the command line (config.yaml is the resolved config)
+        client.log_artifact(run_id, str(hydra_dir / "overrides.yaml"), artifact_path=".hydra")
+    trec = run_dir / "run.trec"
+    if trec.is_file():
+        with trec.open() as handle:
+            head = "".join(line for _, line in zip(range(RUN_TREC_HEAD_LINES), handle, strict=False))
+        client.log_text(run_id, head, "run.trec.head.txt")
 
 
 def log_dataset(client: Any, run_id: str, dataset_input: Any, attempts: int = 4) -> None:
@@ -443,20 +568,80 @@ def log_dataset(client: Any, run_id: str, dataset_input: Any, attempts: int = 4)
             time.sleep(0.1 * (attempt + 1))
 
 
+# MLflow 3's UI opens an experiment on its GenAI "Overview" unless the experiment says it holds model
+# development runs: this tag (the value the UI's own "Machine learning" choice writes) opens the runs table.
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+
+
 def _experiment_id(name: str, uri: str) -> str:
+    """The experiment's id, created if new; either way marked as model development (the runs table),
+    unless someone chose another kind for it in the UI."""
     import mlflow
 
     client = mlflow.MlflowClient(tracking_uri=uri)
     experiment = client.get_experiment_by_name(name)
-    if experiment is not None:
-        return experiment.experiment_id
+    if experiment is None:
+        try:
+            return client.create_experiment(name, tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
+        except Exception:  # created meanwhile by another process
+            experiment = client.get_experiment_by_name(name)
+            if experiment is None:
+                raise
+    if EXPERIMENT_KIND_TAG not in experiment.tags:  # made by an older memeval or by hand
+        client.set_experiment_tag(experiment.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+    return experiment.experiment_id
+
+
+def store_for_display(uri: str) -> str:
+    """The store's URI without credentials (`https://user:token@host` -> `https://host`)."""
+    parts = urllib.parse.urlsplit(uri)
+    if parts.username is None and parts.password is None:
+        return uri
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
+def service_tags(system: Mapping[str, Any] | None, choice: str | None = None) -> dict[str, str]:
+    """Which live service answered a run (its `system` config, resolved): the adapter, the config it came
+    from, the mode and the base URL without credentials. Never a header (they hold the secrets)."""
+    if not system:
+        return {}
+    adapter = system.get("adapter") or {}
+    tags = {
+        "memeval.system.adapter": str(adapter.get("_target_", "?")),
+        "memeval.system.mode": str(system.get("mode", "live")),
+    }
+    if choice:
+        tags["memeval.system.config"] = choice
+    url = system.get("base_url") or adapter.get("base_url")
+    if url:
+        tags["memeval.system.base_url"] = store_for_display(str(url))
+    return tags
+
+
+def user_name() -> str:
+    import getpass
+
     try:
-        return client.create_experiment(name)
-    except Exception:  # created meanwhile by another process
-        experiment = client.get_experiment_by_name(name)
-        if experiment is None:
-            raise
-        return experiment.experiment_id
+        return getpass.getuser()
+    except Exception:  # no login name (a container without a passwd entry)
+        return "unknown"
+
+
+def provenance_tags(source: str) -> dict[str, str]:
+    """MLflow's own tags for who and what made a run (its Source, Version and User columns)."""
+    tags = {
+        "mlflow.source.name": source,
+        "mlflow.source.type": "LOCAL",
+        "mlflow.user": user_name(),
+        "git_commit": git_commit(),
+        "memeval_version": package_version(),
+    }
+    if tags["git_commit"] != "unknown":
+        tags["mlflow.source.git.commit"] = tags["git_commit"]
+    return tags
 
 
 def _now_ms() -> int:
@@ -473,11 +658,14 @@ def open_parent_run(
     run_name: str,
     tags: Mapping[str, str],
     params: Mapping[str, str],
+    source: str,
+    description: str = "",
     reopen: bool = True,
 ) -> dict[str, str]:
     """The parent run of a sweep or a study: created once in the launching process (the store and the
     experiment too, safely), or, with `reopen`, the newest earlier parent with the same `key` reopened,
-    so a re-run's new children join the ones that finished before. Returns what each child needs
+    so a re-run's new children join the ones that finished before. It carries MLflow's provenance tags
+    (`source`: the console script) and `description` as its note. Returns what each child needs
     (uri, experiment_id, parent_run_id)."""
     import mlflow
     from mlflow.entities import Param
@@ -498,8 +686,104 @@ def open_parent_run(
             parent_id = previous[0].info.run_id
             client.update_run(parent_id, status="RUNNING")
     if parent_id is None:
-        parent = client.create_run(experiment_id, run_name=run_name[:250], tags={key_tag: key, **tags})
+        parent_tags = {
+            **provenance_tags(source),
+            TRACKING_STORE_TAG: store_for_display(uri),
+            key_tag: key,
+            **tags,
+        }
+        if description:
+            parent_tags["mlflow.note.content"] = description[:MAX_TAG_VALUE_CHARS]
+        parent = client.create_run(experiment_id, run_name=run_name[:250], tags=parent_tags)
         parent_id = parent.info.run_id
         if params:
-            client.log_batch(parent_id, params=[Param(k, str(v)[:500]) for k, v in params.items()])
+            safe: dict[str, str] = {}
+            for k, v in params.items():  # override keys: named by the rule of every key (safe_key)
+                safe[safe_key(k, safe)] = str(v)[:MAX_PARAM_CHARS]
+            client.log_batch(parent_id, params=[Param(k, v) for k, v in safe.items()])
     return {"uri": uri, "experiment_id": experiment_id, "parent_run_id": parent_id}
+
+
+BEST_CHILD_TAG = "memeval.best_child"
+REUSED_TAG_PREFIX = "memeval.reused."  # on a parent: `<prefix><config hash>` -> the finished run reused
+
+
+def finish_parent(
+    uri: str, parent_run_id: str, *, status: str, objective: str, summary: str = ""
+) -> dict[str, Any]:
+    """End a parent run with what a reader wants on its row: the best child by `objective` (its value as
+    `best.<metric>`, its name and id as a tag), how many children finished, the suite dataset the
+    children were scored on, a `summary` (e.g. the Holm-corrected comparison's headline) appended to its
+    note, and an end time that is its last child's (so a re-run that reused every child does not
+    stretch its Duration to the time between the two runs). Returns the best child's
+    {name, run_id, value} ({} when no child has the metric)."""
+    import mlflow
+    from mlflow.entities import Metric
+
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    parent = client.get_run(parent_run_id)
+    children = list(
+        client.search_runs(
+            [parent.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent_run_id}'", max_results=5000
+        )
+    )
+    # A re-run's job that a finished run answered is not a new child: the parent names it in a tag.
+    reused = [v for k, v in parent.data.tags.items() if k.startswith(REUSED_TAG_PREFIX)]
+    known = {c.info.run_id for c in children}
+    children += [client.get_run(run_id) for run_id in dict.fromkeys(reused) if run_id not in known]
+    finished = [c for c in children if c.info.status == "FINISHED"]
+    key = _relevance_key(objective)
+    scored = [c for c in finished if key in c.data.metrics]
+    best: dict[str, Any] = {}
+    now = _now_ms()
+    metrics = [Metric("children_finished", float(len(finished)), now, 0)]
+    if scored:
+        top = max(scored, key=lambda c: c.data.metrics[key])
+        best = {"name": top.info.run_name, "run_id": top.info.run_id, "value": top.data.metrics[key]}
+        metrics.insert(0, Metric(f"best.{key}", best["value"], now, 0))
+        client.set_tag(parent_run_id, BEST_CHILD_TAG, f"{best['name']} ({best['run_id']})")
+        if not parent.inputs.dataset_inputs and top.inputs.dataset_inputs:
+            log_dataset(client, parent_run_id, top.inputs.dataset_inputs[0])
+    client.log_batch(parent_run_id, metrics=metrics)
+    note = parent.data.tags.get("mlflow.note.content", "")
+    if best:
+        headline = f"Best by {objective}: {best['name']} ({best['value']:.4f})."
+        summary = f"{headline} {summary}".strip()
+    if summary:
+        marker = "\n\n**Summary:** "
+        note = note.split(marker)[0] + marker + summary if note else summary
+        client.set_tag(parent_run_id, "mlflow.note.content", note[:MAX_TAG_VALUE_CHARS])
+    ends = [c.info.end_time for c in children if c.info.end_time]
+    client.set_terminated(parent_run_id, status, end_time=max(ends) if ends else None)
+    return best
+
+
+# Keys as a config or a suite may hold them, shown with the MLflow key `safe_key` makes of each.
+_KEY_EXAMPLES: dict[str, Any] = {
+    "stage": {"bm25": {"k1": 1.2}},
+    "system": {"adapter": {"endpoints": {"search": {"body": {"where": {"$contains": "{text}"}}}}}},
+    "headers": {"X-Api-Key": "{env:KEY}"},
+    "metadata": {"a/b": 1, "user name": "x", "a.b": 2, "a": {"b": 3}},
+    ".hidden": 1,
+}
+
+
+def key_table() -> str:
+    """The key rule as a Markdown table (docs/sweeps.md shows it; tests/test_mlflow_keys.py keeps it so)."""
+    rows = ["| key (config, label) | MLflow key | why |", "|---|---|---|"]
+    keys = [k for k, _ in _flat_items(_KEY_EXAMPLES)]
+    for key, safe in zip(keys, mlflow_params(_KEY_EXAMPLES), strict=True):
+        if safe == key:
+            why = "only `[A-Za-z0-9_.-]`: kept"
+        elif _UNSAFE.sub("_", key) == key and not key.startswith("."):
+            why = "meets an earlier key (here `a.b` and `a: {b}`): a hash of the key follows"
+        elif key.startswith("."):
+            why = "a leading `.`: `_` before it"
+        else:
+            why = "characters outside `[A-Za-z0-9_.-]` become `_`"
+        rows.append(f"| `{key}` | `{safe}` | {why} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(key_table())

@@ -36,6 +36,7 @@ PARENT_FILE = "mlflow_parent.json"
 FAILED_FILE = "failed.json"  # in a job's directory: that job failed (error, its FAILED child run)
 ERROR_TAG = "memeval.error"
 SWEEP_KEY_TAG = "memeval.sweep_key"
+VARYING_KEY = "varying"  # in the parent file: the swept keys, which name each child
 
 
 def sweep_key(config_name: str, overrides: list[str]) -> str:
@@ -103,27 +104,41 @@ class MlflowSweepCallback(Callback):
         from hydra.utils import instantiate
 
         from experiments.track.mlflow_tracker import open_parent_run
+        from experiments.track.run_params import sweep_axes
 
         overrides = [str(o) for o in config.hydra.overrides.task]
-        # `+sweep=...`, `~key`: MLflow rejects '+' and '~' in param keys; the bare key is the name.
+        axes = {**sweep_axes(overrides), **_sweeper_params(config)}
+        # The sweep's values under `sweep.<key>`, never under the children's own key (whose column must
+        # hold one number a row); the settings every job shares under their own. `+key`, `~key`: MLflow
+        # rejects '+' and '~' in param keys; the bare key is the name.
         pairs = (o.split("=", 1) for o in overrides if "=" in o)
+        params = {key.lstrip("+~"): value for key, value in pairs if key.lstrip("+~") not in axes}
+        params.update({f"sweep.{key}": values for key, values in axes.items()})
+        command = " ".join(["memeval-run -m", *overrides])
+        swept = "; ".join(f"{key} over {values}" for key, values in axes.items()) or "no swept setting"
         info = open_parent_run(
             instantiate(config.tracking.tracker),
             key_tag=SWEEP_KEY_TAG,
             key=sweep_key(str(config.hydra.job.config_name), overrides),
             run_name="sweep " + " ".join(overrides),
             tags={"memeval.sweep_dir": str(config.hydra.sweep.dir)},
-            params={key.lstrip("+~"): value for key, value in pairs},
+            params=params,
+            source="memeval-run",
+            description=f"A sweep of {swept}.\n\n`{command}`",
             reopen=resume_enabled(config.get("resume", "auto"), multirun=True),
         )
         parent_id, experiment_id = info["parent_run_id"], info["experiment_id"]
         sweep_dir = Path(str(config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
+        info[VARYING_KEY] = list(
+            axes
+        )  # each child is named by its value of these (run_params.child_run_name)
         (sweep_dir / PARENT_FILE).write_text(json.dumps(info, indent=2))
         print(f"MLflow parent run {parent_id} (experiment {experiment_id}) for sweep {sweep_dir}")
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        """The parent ends FAILED if a job of this sweep failed, else FINISHED.
+        """The parent ends FAILED if a job of this sweep failed, else FINISHED, with its summary (the
+        best child by the run's objective).
 
         Hydra's sweepers re-raise a failed job's error after the batch and skip this hook; the failed job
         has then marked the parent FAILED itself (`job_failed`)."""
@@ -131,14 +146,27 @@ class MlflowSweepCallback(Callback):
         info = read_parent(sweep_dir)
         if not info:
             return
-        import mlflow
+        from experiments.track.mlflow_tracker import finish_parent
 
         failed = failed_jobs(sweep_dir)
         status = "FAILED" if failed else "FINISHED"
         try:
-            mlflow.MlflowClient(tracking_uri=info["uri"]).set_terminated(info["parent_run_id"], status)
+            finish_parent(
+                info["uri"], info["parent_run_id"], status=status, objective=str(config.get("objective"))
+            )
         except Exception as err:  # the children are logged (or on disk); only the parent's status is stale
             print(f"warning: could not mark the sweep's parent run {info['parent_run_id']} {status}: {err}")
+
+
+def _sweeper_params(config: DictConfig) -> dict[str, str]:
+    """A sweep stated in config (`hydra.sweeper.params`, e.g. conf/sweep/*.yaml): key -> its values."""
+    params = config.hydra.get("sweeper", {}).get("params") or {}
+    return {str(k).lstrip("+~"): str(v) for k, v in params.items()}
+
+
+def tracker_fields(parent: dict[str, Any]) -> dict[str, str]:
+    """What a child's MlflowTracker takes from the sweep's parent file (the rest is for naming)."""
+    return {k: v for k, v in parent.items() if k in ("uri", "experiment_id", "parent_run_id")}
 
 
 def failed_jobs(sweep_dir: str | Path) -> list[Path]:

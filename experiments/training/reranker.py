@@ -39,16 +39,19 @@ from typing import Any
 
 import hydra
 import numpy as np
+import yaml
 from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
 from experiments.evaluate.metrics import per_query
+from experiments.exit_codes import console_script
 from experiments.run.build import pipeline_from_config
 from experiments.run.compose import answer_help
+from experiments.run.config_check import ConfigError
 from experiments.suites.suite import Suite, SuiteError
-from experiments.track.mlflow_tracker import MlflowTracker, TrackingError, flatten, git_commit
+from experiments.track.mlflow_tracker import MlflowTracker, TrackingError, git_commit, mlflow_params
 from retrieval.encoder import EXPORT_DIR, resolve_model_path
 from retrieval.pipeline import PipelineConfigError
 from retrieval.reuse import CandidateCache
@@ -341,7 +344,7 @@ def _log(cfg: DictConfig, summary: dict[str, Any], run_dir: Path) -> None:
     metrics = {k.replace("@", "_at_"): float(v) for k, v in summary.items() if isinstance(v, (int, float))}
     run_id = tracker.log(
         run_name=f"train-reranker-{summary['train_suite']}",
-        params=flatten(OmegaConf.to_container(cfg, resolve=True)),
+        params=mlflow_params(OmegaConf.to_container(cfg, resolve=True)),
         metrics=metrics,
         tags={
             "kind": "train_reranker",
@@ -354,17 +357,42 @@ def _log(cfg: DictConfig, summary: dict[str, Any], run_dir: Path) -> None:
     print(f"MLflow run {run_id} in {tracker.experiment}")
 
 
+def setting_problems(cfg: DictConfig) -> list[str]:
+    """Settings whose value is not of the kind of their shipped default: a number, a bool, a string, a
+    mapping, a list (`epochs=abc`, `progress=1`, `train_suite=x`), found before the training suite is read;
+    null is accepted (several settings mean "none" by it)."""
+    from experiments.run.compose import CONF_DIR
+
+    shipped = yaml.safe_load((CONF_DIR / "train_reranker.yaml").read_text())
+    values = OmegaConf.to_container(cfg, resolve=True)
+    problems = []
+    for key, default in shipped.items():
+        value = values.get(key)
+        if key in ("defaults", "hydra") or default is None or value is None or "${" in str(default):
+            continue
+        allowed = (int, float) if type(default) in (int, float) else (type(default),)  # a number: either
+        if not isinstance(value, allowed) or isinstance(value, bool) is not isinstance(default, bool):
+            problems.append(f"{key}: expected {' or '.join(k.__name__ for k in allowed)}, got {value!r}")
+    return problems
+
+
 @hydra.main(version_base="1.3", config_path="pkg://experiments.conf", config_name="train_reranker")
 def run_app(cfg: DictConfig) -> float:
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     try:
+        if problems := setting_problems(cfg):
+            raise ConfigError(problems)
         summary = train(cfg, run_dir)
     except (SuiteError, PipelineConfigError, TrackingError, ValueError) as err:
+        from experiments.run.app import _discard_if_unused  # as memeval-run: no empty run folder left
+
         print(f"error: {err}", file=sys.stderr)
+        _discard_if_unused(run_dir)
         sys.exit(2)
     return float(summary[f"val_{cfg.val_metric}_best"])
 
 
+@console_script
 def main() -> None:
     """`memeval-train-reranker`: the Hydra app, or its help text at once (no Hydra group listing)."""
     if not answer_help("train_reranker", sys.argv[1:]):

@@ -5,7 +5,9 @@
 A run file (`qid Q0 docid rank score tag`, whitespace-separated) becomes the channel's score column,
 so an outside system gets the same metrics, CIs, per-label tables, reports and gate as any variant,
 and can be fused (rrf) or reranked like bm25 or dense. Ranked as trec_eval ranks it (the rank
-column is ignored): by score, highest first, ties by document id descending, then cut to `top_n`.
+column is ignored): by score as a C float (float32: scores closer than its resolution tie), highest
+first, ties by document id descending, then cut to `top_n`; the channel's scores are those float32
+values, so nothing downstream re-sorts what trec_eval sees as a tie.
 
 This is the one stage that reads a file, and it does so only to build its index: the file's
 sha256 is part of the stage's config (`sha256`, filled in by the config or on construction), hence
@@ -82,9 +84,10 @@ def parse_run(path: str | Path, data: bytes, tag: str | None = None) -> dict[str
 
 
 def trec_eval_order(lines: Sequence[_Line]) -> list[_Line]:
-    """A query's lines as trec_eval ranks them: score descending, ties by document id descending (the rank
-    column is ignored). The one copy of this order: experiments.run.trec.read_run uses it too."""
-    return sorted(lines, key=lambda ln: (ln.score, ln.doc_id), reverse=True)
+    """A query's lines as trec_eval ranks them: score descending as a C float (float32), ties by document id
+    descending (the rank column is ignored). The one copy of this order: experiments.run.trec.read_run
+    uses it too."""
+    return sorted(lines, key=lambda ln: (np.float32(ln.score), ln.doc_id), reverse=True)
 
 
 class _RunIndex:
@@ -109,7 +112,8 @@ class _RunIndex:
                     )
             ranked = trec_eval_order(lines)[: retriever.top_n]
             index = np.array([position[ln.doc_id] for ln in ranked], dtype=np.int64)
-            self._hits[qid] = (index, np.array([ln.score for ln in ranked], dtype=np.float64))
+            scores = np.array([ln.score for ln in ranked], dtype=np.float32)  # as trec_eval holds them
+            self._hits[qid] = (index, scores.astype(np.float64))
             first = min(lines, key=lambda ln: ln.number)
             self._scopes[qid] = (scope_of[position[first.doc_id]], first)
             for line in lines:

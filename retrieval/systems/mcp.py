@@ -37,12 +37,14 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from retrieval.systems import bounded, secrets
 from retrieval.systems.http import (
     adapter_problems,
     fill,
-    memory_values,
+    memory_records,
+    parse_json,
+    read_count,
     read_hits,
-    read_path,
     search_values,
 )
 from retrieval.systems.protocol import Hit, SearchRequest, SystemError_
@@ -50,7 +52,7 @@ from retrieval.systems.stats import SystemStats
 from retrieval.types import Memory
 
 OPERATIONS = ("search", "ingest", "reset", "count")
-_ENV = re.compile(r"\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
+_ENV = secrets.ENV_PLACEHOLDER
 
 
 class _Session:
@@ -144,8 +146,9 @@ class McpSystem:
         problems = []
         if self.transport == "stdio" and not self.command:
             problems.append("command: the stdio transport needs the server's command")
-        if self.transport == "http" and not (self.url or "").startswith(("http://", "https://")):
-            problems.append(f"url: the http transport needs http(s)://host:port/path, got {self.url!r}")
+        if self.transport == "http":
+            problems += bounded.url_problems("url", self.url or "")
+        secrets.register_placeholders(*self.env.values())  # a value copied in is a secret: never quoted
         if self.transport not in ("stdio", "http"):
             problems.append(f"transport: 'stdio' or 'http', not {self.transport!r}")
         problems += adapter_problems("tools", self.tools, OPERATIONS, ("tool", "{tool, arguments}"), self)
@@ -223,16 +226,14 @@ class McpSystem:
         text = " ".join(getattr(c, "text", "") for c in result.content or [])
         if result.is_error:
             self.stats.add("errors")
-            raise SystemError_(f"{what}: tool {spec['tool']!r} answered an error: {text[:300]}")
+            raise SystemError_(f"{what}: tool {spec['tool']!r} answered an error: {secrets.quote(text, 300)}")
         if result.structured_content is not None:
             return result.structured_content
         try:
-            return json.loads(text) if text.strip() else None
-        except ValueError:
+            return parse_json(text, f"{what}: tool {spec['tool']!r} answered")
+        except SystemError_:
             self.stats.add("errors")
-            raise SystemError_(
-                f"{what}: tool {spec['tool']!r} answered text that is not JSON: {text[:200]!r}"
-            ) from None
+            raise
 
     # --- the MemorySystem protocol ------------------------------------------------------------------
 
@@ -260,10 +261,9 @@ class McpSystem:
     def ingest(self, scope: Mapping[str, str], memories: Sequence[Memory]) -> None:
         for start in range(0, len(memories), self.ingest_batch):
             batch = memories[start : start + self.ingest_batch]
-            records = [fill(self.memory, memory_values(m)) for m in batch]
             self._call(
                 "ingest",
-                {"scope": dict(scope), "memories": records},
+                {"scope": dict(scope), "memories": memory_records(self.memory, scope, batch)},
                 f"ingest of scope {dict(scope)} (memories {start + 1}-{start + len(batch)})",
             )
 
@@ -275,8 +275,8 @@ class McpSystem:
         where = f"count of scope {dict(scope)}"
         path = str(self.tools["count"].get("path_in_response", "count"))
         while True:
-            stored = read_path(self._call("count", {"scope": dict(scope)}, where), path, where)
-            if isinstance(stored, int) and stored >= len(memories):
+            stored = read_count(self._call("count", {"scope": dict(scope)}, where), path, where, self.stats)
+            if stored >= len(memories):
                 return time.perf_counter() - started
             if time.perf_counter() - started > self.searchable_timeout_s:
                 raise SystemError_(

@@ -5,7 +5,8 @@ Data flow: `SystemRetriever.build(corpus)` calls, for each scope of the corpus, 
 query. Scopes are isolated: a search sees only what was ingested under its own scope. Ingest is
 idempotent: memories carry the suite's ids (client-made), so a retried or resumed ingest never stores
 a memory twice. An adapter never fails silently: a transport or protocol problem raises `SystemError_`
-naming the operation (and the query id or JSON path where there is one).
+naming the operation (and the query id or JSON path where there is one). An adapter never leaks a secret:
+`SystemError_` redacts every known secret's value from its message (retrieval/systems/secrets.py).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
+from retrieval.systems.secrets import redact
 from retrieval.types import Memory
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
@@ -22,6 +24,11 @@ _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 class SystemError_(RuntimeError):  # noqa: N801 (the builtin SystemError means something else)
     """A live system failed: unreachable, malformed response, timeout after retries, replay miss."""
+
+    def __init__(self, message: object = "", *args: object):
+        # The one place every adapter error passes: a service that echoes a request's headers into its
+        # error (quoted here) must not put a key into a log, failed.json or MLflow.
+        super().__init__(redact(str(message)), *args)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,9 @@ the table and reported apart by the caller (see `abstentions`); `per_query(..., 
 scores them 0 on every measure instead, as trec_eval does. Names take ir_measures-style parameters
 for the other conventions users switch between (`P(rel=2)@5`, `nDCG(gain=exp)@10`:
 experiments/evaluate/metrics/conventions.py). A grade below 0 marks a must-not memory: not relevant to any
-measure, counted by harm@k.
+measure, counted by harm@k, which is over its own queries: every query with a must-not judgement, whatever
+its relevant set (a query with only must-not memories gets a row, NaN on the other measures), and NaN on
+a query without one (`must_not`).
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from experiments.evaluate.metrics.recall_all import recall_all
 from experiments.evaluate.metrics.recall_all_lme import recall_all as lme_recall_all
 from experiments.evaluate.metrics.recall_any import recall_any
 from experiments.evaluate.metrics.reciprocal_rank import reciprocal_rank
+from experiments.evaluate.metrics.session_view import session_view
 
 if TYPE_CHECKING:  # pandas only when a table is built: metric names are parsed by light modules too
     import pandas as pd
@@ -83,11 +86,15 @@ FAMILIES: Mapping[str, MetricFamily] = MappingProxyType(
         "recall_any": MetricFamily(recall_any, needs_cutoff=True),
         "recall_all": MetricFamily(lme_recall_all, needs_cutoff=True),
         "ndcg_any": MetricFamily(ndcg_any, needs_cutoff=True),
+        # Its session view of a turn-level run: computed by LongMemEval's official scorer only.
+        "session_recall_any": MetricFamily(session_view, needs_cutoff=True),
+        "session_recall_all": MetricFamily(session_view, needs_cutoff=True),
+        "session_ndcg_any": MetricFamily(session_view, needs_cutoff=True),
     }
 )
 KNOWN_NAMES = (
     "P@k, R@k, nDCG, nDCG@k, RR, RR@k, AP, AP@k, hit@k, R_all@k, Rprec, harm@k, recall_any@k, recall_all@k, "
-    "ndcg_any@k (k a positive integer), "
+    "ndcg_any@k, session_recall_any@k, session_recall_all@k, session_ndcg_any@k (k a positive integer), "
     f"each optionally with parameters in parentheses before @: {KNOWN_PARAMETERS}, e.g. P(rel=2)@5"
 )
 _NAME = re.compile(r"(?P<family>\w+?)(?:\((?P<params>[^()]*)\))?(?:@(?P<k>[1-9][0-9]*))?")
@@ -159,6 +166,20 @@ def abstentions(qrels: Qrels) -> list[str]:
     return [q for q, judged in qrels.items() if not any(g > 0 for g in judged.values())]
 
 
+def over_own_queries(name: str) -> bool:
+    """Whether a metric is averaged over its own queries (harm@k: those with must-not judgements, NaN on
+    the others) rather than the answerable ones; False for names that are no relevance metric (noise@k)."""
+    try:
+        return FAMILIES[parse_metric(name).family].raw_grades
+    except ValueError:
+        return False
+
+
+def must_not(qrels: Qrels) -> list[str]:
+    """Queries with a must-not judgement (a grade below 0): the ones harm@k is over, in qrels order."""
+    return [q for q, judged in qrels.items() if any(g < 0 for g in judged.values())]
+
+
 def missing_from_run(qrels: Qrels, run: Run) -> list[str]:
     """Answerable queries the run has no ranked list for (they score 0; report them)."""
     return [q for q in answerable(qrels) if not run.get(q)]
@@ -178,7 +199,9 @@ EMPTY_QUERIES = ("apart", "zero")
 
 
 def per_query(qrels: Qrels, run: Run, metrics: Sequence[str], *, empty: str = "apart") -> pd.DataFrame:
-    """One row per answerable query (index `query_id`), one float column per metric, in order.
+    """One row per answerable query (index `query_id`), one float column per metric, in order; with a
+    harm@k metric, also a row per query with only must-not judgements (NaN on the other metrics), and
+    harm@k is NaN on a query without a must-not judgement: each measure over its own queries.
 
     `run` maps a query id to its ranked document ids, best first, already cut to the run depth.
     A query absent from the run, or with an empty list, scores 0. Inputs are not modified.
@@ -194,6 +217,9 @@ def per_query(qrels: Qrels, run: Run, metrics: Sequence[str], *, empty: str = "a
     if empty not in EMPTY_QUERIES:
         raise ValueError(f"empty queries must be one of {', '.join(EMPTY_QUERIES)}, got {empty!r}")
     queries = answerable(qrels) if empty == "apart" else list(qrels)
+    harmful = set(must_not(qrels)) if any(FAMILIES[m.family].raw_grades for m in parsed) else set()
+    relevant_rows = np.array([True] * len(queries) + [False] * len(harmful - set(queries)), dtype=bool)
+    queries += [q for q in qrels if q in harmful and q not in set(queries)]
     gain_rows, ideal_rows = [], []
     for query in queries:
         judged, ranked = qrels[query], run.get(query) or ()
@@ -208,6 +234,11 @@ def per_query(qrels: Qrels, run: Run, metrics: Sequence[str], *, empty: str = "a
     ideal = _padded(ideal_rows, max(map(len, ideal_rows), default=0))
     n_relevant = (ideal > 0).sum(axis=1)
     columns = {m.name: np.asarray(m(gains, n_relevant, ideal, grades), dtype=float) for m in parsed}
+    if harmful:  # each measure over its own queries: harm@k over those with must-not judgements
+        judged_harm = np.array([q in harmful for q in queries], dtype=bool)
+        for m in parsed:
+            columns[m.name] = np.where(judged_harm if FAMILIES[m.family].raw_grades else relevant_rows,
+                                       columns[m.name], np.nan)  # fmt: skip
     return pd.DataFrame(columns, index=pd.Index(queries, name="query_id"), columns=list(metrics))
 
 
@@ -226,6 +257,8 @@ __all__ = [
     "mean",
     "metric_name_for_mlflow",
     "missing_from_run",
+    "must_not",
+    "over_own_queries",
     "parse_metric",
     "per_query",
 ]

@@ -26,6 +26,11 @@ def per_label(ctx: SectionContext) -> list[Block]:
     blocks: list[Block] = []
     unit = ctx.significance.attrs.get("unit", "auto")  # the report's: by cluster or by query
     resampled = "whole conversations" if unit == "cluster" else "queries"
+    ci_text = (
+        "by conversation: the CR2 t-interval, calibrated for few clusters"
+        if unit == "cluster"
+        else f"bootstrap, queries resampled, seed {ctx.seed}"
+    )
     for metric in metrics:
         cells = by_label(comp, metric, alpha=ctx.alpha, seed=ctx.seed, unit=unit)
         n_tested = int((cells["run"] != comp.baseline).sum())
@@ -51,8 +56,8 @@ def per_label(ctx: SectionContext) -> list[Block]:
         blocks += [
             Heading(f"{metric} per {label}"),
             Paragraph(
-                f"Mean {metric} over the answerable queries, overall with a bootstrap 95% CI "
-                f"({resampled} resampled, seed {ctx.seed}) and per {label}. † / ‡: significantly "
+                f"Mean {metric} over the answerable queries, overall with a 95% CI ({ci_text}) and per "
+                f"{label}. † / ‡: significantly "
                 f"better / worse than **{md(comp.baseline)}** in that {label} (paired randomization "
                 f"test, {resampled} sign-flipped, Holm across the {n_tested} cells, α = {ctx.alpha})."
             ),
