@@ -7,23 +7,45 @@
 Positional arguments are `memeval-run` config overrides (variant=..., stage.x.y=..., cache_dir=...): the
 served variant is the one `memeval-run <overrides>` would score, so a served run gives the in-process
 run's ranking. `--reject-fraction`, `--retry-after`, `--search-delay-ms` inject faults, for tests and
-benchmarks only. Exit 2 on a bad config (nothing served).
+benchmarks only. Exit 2 on a bad config (nothing served). The safety rules (SAFETY, shown by --help) are
+enforced by experiments/serve/service.py (overrides) and http_face.py's Guard (who may ask).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 from collections.abc import Sequence
 
-from experiments.exit_codes import BAD_INPUT, ArgumentParser, console_script
+from experiments.exit_codes import BAD_INPUT, RULE, ArgumentParser, console_script
+
+SAFETY = """safety: memeval-serve runs no code a client sends.
+  - A config_override is a plain value (number, boolean, string, or a list of those) for a declared
+    value field of a stage the served variant runs (a key of conf/serve/override_keys.yaml or
+    stage.<name>.<field>), checked against the field's type and range as a command-line override is.
+    An object, a `_target_`, an interpolation (`${...}`, `${oc.env:...}`) or any other key is a 400
+    naming the key; nothing a client sends is resolved or instantiated.
+  - It listens on 127.0.0.1 unless --host says otherwise, and answers only requests whose Host header
+    names it (127.0.0.1, localhost, [::1], the --host address or an --allow-host name, with its port:
+    421 otherwise, against DNS rebinding); a browser Origin only when --allow-origin names it (403);
+    a POST only as Content-Type: application/json (415).
+  - --token-env NAME asks every request for `Authorization: Bearer <token>`, the token read from the
+    environment variable NAME (401 otherwise; compared in constant time; never printed); without
+    it GET /health answers only {"status": "ok"}. Set one before binding wider than loopback.
+  - A malformed request (bad JSON, nesting past the parser, a bad k, scope or record) is a 4xx with a
+    message, never a 500.
+  The MCP face over HTTP (--mcp http) follows the same rules."""
 
 
 def parser() -> argparse.ArgumentParser:
     p = ArgumentParser(
         prog="memeval-serve",
-        description="Serve a memeval variant as a memory service (AtomicMemory-shaped HTTP API).",
+        description="Serve a memeval variant as a memory service (an HTTP API in memeval-serve's own shape "
+        "and AtomicMemory's: system=memeval_serve or system=atomicmemory; or MCP tools).",
+        epilog=f"{SAFETY}\n\n{RULE}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("overrides", nargs="*", help="memeval-run config overrides, e.g. variant=exp05")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
@@ -36,6 +58,16 @@ def parser() -> argparse.ArgumentParser:
         help="serve the MCP face instead (tools ingest, search, reset, count): stdio, or HTTP at /mcp",
     )
     p.add_argument("--override-keys", default=None, help="YAML table config_override key -> stage field")
+    who = p.add_argument_group("who may ask (see safety below)")
+    who.add_argument(
+        "--token-env", metavar="NAME", help="require `Authorization: Bearer <$NAME>` on each request"
+    )
+    who.add_argument(
+        "--allow-origin", action="append", default=[], metavar="ORIGIN", help="a browser origin to answer"
+    )
+    who.add_argument(
+        "--allow-host", action="append", default=[], metavar="NAME", help="another Host name to answer"
+    )
     faults = p.add_argument_group("fault injection (tests and benchmarks only)")
     faults.add_argument("--reject-fraction", type=float, default=0.0, help="answer this share with 429")
     faults.add_argument("--retry-after", type=float, default=0.0, help="Retry-After seconds of a 429")
@@ -49,12 +81,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser().parse_intermixed_args(argv)  # overrides and options in any order
     import uvicorn
 
-    from experiments.serve.http_face import Faults, make_app
+    from experiments.serve.http_face import Faults, Guard, make_app
     from experiments.serve.service import MemoryService, ServiceError, load_override_keys
     from retrieval.pipeline import PipelineConfigError
 
     # On MCP's stdio, stdout is the protocol's wire: whatever building the service prints goes to stderr.
     quiet = contextlib.redirect_stdout(sys.stderr) if args.mcp == "stdio" else contextlib.nullcontext()
+    token = os.environ.get(args.token_env) if args.token_env else None
+    if args.token_env and not token:
+        print(f"error: --token-env {args.token_env}: that environment variable is not set", file=sys.stderr)
+        sys.exit(2)
+    guard = Guard.serving(args.host, args.allow_origin, args.allow_host, token)
     try:
         keys = load_override_keys(args.override_keys) if args.override_keys else None
         with quiet:
@@ -69,7 +106,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.mcp:
         from experiments.serve.mcp_app import serve
 
-        serve(service, args.mcp, host=args.host, port=args.port)
+        serve(service, args.mcp, host=args.host, port=args.port, guard=guard)
         return
     faults = Faults(args.reject_fraction, args.retry_after, args.search_delay_ms, args.fault_seed)
     described = service.describe()
@@ -78,7 +115,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"on http://{args.host}:{args.port}",
         flush=True,
     )
-    uvicorn.run(make_app(service, faults), host=args.host, port=args.port, log_level="warning")
+    uvicorn.run(make_app(service, faults, guard), host=args.host, port=args.port, log_level="warning")
 
 
 if __name__ == "__main__":

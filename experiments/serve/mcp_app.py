@@ -14,9 +14,11 @@ variants go through the very same client path:
     reset(scope)                                 -> {"forgotten": n}
     count(scope)                                 -> {"count": n}   (what the adapter's searchable wait polls)
 
-A request the service refuses (a bad record, an unknown override key) is a tool error carrying the
-service's message. Transports: stdio (the adapter starts this module as its subprocess) or streamable
-HTTP on 127.0.0.1 (path `/mcp`). Results are JSON text: a float's shortest repr reads back to the same
+A request the service refuses (a bad record, an unknown override key, an override that is not a plain
+value for a declared stage field: experiments/serve/service.py) is a tool error carrying the service's
+message. Transports: stdio (the adapter starts this module as its subprocess) or streamable
+HTTP on 127.0.0.1 (path `/mcp`), behind the same Host, Origin, token and content-type checks as the
+HTTP face. Results are JSON text: a float's shortest repr reads back to the same
 float, so scores cross the wire exactly (the parity test compares run.trec byte for byte).
 """
 
@@ -79,13 +81,27 @@ def build_server(service: MemoryService) -> Any:
     return app
 
 
-def serve(service: MemoryService, transport: str, *, host: str = "127.0.0.1", port: int = 8765) -> None:
-    """Run the MCP face until stdin closes (stdio) or the process is stopped (http)."""
+def serve(
+    service: MemoryService, transport: str, *, host: str = "127.0.0.1", port: int = 8765, guard: Any = None
+) -> None:
+    """Run the MCP face until stdin closes (stdio) or the process is stopped (http). Over HTTP it sits
+    behind the HTTP face's `Guard` (Host, Origin, token, JSON POSTs: experiments/serve/http_face.py)."""
     if transport not in TRANSPORTS:
         raise ValueError(f"MCP transport must be one of {TRANSPORTS}, got {transport!r}")
     app = build_server(service)
     if transport == "stdio":
         app.run("stdio")  # the SDK points fd 1 at stderr while serving: stray prints miss the wire
-    else:
-        print(f"memeval-serve (MCP, streamable HTTP): http://{host}:{port}/mcp", file=sys.stderr, flush=True)
-        app.run("streamable-http", host=host, port=port)
+        return
+    import uvicorn
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    from experiments.serve.http_face import Guard
+
+    # The SDK's own Host/Origin check is off: the Guard makes that check (and the token and content-type
+    # checks) once, with the same rules on both faces, and an --allow-origin it lets through must not be
+    # refused again by the SDK's narrower default.
+    starlette = app.streamable_http_app(
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False), host=host
+    )
+    print(f"memeval-serve (MCP, streamable HTTP): http://{host}:{port}/mcp", file=sys.stderr, flush=True)
+    uvicorn.run((guard or Guard.serving(host)).wrap(starlette), host=host, port=port, log_level="warning")

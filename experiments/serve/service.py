@@ -15,8 +15,13 @@ float scores (JSON carries a float's shortest repr, which reads back to the same
 `config_override` keys are AtomicMemory-style names mapped onto stage fields by a table
 (conf/serve/override_keys.yaml: `instructionBoostWeight -> stage.instruction_boost.weight`)
 or generic `stage.<name>.<field>` keys; a key that names nothing this variant runs is an error, never
-ignored. Each distinct override set builds its pipeline once (stages unchanged by it are reused, and so
-are the channel indexes when it changes only rank stages).
+ignored. An override runs no client code: its value is a plain value (a number, a boolean, a string
+without `${`, or a list of those) for a declared value field of a stage the variant runs, type-checked
+and range-checked as a command-line override is (retrieval.field_types, the stage's `ranges`), and set
+on the built stage with `dataclasses.replace`: it never reaches OmegaConf or Hydra's instantiate, so no
+`_target_` is built and no interpolation resolved. Each distinct override set builds its pipeline once
+(stages unchanged by it are the same objects, and so are the channel indexes when it changes only rank
+stages).
 
 With a `state_dir`, every accepted ingest and every reset is appended to `state_dir/log.jsonl` (fsynced),
 and a restarted service reads it back: a service killed mid-run keeps what it stored, and its lifetime
@@ -25,25 +30,30 @@ counts (`counts()`), as a real memory service would.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
 import os
 import threading
+import types
+import typing
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal, Union
 
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.run.build import pipeline_from_config
+from experiments.run.build import _build_stage
 from experiments.run.compose import CONF_DIR
+from retrieval.field_types import describe_type, field_type_problems, type_hints
 from retrieval.pipeline import Pipeline, PipelineConfigError, _single_channel
 from retrieval.reuse import ProcessMemo
+from retrieval.stage import MAX_CUTOFF, FieldError, Range, Stage, stage_ranges
 from retrieval.types import Candidates, Corpus, Memory, Query, scope_key
 
 OVERRIDE_KEYS_FILE = CONF_DIR / "serve" / "override_keys.yaml"
@@ -51,6 +61,67 @@ OVERRIDE_KEYS_FILE = CONF_DIR / "serve" / "override_keys.yaml"
 
 class ServiceError(ValueError):
     """A request the service refuses (bad record, unknown override key): the HTTP face answers 400."""
+
+
+_SCALARS = (bool, int, float, str, type(None))
+PLAIN_VALUES = "a number, a boolean, a string or a list of those"
+
+
+@dataclass(frozen=True)
+class ValueField:
+    """A stage field a `config_override` may set: its stage (config name), field, annotation and Range."""
+
+    stage: str
+    field: str
+    hint: Any
+    range: Range | None
+
+    def allowed(self) -> str:
+        """'float, >= 0 and <= 1': what the field takes, for a refusal's message."""
+        bounds = [
+            f"{sign} {getattr(self.range, name):g}"
+            for name, sign in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<"))
+            if getattr(self.range, name, None) is not None
+        ]
+        return describe_type(self.hint) + (", " + " and ".join(bounds) if bounds else "")
+
+
+def _settable(hint: Any, item: bool = False) -> bool:
+    """Whether a field of this annotation holds plain values only: scalars, literals, optionals and (at
+    the top) lists of those. Components (an encoder), mappings and unannotated fields are not settable."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint in _SCALARS:
+        return True
+    if origin is Literal:
+        return all(isinstance(a, _SCALARS) for a in args)
+    if origin in (Union, types.UnionType):
+        return all(_settable(a, item) for a in args)
+    if not item and origin in (list, tuple, Sequence):
+        return bool(args) and all(a is Ellipsis or _settable(a, True) for a in args)
+    return False
+
+
+def value_fields(stages: Mapping[str, Stage]) -> dict[str, ValueField]:
+    """`stage.<name>.<field>` -> ValueField for every settable field of every stage (computed once)."""
+    out = {}
+    for name, stage in stages.items():
+        hints, ranges = type_hints(type(stage)), stage_ranges(type(stage))
+        for f in dataclasses.fields(stage):
+            if f.init and _settable(hints.get(f.name, Any)):
+                out[f"stage.{name}.{f.name}"] = ValueField(name, f.name, hints[f.name], ranges.get(f.name))
+    return out
+
+
+def plain_value_problem(value: Any) -> str | None:
+    """Why a client's override value is not a plain value (None when it is): never an object, a nested
+    list, or a string holding `${` (an OmegaConf interpolation, e.g. `${oc.env:...}`)."""
+    items = value if isinstance(value, list) else [value]
+    for item in items:
+        if isinstance(item, str) and "${" in item:
+            return "an interpolation (`${...}`) is not a value: memeval-serve resolves nothing a client sends"
+        if not isinstance(item, _SCALARS):
+            return f"must be {PLAIN_VALUES}, never an object or a nested list"
+    return None
 
 
 @dataclass(frozen=True)
@@ -77,20 +148,28 @@ def load_override_keys(path: str | Path = OVERRIDE_KEYS_FILE) -> dict[str, str]:
 
 
 def memory_from_record(record: Mapping[str, Any], scope: Mapping[str, str]) -> Memory:
-    """A stored memory from an ingest record (the canonical suite record, docs/suite_format); the scope
-    is the request's, whatever the record says."""
-    if (
-        not isinstance(record, Mapping)
-        or not isinstance(record.get("id"), str)
-        or not isinstance(record.get("text"), str)
-    ):
-        raise ServiceError(f"an ingest record needs a string `id` and `text`, got {str(record)[:200]}")
-    from experiments.suites.jsonl import _memory  # the suite format's own reader of a memory record
+    """A stored memory from an ingest record, checked field by field as a suite's memories.jsonl line is
+    (experiments.suites.jsonl.MEMORY_SCHEMA); the scope is the request's, whatever the record says."""
+    from experiments.suites.jsonl import MEMORY_SCHEMA, _memory  # the suite format's own rules and reader
 
-    try:
-        return _memory({**record, "scope": dict(scope)})
-    except (TypeError, ValueError) as err:
-        raise ServiceError(f"ingest record {record['id']}: {err}") from None
+    if not isinstance(record, Mapping):
+        raise ServiceError(f"an ingest record must be an object, got {type(record).__name__}")
+    problems = []
+    for name, (required, rule) in MEMORY_SCHEMA.items():
+        if name == "scope":
+            continue
+        if name not in record:
+            problems += [f"{name}: missing required field"] if required else []
+        elif (problem := rule(record[name])) is not None:
+            problems.append(f"{name}: {problem}")
+    unknown = record.keys() - MEMORY_SCHEMA.keys()
+    problems += [
+        f"{name}: unknown field (put extra data under metadata)" for name in sorted(map(str, unknown))
+    ]
+    if problems:
+        mid = record["id"][:100] if isinstance(record.get("id"), str) else "?"
+        raise ServiceError(f"ingest record {mid!r}: {'; '.join(problems)[:1000]}")
+    return _memory({**record, "scope": dict(scope)})
 
 
 @dataclass
@@ -114,12 +193,16 @@ class MemoryService:
         self.order = [str(s) for s in cfg.variant.stages]
         self.depth = int(cfg.depth)
         self.override_keys = dict(load_override_keys() if override_keys is None else override_keys)
-        # Stages, corpora and channel indexes shared between the pipelines of different overrides.
+        # Every configured stage, disabled ones included (an override may turn one on), built once; an
+        # override replaces fields of these, and the fields it may set are tabled once (`value_fields`).
+        self.stages = MappingProxyType(self._build_stages())
+        self.fields = MappingProxyType(value_fields(self.stages))
+        # Corpora and channel indexes shared between the pipelines of different overrides.
         self._memo = ProcessMemo(max_entries=256)
         self._pipelines: OrderedDict[str, Pipeline] = OrderedDict()
         self._lock = threading.RLock()  # the stored memories and counts
         self._build_lock = threading.Lock()  # corpora and channel indexes: one build at a time
-        self.pipeline = self._pipeline({})  # the variant as configured: a bad variant fails at start
+        self.pipeline = self._pipeline({})  # the variant as configured
         self._scopes: dict[str, _Scope] = {}
         self._changes = itertools.count(1)  # each change of a scope's content gets a new number
         self._building: set[tuple] = set()  # scope contents whose indexes are being built (`count`)
@@ -253,8 +336,8 @@ class MemoryService:
         query_id: str = "query",
     ) -> list[ServedHit]:
         """The variant's top k for one query over the scope's memories, best first."""
-        if not isinstance(k, int) or k < 1:
-            raise ServiceError(f"k must be a positive integer, got {k!r}")
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_CUTOFF:
+            raise ServiceError(f"k must be an integer from 1 to {MAX_CUTOFF:,}, got {str(k)[:40]}")
         pipeline = self._pipeline(config_override or {})
         with self._lock:
             self._counts["searches"] += 1
@@ -295,38 +378,109 @@ class MemoryService:
             }
         return corpus, indexes
 
-    def _pipeline(self, config_override: Mapping[str, Any]) -> Pipeline:
-        """The variant with the override applied (built once per distinct override set)."""
+    def _build_stages(self) -> dict[str, Stage]:
+        """The variant's stages from the served config, each checked as `memeval-run` checks it
+        (experiments.run.build): one PipelineConfigError lists every problem."""
+        missing = [name for name in self.order if name not in self.cfg.stage]
+        if missing:
+            raise PipelineConfigError(f"variant names stages with no config under `stage`: {missing}")
+        problems: list[str] = []
+        built = {name: _build_stage(name, self.cfg.stage[name], problems) for name in self.order}
+        if problems:
+            raise PipelineConfigError(problems)
+        return built  # type: ignore[return-value]  (no problems: every stage was built)
+
+    def _checked_override(self, config_override: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+        """The override as {stage name: {field: value}}, each key checked against the field table and each
+        value for being plain; a refusal names the client's key and never quotes a resolved value."""
         if not isinstance(config_override, Mapping):
-            raise ServiceError(f"config_override must be an object, got {config_override!r}")
-        key = json.dumps(config_override, sort_keys=True, default=repr)
+            kind = type(config_override).__name__
+            raise ServiceError(f"config_override must be an object of key: value, got {kind}")
+        changes: dict[str, dict[str, Any]] = {}
+        for name, value in config_override.items():
+            path = self.override_keys.get(name, name)
+            key = name if path == name else f"{name} (-> {path})"
+            target = self.fields.get(path)
+            if target is None:
+                raise ServiceError(self._unknown_key(str(name), str(path)))
+            problem = plain_value_problem(value)
+            if problem is not None:
+                raise ServiceError(f"config_override {key}: {problem}")
+            fields = changes.setdefault(target.stage, {})
+            if target.field in fields:
+                raise ServiceError(f"config_override {key}: sets stage.{target.stage}.{target.field} twice")
+            fields[target.field] = value
+        return changes
+
+    def _unknown_key(self, name: str, path: str) -> str:
+        parts = path.split(".")
+        if len(parts) == 3 and parts[0] == "stage" and parts[1] not in self.stages:
+            return f"config_override {name!r} -> {path}: this variant runs no stage {parts[1]!r}"
+        if len(parts) == 3 and parts[0] == "stage":
+            stage = self.stages[parts[1]]
+            known = {f.name for f in dataclasses.fields(stage)}
+            settable = [v.field for v in self.fields.values() if v.stage == parts[1]]
+            return (
+                f"config_override {name!r}: {path} "
+                f"{'is not a value field of' if parts[2] in known else 'names no field of'} "
+                f"{type(stage).__name__} (memeval-serve sets {PLAIN_VALUES}; its value fields: "
+                f"{', '.join(settable) or 'none'})"
+            )
+        return (
+            f"config_override key {name[:200]!r} is not a known key "
+            f"({', '.join(sorted(self.override_keys))}) nor stage.<name>.<field> naming a value field of a "
+            "stage this variant runs"
+        )
+
+    def _pipeline(self, config_override: Mapping[str, Any]) -> Pipeline:
+        """The variant with the override applied (built once per distinct override set): each changed
+        stage is the served one with its fields replaced, checked as a command-line override is (each
+        value against the field's annotation, then the stage's own `ranges` and rules on construction)."""
+        changes = self._checked_override(config_override)
+        key = json.dumps(changes, sort_keys=True)  # plain values only: always JSON
         with self._lock:
             if key in self._pipelines:
                 self._pipelines.move_to_end(key)
                 return self._pipelines[key]
-        stages = OmegaConf.create(OmegaConf.to_container(self.cfg.stage, resolve=True))
-        for name, value in config_override.items():
-            path = self.override_keys.get(name, name)
-            parts = path.split(".")
-            if len(parts) != 3 or parts[0] != "stage":
-                raise ServiceError(
-                    f"config_override key {name!r} is not a known key "
-                    f"({', '.join(sorted(self.override_keys))}) nor stage.<name>.<field>"
-                )
-            if parts[1] not in self.order or parts[1] not in stages:
-                raise ServiceError(
-                    f"config_override {name!r} -> {path}: this variant runs no stage {parts[1]!r}"
-                )
-            OmegaConf.update(stages, ".".join(parts[1:]), value, merge=False)
+        stages = dict(self.stages)
+        for name, fields in changes.items():
+            problems: list[tuple[str, str]] = []
+            for field_name, value in fields.items():
+                try:
+                    problems += field_type_problems(type(stages[name]), {field_name: value})
+                except OverflowError:  # an integer past any float, for a float field
+                    digits = len(str(value))
+                    problems.append(
+                        (field_name, f"expected a finite float, got an integer of {digits} digits")
+                    )
+            try:
+                if not problems:
+                    stages[name] = dataclasses.replace(stages[name], **fields)
+            except FieldError as err:  # the stage's ranges and rules
+                problems = err.problems
+            except OverflowError:
+                problems = [(f, "a number too large to check against its range") for f in fields]
+            if problems:
+                raise ServiceError("; ".join(self._refusal(config_override, name, *p) for p in problems))
         try:
-            pipeline = pipeline_from_config(self.order, stages, depth=self.depth, memo=self._memo)
+            pipeline = Pipeline(tuple(stages[name] for name in self.order), depth=self.depth)
         except PipelineConfigError as err:
-            raise ServiceError(f"config_override {dict(config_override)}: {err}") from None
+            if not changes:  # the variant as served: a bad variant fails at start, as memeval-run's would
+                raise
+            raise ServiceError(f"config_override {', '.join(map(str, config_override))}: {err}") from None
         with self._lock:
             self._pipelines[key] = pipeline
             while len(self._pipelines) > 32:
                 self._pipelines.popitem(last=False)
         return pipeline
+
+    def _refusal(self, config_override: Mapping[str, Any], stage: str, field: str, problem: str) -> str:
+        """One problem of an override, named by the key the client used and with what the field allows."""
+        path = f"stage.{stage}.{field.split('[')[0].split('.')[0]}"
+        used = next((str(n) for n in config_override if self.override_keys.get(n, n) == path), path)
+        label = used if used == path else f"{used} (-> {path})"
+        allowed = f" (allowed: {self.fields[path].allowed()})" if path in self.fields else ""
+        return f"config_override {label}: {problem[:300]}{allowed}"
 
     def describe(self) -> dict[str, Any]:
         """What is served: the variant, its stages and a hash of its resolved stage config."""
