@@ -415,6 +415,15 @@ def _cluster_bootstrap_cis(
     return {name: out[name] for name in arrays}
 
 
+def _two_or_more_clusters(clusters: ArrayLike, n: int) -> tuple[np.ndarray, int]:
+    """Each value's cluster number and how many clusters: a cluster interval needs two or more."""
+    codes = cluster_codes(clusters, n)
+    g = int(codes.max()) + 1
+    if g < 2:
+        raise ValueError(f"a cluster interval needs at least two clusters, got {g}")
+    return codes, g
+
+
 def cluster_mean_ci(
     values: ArrayLike, clusters: ArrayLike, *, confidence: float = 0.95
 ) -> ConfidenceInterval:
@@ -426,10 +435,7 @@ def cluster_mean_ci(
     array = _values(values)
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    codes = cluster_codes(clusters, array.size)
-    g = int(codes.max()) + 1
-    if g < 2:
-        raise ValueError(f"a cluster interval needs at least two clusters, got {g}")
+    codes, g = _two_or_more_clusters(clusters, array.size)
     sizes = np.bincount(codes, minlength=g).astype(float)
     residual = np.bincount(codes, weights=array - array.mean(), minlength=g)
     half = _cr2_t(residual[None, :], sizes, confidence)
@@ -524,10 +530,7 @@ def cluster_delta_ci(
     array = _values(differences, "differences")
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    codes = cluster_codes(clusters, array.size)
-    g = int(codes.max()) + 1
-    if g < 2:
-        raise ValueError(f"a cluster interval needs at least two clusters, got {g}")
+    codes, g = _two_or_more_clusters(clusters, array.size)
     if not np.any(array):
         return ConfidenceInterval(0.0, 0.0)
     sizes = np.bincount(codes, minlength=g).astype(float)
