@@ -1,7 +1,7 @@
 """`make mlflow-shots`: screenshots of what a researcher sees in the MLflow UI, for the README.
 
     python -m experiments.tools.mlflow_shots                   # writes docs/img/mlflow-*.png
-    python -m experiments.tools.mlflow_shots --keep /tmp/shots # and keeps the store, runs and raw shots
+    python -m experiments.tools.mlflow_shots --keep shots/    # and keeps the store, runs and raw shots
 
 Into a fresh SQLite store it runs a 3-point sweep (spark25, exp05, boost weight 0, 0.2, 0.35) and a
 study of the same weights, as a user does (memeval-run -m, memeval-study), starts `mlflow ui` on
