@@ -27,6 +27,7 @@ import os
 import sys
 import traceback
 import typing
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -97,6 +98,7 @@ def console_script(main: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(main)
     def run(*args: Any, **kwargs: Any) -> Any:
         full = os.environ.get(FULL_ERROR) == "1"
+        warnings.formatwarning = _one_line_warning  # what the user should know, not where it was raised
         try:
             with _hydra_raises():
                 return main(*args, **kwargs)
@@ -112,6 +114,13 @@ def console_script(main: Callable[..., Any]) -> Callable[..., Any]:
             sys.exit(EXIT_FAILED)
 
     return run
+
+
+def _one_line_warning(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> str:
+    """A warning on the console as one line (`warning: ...`), as an error is; a library's own warnings
+    (not memeval's UserWarnings) keep their category's name."""
+    kind = "" if category is UserWarning else f" ({category.__name__})"
+    return f"warning{kind}: {message}\n"
 
 
 def _print_below_hydra(err: BaseException) -> None:

@@ -62,3 +62,12 @@ def locomo_file() -> Path:
     if not LOCOMO.is_file():  # a missing dataset is a failure, never a silent skip
         pytest.fail(f"LoCoMo data not found at {LOCOMO}")
     return LOCOMO
+
+
+@pytest.fixture(autouse=True)
+def _statistics_warnings_said_afresh():
+    """Each test hears the statistics' once-per-process warnings (statistics.warn_once) afresh."""
+    from experiments.evaluate.statistics import _WARNED
+
+    _WARNED.clear()
+    yield

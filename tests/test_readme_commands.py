@@ -100,7 +100,7 @@ def test_the_inline_memeval_commands_run_from_another_directory(tmp_path):
         assert "<" not in command, f"{command!r}: a placeholder this test does not know"
         args = shlex.split(command)
         args[0] = str(Path(sys.executable).parent / args[0].rsplit("/", 1)[1])
-        if args[0].endswith(COMPOSE_ONLY) or "variant=system" in args:
+        if args[0].endswith(COMPOSE_ONLY) or "variant=system" in args or "suite=beam" in args:
             args.append("--cfg=job")  # minutes of BEAM work, or a live service: only that it composes
         if args[0].endswith("memeval-serve"):
             args.append("--help")  # it would serve until stopped (tests/test_live_serve.py runs it for real)

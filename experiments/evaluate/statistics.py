@@ -415,6 +415,17 @@ def _cluster_bootstrap_cis(
     return {name: out[name] for name in arrays}
 
 
+_WARNED: set[str] = set()
+
+
+def warn_once(message: str) -> None:
+    """A statistics warning, said once per process: a report compares many metrics and labels on the same
+    queries, and the reader needs to hear it once, not once per table."""
+    if message not in _WARNED:
+        _WARNED.add(message)
+        warnings.warn(message, UserWarning, stacklevel=3)
+
+
 def _two_or_more_clusters(clusters: ArrayLike, n: int) -> tuple[np.ndarray, int]:
     """Each value's cluster number and how many clusters: a cluster interval needs two or more."""
     codes = cluster_codes(clusters, n)
@@ -693,7 +704,7 @@ def compare(
     chosen, reason = unit_choice(unit, clusters, base.size)
     warning = unit_warning(chosen, clusters, base.size)
     if warning and chosen == "query":
-        warnings.warn(warning, stacklevel=2)
+        warn_once(warning)
     resampled = clusters if chosen == "cluster" else None
     n_clusters = int(clusters.max()) + 1 if clusters is not None else base.size
     names = [baseline] + [name for name in runs if name != baseline]

@@ -13,7 +13,6 @@ questions about one conversation are not independent (experiments/evaluate/stati
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +31,7 @@ from experiments.evaluate.statistics import (
     design_effect_warning,
     unit_choice,
     unit_warning,
+    warn_once,
 )
 from experiments.suites.suite import Suite
 from retrieval.pipeline import RunOutput
@@ -251,7 +251,7 @@ def summarize(
             effects = {m: design_effect(v, clusters) for m, v in complete.items()}
             unit_note = unit_warning(chosen, clusters, n)
             if chosen == "query" and unit_note:  # one cluster: the fall back to queries is never silent
-                warnings.warn(unit_note, stacklevel=2)
+                warn_once(unit_note)
             notes = [unit_note, design_effect_warning(effects, len(set(clusters)))]
             statistics = {
                 "unit": chosen,
