@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,18 +17,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.live_services import free_port
 from tests.support import CACHE_DIR, REPO
 
 pytestmark = pytest.mark.slow
 
 ENV = {**os.environ, "MLFLOW_TRACKING_URI": "", "HF_HUB_OFFLINE": "1"}
 SPARK_MEMORIES = 306
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def health(url: str) -> dict | None:

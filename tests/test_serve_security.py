@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ import yaml
 
 from experiments.run.compose import compose_config
 from experiments.serve.service import OVERRIDE_KEYS_FILE, MemoryService
+from tests.live_services import free_port
 from tests.support import CACHE_DIR, REPO
 
 SECRET_ENV = "MEMEVAL_SERVE_TEST_SECRET"
@@ -47,12 +47,6 @@ RECORDS = [  # two instructions among facts (instruction_tagging tags the user's
     {"id": "m4", "text": "Never use bullet points in recipe answers.", "role": "user"},
     {"id": "m5", "text": "The recipe for bread needs 500 g of flour.", "role": "assistant"},
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextmanager

@@ -121,12 +121,14 @@ def child_run_name(variant: str, varying: Mapping[str, Any]) -> str:
 def varying_overrides(overrides_per_run: Sequence[Sequence[str]]) -> list[str]:
     """The override keys whose value differs between runs (or that only some runs give), in first-seen
     order: what a sweep or a study varies."""
-    parsed = [_override_values(o) for o in overrides_per_run]
+    parsed = [override_values(o) for o in overrides_per_run]
     keys = list(dict.fromkeys(k for p in parsed for k in p))
     return [k for k in keys if len({p.get(k) for p in parsed}) > 1]
 
 
-def _override_values(overrides: Sequence[str]) -> dict[str, str]:
+def override_values(overrides: Sequence[str]) -> dict[str, str]:
+    """`key=value` overrides as key -> value as given, `+key`/`~key` by their bare key (MLflow refuses
+    `+` and `~` in a key)."""
     pairs = (o.split("=", 1) for o in overrides if "=" in o)
     return {key.lstrip("+~"): value for key, value in pairs}
 
@@ -145,7 +147,7 @@ def sweep_axes(overrides: Sequence[str]) -> dict[str, str]:
 def job_values(cfg: DictConfig, overrides: Sequence[str], keys: Sequence[str]) -> dict[str, Any]:
     """This run's value of each of `keys`: the config's value where the key is a setting (so a sweep's `0`
     and a study's `0.0` read alike), else the override as given (a group choice, `variant=bm25`)."""
-    given = _override_values(overrides)
+    given = override_values(overrides)
     out: dict[str, Any] = {}
     for key in keys:
         value = OmegaConf.select(cfg, key, default=None, throw_on_missing=False)

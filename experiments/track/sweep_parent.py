@@ -104,15 +104,14 @@ class MlflowSweepCallback(Callback):
         from hydra.utils import instantiate
 
         from experiments.track.mlflow_tracker import open_parent_run
-        from experiments.track.run_params import sweep_axes
+        from experiments.track.run_params import override_values, sweep_axes
 
         overrides = [str(o) for o in config.hydra.overrides.task]
         axes = {**sweep_axes(overrides), **_sweeper_params(config)}
         # The sweep's values under `sweep.<key>`, never under the children's own key (whose column must
         # hold one number a row); the settings every job shares under their own. `+key`, `~key`: MLflow
         # rejects '+' and '~' in param keys; the bare key is the name.
-        pairs = (o.split("=", 1) for o in overrides if "=" in o)
-        params = {key.lstrip("+~"): value for key, value in pairs if key.lstrip("+~") not in axes}
+        params = {key: value for key, value in override_values(overrides).items() if key not in axes}
         params.update({f"sweep.{key}": values for key, values in axes.items()})
         command = " ".join(["memeval-run -m", *overrides])
         swept = "; ".join(f"{key} over {values}" for key, values in axes.items()) or "no swept setting"
