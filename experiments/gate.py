@@ -4,7 +4,7 @@
     python -m experiments.gate beam100k hybrid --run-dir outputs/beam/hybrid/...   # gate a finished run
     python -m experiments.gate spark25 hybrid --refresh        # rewrite the baseline, on purpose
 
-Sits after `experiments.run` in the data flow. The gate config (conf/gate/<gate>.yaml) names the
+Sits after `experiments.run` in the data flow. The gate config (experiments/gates/<gate>.yaml) names the
 gated metrics, their absolute floors, the largest tolerated drop of the mean, and the test's alpha.
 The baseline (reports/baselines/<gate>-<variant>.json) holds the per-query values of the gated
 metrics plus the suite hash, config and commit they came from. The gate fails (exit 1) when a mean
@@ -51,11 +51,13 @@ from experiments.evaluate.statistics import (
 from experiments.evaluate.table import query_cluster
 from experiments.exit_codes import ArgumentParser, console_script
 from experiments.report.render import code, md
-from experiments.run.compose import CONF_DIR, compose_config
+from experiments.run.compose import compose_config
 from experiments.track.finished_runs import RunError, RunRecord, higher_is_better, load_run_dir
 from experiments.track.mlflow_tracker import git_commit
 from retrieval.encoder import ModelNotFoundError
 
+# The gate configs: read with yaml here (no Hydra config group), shipped beside this module.
+GATES_DIR = Path(__file__).with_name("gates")
 BASELINE_ENV = "MEMEVAL_BASELINE_DIR"
 # Config keys that define what was measured; a baseline records them and the gate shows differences.
 CONFIG_PREFIXES = ("suite.", "variant.", "stage.", "encoder.model", "depth")
@@ -105,9 +107,9 @@ class GateConfig:
     def load(cls, name_or_path: str) -> GateConfig:
         path = Path(name_or_path)
         if not path.suffix:
-            path = CONF_DIR / "gate" / f"{name_or_path}.yaml"
+            path = GATES_DIR / f"{name_or_path}.yaml"
         if not path.is_file():
-            known = sorted(p.stem for p in (CONF_DIR / "gate").glob("*.yaml"))
+            known = sorted(p.stem for p in GATES_DIR.glob("*.yaml"))
             raise GateError(f"no gate config {path}; known gates: {', '.join(known)}")
         raw = yaml.safe_load(path.read_text()) or {}
         metrics = tuple(raw.get("metrics") or ())
@@ -618,7 +620,7 @@ def check_baseline_before_running(
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = ArgumentParser(prog="memeval-gate", description=__doc__.split("\n\n")[0])
-    parser.add_argument("gate", help="gate config: conf/gate/<name>.yaml (e.g. spark25, beam100k) or a path")
+    parser.add_argument("gate", help="gate config: experiments/gates/<name>.yaml (e.g. spark25, beam100k) or a path")
     parser.add_argument("variant", help="variant to gate (conf/variant/<name>.yaml)")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides when the gate runs the suite")
     parser.add_argument("--run-dir", type=Path, help="gate this finished run directory instead of running")

@@ -103,7 +103,10 @@ def test_help_text_is_the_one_hydra_renders_for_each_app():
         "train_reranker": "experiments.training.reranker",
     }
     for config_name, module in apps.items():
-        code = f"import sys; from {module} import run_app; sys.argv = ['app', '--help']; run_app()"
+        code = (
+            "import sys; from experiments.config_setup import setup; setup(); "
+            f"from {module} import run_app; sys.argv = ['app', '--help']; run_app()"
+        )
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env())
         assert done.returncode == 0, done.stderr
         assert done.stdout == help_text(config_name) + "\n", config_name
@@ -135,7 +138,12 @@ def test_the_wheel_lists_every_package_of_the_tree():
         for d in conf.rglob("*")
         if d.is_dir() and "__pycache__" not in d.parts and any(d.glob("*.yaml"))
     }
-    assert listed == tree | {"experiments.conf", "hydra_plugins"} | groups
+    data = {  # YAML read beside the code that reads it (experiments/gates/): shipped as data packages
+        ".".join(d.relative_to(REPO).parts)
+        for d in (REPO / "experiments").rglob("*")
+        if d.is_dir() and any(d.glob("*.yaml")) and not (d / "__init__.py").exists()
+    }
+    assert listed == tree | {"experiments.conf", "hydra_plugins"} | groups | data
 
 
 def test_python_m_experiments_run_composes_the_run_config(tmp_path):

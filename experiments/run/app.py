@@ -28,10 +28,11 @@ from hydra.types import RunMode
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from experiments.config_setup import setup
 from experiments.evaluate.metrics.official import check_metrics
 from experiments.exit_codes import console_script
 from experiments.run.build import pipeline_from_config
-from experiments.run.compose import answer_help, yaml_text
+from experiments.run.compose import answer_help, finish_variant, yaml_text
 from experiments.run.config_check import SUITE_REPORT_KEYS, ConfigError, check_config
 from experiments.run.phase_lines import PhaseLines, silent
 from experiments.run.resume import (
@@ -45,7 +46,6 @@ from experiments.run.resume import (
     resume_enabled,
     run_version,
 )
-from experiments.run.stage_order import pin_stage_order
 from experiments.run.trec import write_qrels, write_run
 from experiments.suites.suite import Problem, Suite, SuiteError
 from experiments.track.mlflow_tracker import (
@@ -302,7 +302,6 @@ def _run_experiment(
 ) -> dict[str, Any]:
     # One resolution (hash, config.yaml, params, the sweep memo's stage keys); a config that does not
     # resolve gets check_config's list of every problem first.
-    pin_stage_order(cfg)
     resolved = _resolved(cfg)
     # every config problem at once (ConfigError), before any data is read
     pipeline = check_config(cfg, memo=process_memo() if multirun else None, resolved=resolved)
@@ -560,6 +559,7 @@ def _job_failed(cfg: DictConfig, run_dir: Path, parent: dict[str, str], err: Bas
 @hydra.main(version_base="1.3", config_path="pkg://experiments.conf", config_name="config")
 def run_app(cfg: DictConfig) -> float | None:
     hydra_cfg = HydraConfig.get()
+    finish_variant(cfg, hydra_cfg.runtime.choices.get("variant"))  # its name and stage order
     run_dir = Path(hydra_cfg.runtime.output_dir)
     multirun = hydra_cfg.mode == RunMode.MULTIRUN
     parent = read_parent(hydra_cfg.sweep.dir) if multirun and cfg.tracking.enabled else {}
@@ -609,6 +609,7 @@ def run_app(cfg: DictConfig) -> float | None:
 def main() -> None:
     """`memeval-run`: the Hydra app, or its help text at once (without Hydra's slow group listing)."""
     if not answer_help("config", sys.argv[1:]):
+        setup()
         run_app()
 
 

@@ -1,5 +1,5 @@
 """Building a retrieval pipeline from the run config: Hydra's `_target_` nodes -> checked stages ->
-`retrieval.pipeline.Pipeline`.
+`retrieval.pipeline.Pipeline`, in the variant's order (`stage_order`: by kind unless the variant states one).
 
 Sits in the run flow between composing the config (compose.py) and running the pipeline (app.py). The
 system under test (`retrieval/`) knows nothing of Hydra: this module instantiates each stage's node,
@@ -11,6 +11,7 @@ resolved config and named files are unchanged is taken from the process memo ins
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 import os
 import re
@@ -19,19 +20,45 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from retrieval.field_types import field_type_problems
-from retrieval.pipeline import Pipeline, PipelineConfigError
+from retrieval.pipeline import STAGE_KINDS, Pipeline, PipelineConfigError, stage_kind
 from retrieval.reuse import ProcessMemo
 from retrieval.stage import FieldError, Stage, range_problems, stage_ranges
 
 
+def stage_order(stages: Mapping[str, Any]) -> list[str]:
+    """The order a variant that states none runs its stages in: the slots of its `stage` mapping by their
+    class's kind (ingest -> retriever -> fusion -> rank, retrieval.pipeline.STAGE_KINDS), and within a kind
+    in the order its defaults list composed them. A child variant adds a stage by naming it in its
+    defaults (after the parent: it runs after the parent's stages of its kind; before: before them),
+    replaces one with `override /stage@stage.<slot>: <name>` (same place) and drops one with
+    `override /stage@stage.<slot>: null`. A variant whose order is not this one states `variant.stages`.
+    A slot whose `_target_` names no stage class keeps its place after the others: building it says why."""
+    keyed = []
+    for position, name in enumerate(stages):
+        node = stages.get(name)
+        target = node.get("_target_") if hasattr(node, "get") else None
+        kind = _kind_of(target) if isinstance(target, str) else None
+        keyed.append((STAGE_KINDS.index(kind) if kind else len(STAGE_KINDS), position, str(name)))
+    return [name for _, _, name in sorted(keyed)]
+
+
+def _kind_of(target: str) -> str | None:
+    module, _, name = target.rpartition(".")
+    try:
+        return stage_kind(getattr(importlib.import_module(module), name))
+    except (ImportError, AttributeError, ValueError):
+        return None
+
+
 def pipeline_from_config(
-    order: Sequence[str],
+    order: Sequence[str] | None,
     stages: Mapping[str, Any],
     depth: int,  # the run config's `depth` (conf/config.yaml states its default once)
     memo: ProcessMemo | None = None,
     resolved: Mapping[str, Any] | None = None,
 ) -> Pipeline:
-    """Build from a variant's stage order and the `stage` config mapping (Hydra `_target_` nodes).
+    """Build from a variant's stage order (None: `stage_order`) and the `stage` config mapping (Hydra
+    `_target_` nodes).
 
     Every stage's values are checked before the pipeline exists: each field against its annotation
     (retrieval.field_types.field_type_problems), then the stage's own ranges on construction. One
@@ -41,6 +68,7 @@ def pipeline_from_config(
     `resolved`: the same `stage` mapping already resolved to plain containers (a run resolves its
     whole config once): the memo's keys are made from it instead of resolving each stage again.
     """
+    order = stage_order(stages) if order is None else order
     missing = [name for name in order if name not in stages]
     if missing:
         raise PipelineConfigError(f"variant names stages with no config under `stage`: {missing}")

@@ -1,5 +1,6 @@
-"""Where the Hydra configs live (inside the package, so installed console scripts find them) and one
-way to compose them outside a Hydra app (gate, reports, benchmarks, tests).
+"""Where the Hydra configs live (inside the package, so installed console scripts find them), the one way
+to compose them outside a Hydra app (gate, reports, studies, the server, benchmarks, tests), and what every
+composition finishes alike: the variant's name and stage order (`finish_variant`).
 
     cfg = compose_config(["suite=beam", "variant=dense"])
 """
@@ -8,12 +9,18 @@ from __future__ import annotations
 
 import functools
 import importlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
-from omegaconf import DictConfig, OmegaConf
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
+
+from experiments.config_setup import register_resolvers, setup
+from experiments.run.build import stage_order
+from experiments.run.stage_nodes import stage_classes
 
 # conf/ at the top of the checkout, shipped as the package experiments.conf (pyproject's package-dir):
 # the package's folder is the config folder in a checkout, an editable install and a wheel alike.
@@ -24,12 +31,50 @@ if getattr(_CONF, "__file__", None) is None:
 CONF_DIR = Path(_CONF.__file__).resolve().parent
 
 
-def compose_config(overrides: Sequence[str] = (), config_name: str = "config") -> DictConfig:
-    """The config `memeval-run <overrides>` would see (without Hydra's runtime fields)."""
-    from hydra import compose, initialize_config_dir
+def compose_config(
+    overrides: Sequence[str] = (), config_name: str = "config", *, hydra_node: bool = False
+) -> DictConfig:
+    """The config `memeval-run <overrides>` would run (finish_variant), without Hydra's node; with it
+    (`hydra_node=True`) as composed, before `run_config` finishes it. Also from inside a Hydra app
+    (memeval-study), whose Hydra reads the same conf dir."""
+    setup()
+    if GlobalHydra.instance().is_initialized():
+        cfg = compose(config_name=config_name, overrides=list(overrides), return_hydra_config=True)
+    else:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cfg = compose(config_name=config_name, overrides=list(overrides), return_hydra_config=True)
+    return cfg if hydra_node else run_config(cfg)
 
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose(config_name=config_name, overrides=list(overrides))
+
+def run_config(cfg: DictConfig) -> DictConfig:
+    """A config composed with Hydra's node as its run sees it: the node removed (as Hydra's compose() and
+    its jobs remove it), the variant named by the choice the node records and its stages ordered."""
+    choice = cfg.hydra.runtime.choices.get("variant")
+    with open_dict(cfg):
+        del cfg["hydra"]
+    return finish_variant(cfg, choice)
+
+
+def finish_variant(cfg: DictConfig, choice: str | None) -> DictConfig:
+    """What a variant file does not state (conf/config.yaml: `variant: {stages: null, name: null}`), filled in:
+    - `variant.name`: the variant's file name, `choice` (`variant=exp05` runs as `exp05`: run.trec's tag, the
+      MLflow run name);
+    - `variant.stages`: the order of its stages by kind (experiments.run.build.stage_order).
+    `variant.name=label` and `variant.stages=[...]`, on the command line or in a variant file, win. The
+    Hydra apps call it with their job's choice (HydraConfig), compose_config with its composition's."""
+    variant = cfg.get("variant")
+    if not isinstance(variant, DictConfig):
+        return cfg
+    with read_write(variant), open_dict(variant):
+        if choice is not None and variant.get("name") is None:
+            variant.name = choice
+        if (
+            not OmegaConf.is_interpolation(variant, "stages")
+            and variant.get("stages") is None
+            and isinstance(cfg.get("stage"), DictConfig)
+        ):
+            variant.stages = stage_order(cfg.stage)
+    return cfg
 
 
 def parse_overrides(overrides: Sequence[str]) -> list:
@@ -79,6 +124,53 @@ def apply_values(cfg: DictConfig, values: list) -> DictConfig:
     return cfg
 
 
+class Composer:
+    """The configs of many override lists (a sweep's jobs, a study's rows) for one Hydra composition per
+    distinct set of the overrides that shape it (`shapes_composition`): configs that differ only in values
+    (`stage.x.weight=0,0.1,...`) share one composition, then get their values set as Hydra sets them
+    (`apply_values`): the same configs as Hydra's own, at a fraction of the cost (tests/test_sweeps.py and
+    tests/test_study.py compare them).
+
+    `compose(shaping overrides)` composes one: compose_config (a study) or the launcher's config loader (a
+    sweep). `given`, a config composed already from `given_overrides` (a sweep's master config: its command
+    line without its sweeps), is the base of an override list with the same shaping overrides whose values
+    include the given ones, each set again as it was. A `+key=` addition is never applied twice: such a
+    list is composed. Scoped to one sweep or study: the YAML files cannot change under it unseen for long.
+    """
+
+    def __init__(
+        self,
+        compose: Callable[[list[str]], DictConfig],
+        given: DictConfig | None = None,
+        given_overrides: Sequence[str] = (),
+    ) -> None:
+        self._compose = compose
+        self._bases: dict[tuple[str, ...], DictConfig] = {}
+        self.given = given
+        shaping, values = split_overrides(given_overrides)
+        self._given_key = tuple(o.input_line for o in shaping)
+        self._given_values = {o.input_line for o in values}
+
+    def __call__(self, overrides: Sequence[str]) -> DictConfig:
+        shaping, values = split_overrides(overrides)
+        key = tuple(o.input_line for o in shaping)
+        if self._is_given(key, values):
+            base = self.given
+        elif key in self._bases:
+            base = self._bases[key]
+        else:
+            base = self._bases[key] = self._compose(list(key))
+        return apply_values(base, values)
+
+    def _is_given(self, key: tuple[str, ...], values: list) -> bool:
+        return (
+            self.given is not None
+            and key == self._given_key
+            and self._given_values <= {o.input_line for o in values}
+            and not any(o.is_add() for o in values)
+        )
+
+
 def config_copy(cfg: DictConfig) -> DictConfig:
     """`copy.deepcopy(cfg)`, made by a pickle round trip: C code where OmegaConf's deepcopy is Python
     code node by node (a sweep copies each job's config), and the same tree, every node's value, type,
@@ -103,10 +195,8 @@ def config_groups() -> dict[str, list[str]]:
         if group != "." and group != "hydra" and not group.startswith("hydra/"):
             groups.setdefault(group, []).append(path.stem)
     # The stage nodes built from the classes are options as well (experiments/run/stage_nodes.py).
-    from experiments.run.stage_nodes import STAGE_CLASSES
-
-    groups["stage"] = sorted({*groups.get("stage", []), *STAGE_CLASSES})
-    groups["stage/dataclass"] = sorted(STAGE_CLASSES)
+    groups["stage"] = sorted({*groups.get("stage", []), *stage_classes()})
+    groups["stage/dataclass"] = sorted(stage_classes())
     return {group: sorted(options) for group, options in sorted(groups.items())}
 
 
@@ -118,8 +208,7 @@ def help_text(config_name: str) -> str:
     """
     import string
 
-    import yaml
-
+    register_resolvers()
     # The app's config selects its help template (`override hydra/help: <name>`, conf/hydra/help/).
     conf = yaml.safe_load((CONF_DIR / f"{config_name}.yaml").read_text())
     key = "override hydra/help"

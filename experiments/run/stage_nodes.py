@@ -8,63 +8,50 @@ Hydra's ConfigStore as `_target_` plus its fields' defaults, twice:
   (`defaults: [dataclass/dense@_here_, _self_]`) when it wires components (`encoder: ${encoder}`) or
   differs on purpose, stating only that.
 
-Hydra itself runs the registration (hydra_plugins/memeval_config: Hydra imports its plugin modules before
-it composes anything), so every way of composing (the @hydra.main apps, compose_config, tests with
-initialize_config_dir) sees the same nodes. The values are plain YAML
-values (tuples as lists, mappings as dicts, a component's default as its own `_target_` node), so `--cfg job`
+The stage classes are found, not listed: every `Stage` subclass defined in a module of STAGE_PACKAGES, by
+its `name`. The registration runs in experiments.config_setup.setup(), which every entry point calls before
+it composes. The values are plain YAML values (tuples as lists, mappings as dicts, a component's default as its own `_target_` node), so `--cfg job`
 shows every field and `stage.bm25.k1=1.2` overrides it as before.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
+import pkgutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-# The stage name a variant picks (`/stage@stage.<slot>: <name>`) -> its class. A YAML in conf/stage/ of the
-# same name, if any, takes the name and starts from `dataclass/<name>`.
-STAGE_CLASSES: dict[str, str] = {
-    "abstention_gate": "retrieval.stages.abstention_gate.AbstentionGate",
-    "action_domain": "retrieval.stages.action_domain.ActionDomainClassifier",
-    "actionability": "retrieval.stages.actionability.ActionabilityGate",
-    "advisory_tiers": "retrieval.stages.advisory_tiers.AdvisoryTiers",
-    "bm25": "retrieval.retrievers.bm25.BM25Retriever",
-    "conciseness_penalty": "retrieval.stages.conciseness_penalty.ConcisenessPenalty",
-    "cross_encoder": "retrieval.stages.cross_encoder.CrossEncoderRerank",
-    "current_state": "retrieval.stages.current_state.CurrentState",
-    "decay": "retrieval.stages.decay.TimeDecay",
-    "dense": "retrieval.retrievers.dense.DenseRetriever",
-    "enrichment": "retrieval.stages.enrichment.ContextualEnrichment",
-    "feedback": "retrieval.retrievers.feedback.FeedbackRetriever",
-    "graph": "retrieval.retrievers.graph.GraphRetriever",
-    "graph_build": "retrieval.stages.graph_build.GraphBuild",
-    "graph_expand": "retrieval.stages.graph_expand.GraphExpand",
-    "importance_prune": "retrieval.stages.importance_prune.ImportancePrune",
-    "instruction_boost": "retrieval.stages.instruction_boost.InstructionBoost",
-    "instruction_tagging": "retrieval.stages.instruction_tagging.InstructionTagging",
-    "intent_route": "retrieval.stages.intent_route.IntentRouter",
-    "keyword_tags": "retrieval.stages.keyword_tags.KeywordTags",
-    "learned_fusion": "retrieval.stages.learned_fusion.LearnedFusion",
-    "mmr": "retrieval.stages.mmr.MMRDiversity",
-    "passage": "retrieval.retrievers.passage.PassageRetriever",
-    "retrieval_gate": "retrieval.stages.retrieval_gate.RetrievalGate",
-    "rrf": "retrieval.fusions.rrf.RRFFusion",
-    "score_floor": "retrieval.stages.score_floor.ScoreFloor",
-    "system": "retrieval.retrievers.system.SystemRetriever",
-    "tag_boost": "retrieval.stages.tag_boost.TagBoost",
-    "tier_fusion": "retrieval.fusions.tier_fusion.TierFusion",
-    "tiered": "retrieval.retrievers.tiered.TieredRetriever",
-    "topic_tags": "retrieval.stages.topic_tags.TopicTags",
-    "trec_run": "retrieval.retrievers.trec_run.TrecRunRetriever",
-    "weighted": "retrieval.fusions.weighted.WeightedFusion",
-}
+from hydra.core.config_store import ConfigStore
+
+from retrieval.stage import Stage
+
+# The packages whose modules define the stage classes (one stage per file): each `Stage` subclass defined
+# there is the option `<its name>` of the `stage` group.
+STAGE_PACKAGES = ("retrieval.retrievers", "retrieval.fusions", "retrieval.stages")
 
 
-def stage_class(target: str) -> type:
-    module, _, name = target.rpartition(".")
-    return getattr(importlib.import_module(module), name)
+@functools.cache
+def stage_classes() -> dict[str, type[Stage]]:
+    """Every stage class of STAGE_PACKAGES by its `name`, sorted by name (a module of the packages imported
+    once; a name given twice is an error)."""
+    found: dict[str, type[Stage]] = {}
+    for package in map(importlib.import_module, STAGE_PACKAGES):
+        for info in pkgutil.iter_modules(package.__path__, f"{package.__name__}."):
+            module = importlib.import_module(info.name)
+            for cls in vars(module).values():
+                if isinstance(cls, type) and issubclass(cls, Stage) and cls.__module__ == module.__name__:
+                    if cls.name in found:
+                        raise TypeError(f"two stage classes are named {cls.name!r}: {found[cls.name]}, {cls}")
+                    found[cls.name] = cls
+    return dict(sorted(found.items()))
+
+
+def stage_target(cls: type) -> str:
+    """The `_target_` that names a class."""
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def field_defaults(cls: type) -> dict[str, Any]:
@@ -80,16 +67,16 @@ def field_defaults(cls: type) -> dict[str, Any]:
     return out
 
 
-def stage_node(target: str) -> dict[str, Any]:
-    """`_target_` and the defaults of the class it names: what a stage YAML used to restate."""
-    return {"_target_": target, **field_defaults(stage_class(target))}
+def stage_node(cls: type) -> dict[str, Any]:
+    """`_target_` and the defaults of a stage class: what a stage YAML used to restate."""
+    return {"_target_": stage_target(cls), **field_defaults(cls)}
 
 
 def yaml_value(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         cls = type(value)
         return {
-            "_target_": f"{cls.__module__}.{cls.__qualname__}",
+            "_target_": stage_target(cls),
             **{f.name: yaml_value(getattr(value, f.name)) for f in dataclasses.fields(value) if f.init},
         }
     if isinstance(value, Mapping):
@@ -101,13 +88,11 @@ def yaml_value(value: Any) -> Any:
 
 def register_stage_nodes() -> None:
     """Store every stage's node in Hydra's ConfigStore (idempotent: storing again replaces it)."""
-    from hydra.core.config_store import ConfigStore
-
     conf = importlib.import_module("experiments.conf")  # conf/ (experiments.run.compose.CONF_DIR)
     store = ConfigStore.instance()
     with_yaml = {p.stem for p in (Path(str(conf.__file__)).parent / "stage").glob("*.yaml")}
-    for name, target in STAGE_CLASSES.items():
-        node = stage_node(target)
+    for name, cls in stage_classes().items():
+        node = stage_node(cls)
         store.store(group="stage/dataclass", name=name, node=node)
         if name not in with_yaml:
             store.store(group="stage", name=name, node=node)

@@ -23,7 +23,7 @@ from experiments.exit_codes import BAD_INPUT, RULE, ArgumentParser, console_scri
 
 SAFETY = """safety: memeval-serve runs no code a client sends.
   - A config_override is a plain value (number, boolean, string, or a list of those) for a declared
-    value field of a stage the served variant runs (a key of conf/serve/override_keys.yaml or
+    value field of a stage the served variant runs (a key of experiments/serve/override_keys.yaml or
     stage.<name>.<field>), checked against the field's type and range as a command-line override is.
     An object, a `_target_`, an interpolation (`${...}`, `${oc.env:...}`) or any other key is a 400
     naming the key; nothing a client sends is resolved or instantiated.

@@ -13,7 +13,7 @@ served this way gives the in-process run's ranking: the same ids in the same ord
 float scores (JSON carries a float's shortest repr, which reads back to the same float).
 
 `config_override` keys are AtomicMemory-style names mapped onto stage fields by a table
-(conf/serve/override_keys.yaml: `instructionBoostWeight -> stage.instruction_boost.weight`)
+(experiments/serve/override_keys.yaml: `instructionBoostWeight -> stage.instruction_boost.weight`)
 or generic `stage.<name>.<field>` keys; a key that names nothing this variant runs is an error, never
 ignored. An override runs no client code: its value is a plain value (a number, a boolean, a string
 without `${`, or a list of those) for a declared value field of a stage the variant runs, type-checked
@@ -49,14 +49,13 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.run.build import _build_stage
-from experiments.run.compose import CONF_DIR
 from retrieval.field_types import describe_type, field_type_problems, type_hints
 from retrieval.pipeline import Pipeline, PipelineConfigError, _single_channel
 from retrieval.reuse import ProcessMemo
 from retrieval.stage import MAX_CUTOFF, FieldError, Range, Stage, stage_ranges
 from retrieval.types import Candidates, Corpus, Memory, Query, scope_key
 
-OVERRIDE_KEYS_FILE = CONF_DIR / "serve" / "override_keys.yaml"
+OVERRIDE_KEYS_FILE = Path(__file__).with_name("override_keys.yaml")
 
 
 class ServiceError(ValueError):

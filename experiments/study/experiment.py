@@ -16,6 +16,7 @@ re-run. With tracking on, the study is one MLflow parent run with a child per ro
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -29,6 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from experiments.names import under_root
 from experiments.report import analysis
+from experiments.run.compose import Composer, compose_config, run_config
 from experiments.study.plan import Row, StudyPlan, load_plan
 from experiments.track.finished_runs import (
     RunError,
@@ -159,11 +161,10 @@ def row_config(
     tracking: Any = _KEEP,
     cache_dir: Any = _KEEP,
     progress: bool = False,
-    composer: RowComposer | None = None,
+    composer: Composer | None = None,
 ) -> DictConfig:
     """The run config of one row: what `memeval-run <its overrides>` would see, with the study's settings."""
-    overrides = plan.row_overrides(row)
-    cfg = composer(overrides) if composer is not None else _compose(overrides)
+    cfg = run_config((composer or row_composer())(plan.row_overrides(row)))
     missing = [m for m in plan.metrics if m not in cfg.metrics]
     if missing:  # a plan's metric the run would not compute (R@100): added, so a re-run computes it
         cfg.metrics = [*cfg.metrics, *missing]
@@ -179,39 +180,10 @@ def row_config(
     return cfg
 
 
-def _compose(overrides: list[str]) -> DictConfig:
-    """compose_config, also from inside a Hydra app (memeval-study), whose Hydra reads the same conf dir."""
-    from hydra import compose
-    from hydra.core.global_hydra import GlobalHydra
-
-    from experiments.run.compose import compose_config
-
-    if GlobalHydra.instance().is_initialized():
-        return compose(config_name="config", overrides=overrides)
-    return compose_config(overrides)
-
-
-class RowComposer:
-    """Composes a plan's row configs; rows that differ only in values (a sweep: `stage.x.weight=0.2`) share
-    one Hydra composition of their config-group choices, then get their values set as Hydra sets them.
-
-    Hydra applies every value override after composing the defaults list, in order, so this is the same
-    config (tests/test_study.py compares both for the committed plans); a composition costs far more than
-    setting values. Anything else (a group choice, `key@package=`, `~key`, `hydra.*`) goes into
-    the composition's key. Scoped to one plan run: the YAML files cannot change under it unseen for long.
-    """
-
-    def __init__(self) -> None:
-        self._bases: dict[tuple[str, ...], DictConfig] = {}
-
-    def __call__(self, overrides: Sequence[str]) -> DictConfig:
-        from experiments.run.compose import apply_values, split_overrides
-
-        groups, values = split_overrides(overrides)
-        key = tuple(o.input_line for o in groups)
-        if key not in self._bases:
-            self._bases[key] = _compose(list(key))
-        return apply_values(self._bases[key], values)
+def row_composer() -> Composer:
+    """The composer of a plan's rows: rows that differ only in values (a sweep: `stage.x.weight=0.2`) share
+    one Hydra composition (experiments.run.compose.Composer, the sweep launcher's too)."""
+    return Composer(functools.partial(compose_config, hydra_node=True))
 
 
 def _slug(name: str) -> str:
@@ -248,7 +220,7 @@ def run_plan(
                 for s in plan.suites
             ),
         )
-    composer = RowComposer()
+    composer = row_composer()
     configs = [
         row_config(plan, r, tracking=tracking, cache_dir=cache_dir, progress=progress, composer=composer)
         for r in plan.rows

@@ -11,7 +11,7 @@ links and images of the report (its plots) are rebased so they still resolve fro
 A block `<!-- generated headline from reports/X/report.md -->` holds only links to the report (Markdown,
 HTML) and its headline table (the one under "Variants × metrics"): docs/results.md is such a page, so
 each result is stored once, in its report. A block `<!-- generated: variants -->` lists
-conf/variant/*.yaml with each file's first comment and its stages in the order they run.
+conf/variant/*.yaml with the first sentence of each file's comment and its stages in the order they run.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 from experiments import PROJECT_ROOT
+from experiments.run.compose import compose_config
 
 ROOT = PROJECT_ROOT
 BLOCK = re.compile(
@@ -40,21 +41,30 @@ def _demote(markdown: str, levels: int = 2) -> str:
 
 
 def variants_list(root: Path = ROOT) -> str:
-    """Each variant's first comment line and its stages in the order they run (derived: stage_order)."""
-    from hydra import compose, initialize_config_dir
-
+    """Each variant's first sentence (of its leading comment) and its stages in the order they run."""
     rows = ["| variant | what it is | stages, in order |", "|---|---|---|"]
-    with initialize_config_dir(config_dir=str(root / "conf"), version_base="1.3"):
-        for path in sorted((root / "conf" / "variant").glob("*.yaml")):
-            comments = [
-                ln.lstrip("# ").strip()
-                for ln in path.read_text().splitlines()
-                if ln.startswith("#") and "@package" not in ln
-            ]
-            stages = compose(config_name="config", overrides=[f"variant={path.stem}"]).variant.stages
-            order = " → ".join(f"`{s}`" for s in stages)
-            rows.append(f"| `{path.stem}` | {comments[0] if comments else ''} | {order} |")
+    for path in sorted((root / "conf" / "variant").glob("*.yaml")):
+        stages = compose_config([f"variant={path.stem}"]).variant.stages
+        order = " → ".join(f"`{s}`" for s in stages)
+        rows.append(f"| `{path.stem}` | {first_sentence(leading_comment(path.read_text()))} | {order} |")
     return "\n".join(rows) + "\n"
+
+
+def leading_comment(yaml_text: str) -> str:
+    """The comment lines a YAML file starts with (its `# @package` line left out), as one line of text."""
+    lines = []
+    for line in yaml_text.splitlines():
+        if not line.startswith("#"):
+            break
+        if "@package" not in line:
+            lines.append(line.lstrip("# ").strip())
+    return " ".join(lines)
+
+
+def first_sentence(text: str) -> str:
+    """Up to the first full stop followed by a space or the end (`0.5` and `k=60).` do not end one early)."""
+    match = re.match(r"(.+?\.)(?=\s|$)", text)
+    return match[1] if match else text
 
 
 _RELATIVE_TARGET = re.compile(r"(!?\[[^\]]*\]\()([^)\s:#/][^)\s:]*)(\))")

@@ -2,10 +2,9 @@
 
 Hydra's BasicSweeper composes every job's config to validate the batch, then BasicLauncher composes it
 again to run it: two full compositions per job, each about as costly as a warm job's own work. Here the
-sweeper's validation goes through the launcher's composer (it shares the launcher's Hydra context), and
-the launch takes the configs it validated. Jobs of a sweep
-that differ only in values (`stage.x.weight=0,0.1,...`) share one composition of what shapes the config
-(group choices, `hydra.*`, deletions: experiments.run.compose.split_overrides), then get their values set
+sweeper's validation goes through the launcher's SweepLoader (it shares the launcher's Hydra context), and
+the launch takes the configs it validated. Jobs of a sweep that differ only in values (`stage.x.weight=0,0.1,...`) share one composition of what shapes the config
+(group choices, `hydra.*`, deletions: experiments.run.compose.Composer, the study's composer too), then get their values set
 exactly as Hydra sets them, and the few Hydra fields that name the job's overrides
 (`hydra.overrides.task`, `hydra.job.override_dirname`) as Hydra writes them. tests/test_sweeps.py compares
 every job's config, Hydra node included, with Hydra's own composition.
@@ -13,23 +12,20 @@ every job's config, Hydra node included, with Hydra's own composition.
 Each job then runs through `run_job` below: Hydra's own, with its config copies and YAML files made
 cheaper (what it changes is listed there).
 
-Selected in conf/config.yaml (`override hydra/launcher: memeval`); any sweeper works with it
-(basic, Optuna), and `hydra/launcher=joblib` or `=slurm` work as before (they compose in their workers).
+Selected in conf/config.yaml (`override hydra/launcher: memeval`, conf/hydra/launcher/memeval.yaml); any
+sweeper works with it (basic, Optuna), and `hydra/launcher=joblib` or `=slurm` work as before (they compose
+in their workers). Hydra imports this module in every Hydra app of the environment (its plugin discovery):
+at import it defines classes and imports only Hydra and OmegaConf, never memeval (tests/test_architecture.py).
 """
-
-# No `from __future__ import annotations`: Hydra execs plugin modules outside sys.modules, where
-# dataclasses cannot resolve string annotations.
 
 import gc
 import logging
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hydra._internal.core_plugins.basic_launcher import BasicLauncher
-from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.utils import (
     JobReturn,
@@ -47,62 +43,50 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 log = logging.getLogger(__name__)
 
 
-class SweepComposer:
-    """`load_sweep_config(master, overrides)` as Hydra's config loader computes it, one composition per
-    distinct set of config-shaping overrides."""
+class SweepLoader:
+    """Hydra's config loader, but `load_sweep_config` of this sweep's master config comes from one
+    experiments.run.compose.Composer (one composition per distinct set of config-shaping overrides, the
+    master config reused where it is that composition already), with the few Hydra fields that name the
+    job's own overrides written as Hydra writes them. The sweeper validates each batch with it before the
+    launch (Hydra's BasicSweeper and the Optuna sweeper both do), and the launch takes the configs validated.
+    """
 
-    def __init__(self, config_loader: Any, master: DictConfig) -> None:
-        self.config_loader = config_loader
+    def __init__(self, loader: Any, master: DictConfig) -> None:
+        # Imported here, not at the top: Hydra imports this module in every Hydra app of the environment.
+        from experiments.run.compose import Composer, parse_overrides
+
+        self.loader = loader
         self.master = master
-        self._bases: dict[tuple[str, ...], DictConfig] = {}
-        self._validated: dict[tuple[str, ...], DictConfig] = {}
-        # The master's own command line, its sweeps left out: (shaping overrides, value overrides).
-        from experiments.run.compose import parse_overrides, shapes_composition
-
-        fixed = [o for o in parse_overrides(list(master.hydra.overrides.task)) if not o.is_sweep_override()]
-        self._master_key = tuple(o.input_line for o in fixed if shapes_composition(o))
-        self._master_values = {o.input_line for o in fixed if not shapes_composition(o)}
-
-    def _is_master(self, key: tuple[str, ...], values: list) -> bool:
-        """Whether the master config is this job's composition already: Hydra composed it from the command
-        line without its sweeps, so a job whose shaping overrides are the command line's own (a sweep over
-        values only) and whose values include the command line's, each set again as it was, gets the same
-        config as from a new composition (which costs about two warm jobs' worth). A `+key=` addition is never
-        applied twice: such a job is composed."""
-        given = {o.input_line for o in values}
-        return (
-            key == self._master_key and self._master_values <= given and not any(o.is_add() for o in values)
+        task = parse_overrides(list(master.hydra.overrides.task))
+        self.composer = Composer(
+            lambda key: loader.load_sweep_config(master, key),
+            given=master,
+            given_overrides=[o.input_line for o in task if not o.is_sweep_override()],
         )
+        self._validated: dict[tuple[str, ...], DictConfig] = {}
 
-    def validate(self, overrides: Sequence[str]) -> DictConfig:
-        """Compose a job's config now (an error stops the sweep before any job runs); its launch takes it."""
-        cfg = self(overrides)
+    def load_sweep_config(self, master_config: DictConfig, sweep_overrides: list[str]) -> DictConfig:
+        """A job's config, composed now (an error stops the sweep before any job runs); its launch takes it."""
+        if master_config is not self.master:
+            return self.loader.load_sweep_config(master_config, sweep_overrides)
+        cfg = self.job_config(sweep_overrides)
         if len(self._validated) < 256:  # a huge batch is composed again at launch, not held in memory
-            self._validated[tuple(overrides)] = cfg
+            self._validated[tuple(sweep_overrides)] = cfg
         return cfg
 
     def for_launch(self, overrides: Sequence[str]) -> DictConfig:
         """The job's config: the one validated, else composed now."""
         cfg = self._validated.pop(tuple(overrides), None)
-        return cfg if cfg is not None else self(overrides)
+        return cfg if cfg is not None else self.job_config(overrides)
 
-    def __call__(self, overrides: Sequence[str]) -> DictConfig:
+    def job_config(self, overrides: Sequence[str]) -> DictConfig:
         from hydra._internal.config_loader_impl import get_overrides_dirname
 
-        from experiments.run.compose import apply_values, parse_overrides, shapes_composition
+        from experiments.run.compose import parse_overrides
 
-        parsed = parse_overrides(overrides)
-        key = tuple(o.input_line for o in parsed if shapes_composition(o))
-        values = [o for o in parsed if not shapes_composition(o)]
-        if self._is_master(key, values):
-            base = self.master
-        elif key in self._bases:
-            base = self._bases[key]
-        else:
-            base = self._bases[key] = self.config_loader.load_sweep_config(self.master, list(key))
-        cfg = apply_values(base, values)
+        cfg = self.composer(overrides)
         # What Hydra records of the job's own overrides: all of them, in the order given.
-        task = [o for o in parsed if not o.is_hydra_override()]
+        task = [o for o in parse_overrides(overrides) if not o.is_hydra_override()]
         with open_dict(cfg.hydra):
             cfg.hydra.overrides.task = [o.input_line for o in task]
             conf = cfg.hydra.job.config.override_dirname
@@ -112,23 +96,8 @@ class SweepComposer:
         OmegaConf.copy_cache(from_config=self.master, to_config=cfg)
         return cfg
 
-
-class _ComposingLoader:
-    """Hydra's config loader, but `load_sweep_config` of this sweep's master config goes through the
-    composer. The sweeper validates each batch with it before the launch (Hydra's BasicSweeper and the
-    Optuna sweeper both do), and the launch then takes the configs validated."""
-
-    def __init__(self, loader: Any, composer: SweepComposer) -> None:
-        self._loader = loader
-        self._composer = composer
-
-    def load_sweep_config(self, master_config: DictConfig, sweep_overrides: list[str]) -> DictConfig:
-        if master_config is not self._composer.master:
-            return self._loader.load_sweep_config(master_config, sweep_overrides)
-        return self._composer.validate(sweep_overrides)
-
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._loader, name)
+        return getattr(self.loader, name)
 
 
 class MemevalLauncher(BasicLauncher):
@@ -137,11 +106,10 @@ class MemevalLauncher(BasicLauncher):
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         super().setup(hydra_context=hydra_context, task_function=task_function, config=config)
         loader = hydra_context.config_loader
-        if isinstance(loader, _ComposingLoader):
-            loader = loader._loader
-        self.composer = SweepComposer(loader, config)
+        if isinstance(loader, SweepLoader):
+            loader = loader.loader
         # The sweeper holds this same context: its batch validation now composes through the composer.
-        hydra_context.config_loader = _ComposingLoader(loader, self.composer)
+        self.loader = hydra_context.config_loader = SweepLoader(loader, config)
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         setup_globals()
@@ -152,7 +120,7 @@ class MemevalLauncher(BasicLauncher):
         runs: list[JobReturn] = []
         for idx, overrides in enumerate(job_overrides, initial_job_idx):
             log.info(f"\t#{idx} : {' '.join(filter_overrides(overrides))}")
-            sweep_config = self.composer.for_launch(list(overrides))
+            sweep_config = self.loader.for_launch(list(overrides))
             with open_dict(sweep_config):
                 sweep_config.hydra.job.id = idx
                 sweep_config.hydra.job.num = idx
@@ -278,13 +246,3 @@ def _copy_without_hydra(config: DictConfig) -> DictConfig:
         return config_copy(config)
     finally:
         config.__dict__["_content"] = content
-
-
-@dataclass
-class MemevalLauncherConf:
-    _target_: str = "hydra_plugins.memeval_launcher.memeval_launcher.MemevalLauncher"
-
-
-ConfigStore.instance().store(
-    group="hydra/launcher", name="memeval", node=MemevalLauncherConf, provider="memeval"
-)

@@ -1,0 +1,61 @@
+"""What every composition of memeval's configs needs, set up by one explicit call before it composes:
+
+    from experiments.config_setup import setup
+    setup()
+
+- the `stage` config group's nodes, built from the stage classes (experiments/run/stage_nodes.py);
+- the OmegaConf resolvers the YAML files use, below.
+
+Called by each entry point that composes (the Hydra apps' mains, experiments.run.compose.compose_config
+that the gate, reports, studies, the server, benchmarks and tests use). Idempotent: a second call replaces
+the same nodes and resolvers. Nothing here runs at import, and nothing is registered through Hydra's plugin
+discovery, which would run it in every Hydra app of the environment (tests/test_architecture.py).
+"""
+
+from __future__ import annotations
+
+from omegaconf import OmegaConf
+
+from experiments import PROJECT_ROOT
+from experiments.exit_codes import RULE
+from experiments.run.stage_nodes import register_stage_nodes
+from experiments.shipped_data import shipped_dataset
+
+
+def setup() -> None:
+    """Register the stage nodes and the resolvers (again, harmlessly, when called twice)."""
+    register_resolvers()
+    register_stage_nodes()
+
+
+def register_resolvers() -> None:
+    """The resolvers alone: enough for a config that names no stage (the --help templates)."""
+    for name, resolver in RESOLVERS.items():
+        OmegaConf.register_new_resolver(name, resolver, replace=True)
+
+
+def _subdir(base: str | None, name: str) -> str | None:
+    # `cache_dir=null` turns caching off; plain `${cache_dir}/embeddings` would make a folder named "None".
+    return None if base is None else f"{base}/{name}"
+
+
+def _file_sha256(path: str) -> str:
+    # Imported when called: entry points import this module before parsing their arguments (numpy, no).
+    from retrieval.retrievers.trec_run import file_sha256
+
+    return file_sha256(path)
+
+
+RESOLVERS = {
+    # `${project_root:}`: data that ships with the project, from any working directory.
+    "project_root": lambda: str(PROJECT_ROOT),
+    # `${shipped_data:spark25}`: a dataset shipped with memeval, in a checkout or an installed wheel.
+    "shipped_data": lambda name: str(shipped_dataset(name)),
+    # `${subdir:${cache_dir},embeddings}`: a folder under the cache, or null when caching is off.
+    "subdir": _subdir,
+    # `${exit_code_rule:}` in the --help templates (conf/hydra/help/): the one rule of experiments/exit_codes.py.
+    "exit_code_rule": lambda: RULE,
+    # `${file_sha256:${.path}}`: a file's content hash in the config, so the config hash (resume) and the stage's
+    # fingerprint (caches) change when the file does (the TREC run channel, conf/stage/trec_run.yaml).
+    "file_sha256": _file_sha256,
+}
