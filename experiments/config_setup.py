@@ -53,9 +53,9 @@ RESOLVERS = {
     "shipped_data": lambda name: str(shipped_dataset(name)),
     # `${subdir:${cache_dir},embeddings}`: a folder under the cache, or null when caching is off.
     "subdir": _subdir,
-    # `${exit_code_rule:}` in the --help templates (conf/hydra/help/): the one rule of experiments/exit_codes.py.
+    # `${exit_code_rule:}` in the --help templates (conf/hydra/help/): experiments/exit_codes.py's one rule.
     "exit_code_rule": lambda: RULE,
-    # `${file_sha256:${.path}}`: a file's content hash in the config, so the config hash (resume) and the stage's
-    # fingerprint (caches) change when the file does (the TREC run channel, conf/stage/trec_run.yaml).
+    # `${file_sha256:${.path}}`: a file's content hash in the config, so the config hash (resume) and the
+    # stage's fingerprint (caches) change when the file does (the TREC run channel, conf/stage/trec_run.yaml).
     "file_sha256": _file_sha256,
 }

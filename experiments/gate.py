@@ -620,7 +620,9 @@ def check_baseline_before_running(
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = ArgumentParser(prog="memeval-gate", description=__doc__.split("\n\n")[0])
-    parser.add_argument("gate", help="gate config: experiments/gates/<name>.yaml (e.g. spark25, beam100k) or a path")
+    parser.add_argument(
+        "gate", help="gate config: experiments/gates/<name>.yaml (e.g. spark25, beam100k) or a path"
+    )
     parser.add_argument("variant", help="variant to gate (conf/variant/<name>.yaml)")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides when the gate runs the suite")
     parser.add_argument("--run-dir", type=Path, help="gate this finished run directory instead of running")

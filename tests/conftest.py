@@ -12,8 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from experiments.config_setup import setup
 from experiments.suites.suite import Suite
 from tests.support import BEAM_DIR, LOCOMO, tiny_suite
+
+# The stage nodes and resolvers, as every entry point sets them up: for tests that compose with Hydra's
+# own loader (compose_config sets them up itself).
+setup()
 
 # Fixtures reading benchmark data from ../shared: a test using one is slow (the fast tier needs nothing
 # outside the repository).

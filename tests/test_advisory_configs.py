@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
 from experiments.run.app import build_pipeline, load_suite_from_config
-from experiments.run.compose import CONF_DIR
+from experiments.run.compose import CONF_DIR, compose_config
 from retrieval.stages.action_domain import ActionDomainClassifier
 from retrieval.stages.actionability import ActionabilityGate
 from retrieval.stages.enrichment import ContextualEnrichment
@@ -27,8 +26,7 @@ DEFAULTS = {
 
 
 def compose_with(*overrides: str):
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose(config_name="config", overrides=list(overrides))
+    return compose_config(overrides)
 
 
 @pytest.mark.parametrize("name", sorted(DEFAULTS))

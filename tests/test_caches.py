@@ -200,14 +200,10 @@ def test_the_cache_file_helper_verifies_what_it_reads(tmp_path):
 
 
 def compose(*overrides: str):
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
+    from experiments.run.compose import compose_config
 
-    from experiments.run.compose import CONF_DIR
-
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        base = ["suite=spark25", "variant=bm25", "tracking=none", "progress=false"]
-        return hydra_compose("config", overrides=[*base, *overrides])
+    base = ["suite=spark25", "variant=bm25", "tracking=none", "progress=false"]
+    return compose_config([*base, *overrides])
 
 
 def test_an_unwritable_cache_dir_warns_and_the_run_still_writes_its_results(tmp_path):

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from hydra import compose, initialize_config_dir
 
 from experiments.run.app import build_pipeline
-from experiments.run.compose import CONF_DIR
+from experiments.run.compose import CONF_DIR, compose_config
 from retrieval.pipeline import Pipeline
 
 CONF = CONF_DIR
@@ -14,8 +13,7 @@ VARIANTS = sorted(p.stem for p in (CONF / "variant").glob("*.yaml"))
 
 
 def compose_with(*overrides: str):
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose(config_name="config", overrides=list(overrides))
+    return compose_config(overrides)
 
 
 def test_the_foundation_variants_exist():
@@ -118,8 +116,7 @@ def test_config_copy_is_deepcopy_node_for_node(overrides):
 
     from experiments.run.compose import config_copy
 
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=overrides, return_hydra_config=True)
+    cfg = compose_config(overrides, hydra_node=True)
     OmegaConf.set_readonly(cfg.hydra, True)  # flags below the root travel too
     ours, theirs = config_copy(cfg), copy.deepcopy(cfg)
     assert _same_tree(ours, theirs) == []

@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from experiments.run.compose import CONF_DIR
 from retrieval.encoder import ModelNotFoundError
 from retrieval.pipeline import Pipeline
 from retrieval.reranker import CrossEncoderScorer
@@ -215,11 +214,11 @@ def test_a_missing_hub_model_offline_fails_fast_with_the_same_advice(monkeypatch
 def test_defaults_rerank_16_to_8_and_the_yaml_states_every_default():
     import dataclasses
 
-    from hydra import compose, initialize_config_dir
     from hydra.utils import instantiate
 
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=["variant=cross_encoder"])
+    from experiments.run.compose import compose_config
+
+    cfg = compose_config(["variant=cross_encoder"])
     assert list(cfg.variant.stages) == ["bm25", "dense", "fusion", "cross_encoder"]
     stage = instantiate(cfg.stage.cross_encoder, _convert_="all")
     assert (stage.top_n, stage.top_k, stage.tail) == (16, 8, "drop")

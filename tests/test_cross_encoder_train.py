@@ -8,9 +8,8 @@ import time
 
 import numpy as np
 import pytest
-from hydra import compose, initialize_config_dir
 
-from experiments.run.compose import CONF_DIR
+from experiments.run.compose import compose_config
 from experiments.suites.jsonl import save_suite
 from experiments.training.reranker import (
     Budget,
@@ -26,8 +25,7 @@ from tests.test_cross_encoder import build_tiny_cross_encoder
 
 
 def compose_training(*overrides: str):
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose(config_name="train_reranker", overrides=list(overrides))
+    return compose_config(overrides, config_name="train_reranker")
 
 
 def test_the_default_training_suite_is_beam_500k_with_bm25_negatives():

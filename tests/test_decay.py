@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from experiments.run.build import pipeline_from_config
-from experiments.run.compose import CONF_DIR
 from retrieval.decay import AccessLedger, epoch_days, importance_weight, recency
 from retrieval.pipeline import Pipeline
 from retrieval.retrievers.bm25 import BM25Retriever
@@ -161,10 +160,9 @@ def test_switched_off_decay_and_prune_are_identical_to_their_absence():
 
 
 def test_variant_config_replays_access_and_prunes():
-    from hydra import compose, initialize_config_dir
+    from experiments.run.compose import compose_config
 
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose("config", overrides=["variant=decay", "tracking=none"])
+    cfg = compose_config(["variant=decay", "tracking=none"])
     pipeline = pipeline_from_config(list(cfg.variant.stages), cfg.stage, depth=cfg.depth)
     decay, prune = pipeline.rank
     assert decay.access == "replay" and isinstance(decay.ledger, AccessLedger) and decay.ledger.top_k == 10

@@ -98,30 +98,26 @@ def test_beam_takes_errata_too(tmp_path):
 
 @pytest.mark.slow  # two runs and a report: ~12 s on the shared machine
 def test_a_run_and_its_report_list_the_errata_applied(tmp_path, monkeypatch):
-    from hydra import compose, initialize_config_dir
-
     from experiments.run.app import run_experiment
-    from experiments.run.compose import CONF_DIR
+    from experiments.run.compose import compose_config
 
     monkeypatch.chdir(tmp_path)
     path = errata_file(tmp_path)
     dirs = []
     for variant in ("bm25", "bm25_k1"):
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            cfg = compose(
-                "config",
-                overrides=[
-                    "suite=locomo",
-                    "suite.protocol=memeval",
-                    f"suite.path={FIXTURE}",
-                    f"suite.errata={path}",
-                    "variant=bm25",
-                    f"stage.bm25.k1={1.2 if variant == 'bm25' else 0.9}",
-                    "tracking=none",
-                    "cache_dir=null",
-                    "progress=false",
-                ],
-            )
+        cfg = compose_config(
+            [
+                "suite=locomo",
+                "suite.protocol=memeval",
+                f"suite.path={FIXTURE}",
+                f"suite.errata={path}",
+                "variant=bm25",
+                f"stage.bm25.k1={1.2 if variant == 'bm25' else 0.9}",
+                "tracking=none",
+                "cache_dir=null",
+                "progress=false",
+            ],
+        )
         run_experiment(cfg, tmp_path / variant)
         dirs.append(tmp_path / variant)
     tags = json.loads((dirs[0] / "tags.json").read_text())

@@ -228,18 +228,13 @@ def test_a_missing_model_is_exit_2_cannot_judge_not_a_regression(setup, capsys):
 
 def test_the_gate_measures_fresh_even_with_a_warm_cache_and_resume_asked_for(setup):
     """A candidate cache and a finished run that would answer this config are both ignored by the gate."""
-    from hydra import compose, initialize_config_dir
-
     from experiments.run.app import run_experiment
-    from experiments.run.compose import CONF_DIR
+    from experiments.run.compose import compose_config
 
     cache = setup["tmp"] / "warm_cache"
     suite_overrides = yaml.safe_load(setup["gate"].read_text())["overrides"][:2]
     asked = [f"cache_dir={cache}", "resume=true"]
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose(
-            "config", overrides=[*suite_overrides, "variant=bm25", "tracking=none", "progress=false", *asked]
-        )
+    cfg = compose_config([*suite_overrides, "variant=bm25", "tracking=none", "progress=false", *asked])
     run_experiment(cfg, setup["tmp"] / "warm")  # fills the candidate cache and the finished-run index
     assert list((cache / "candidates").glob("*.npz")) and list((cache / "finished").glob("*.json"))
     out = setup["tmp"] / "gated"

@@ -23,10 +23,9 @@ import json
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 
 from experiments.run.app import run_experiment
-from experiments.run.compose import CONF_DIR
+from experiments.run.compose import CONF_DIR, compose_config
 from experiments.suites.generators.beam_synth import generate
 from experiments.suites.jsonl import save_suite
 from tests.support import BEAM_DIR, CACHE_DIR, REPO, tiny_suite
@@ -68,29 +67,28 @@ def run_variant(
         f"encoder.cache_dir={CACHE_DIR / 'embeddings'}",  # shared embeddings: no re-encoding per test
         f"encoder.export_dir={ce_dir.parent / 'exports'}",  # one ONNX export of the bi-encoder (spark)
     ]
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=overrides)
-        extra = []
-        if "cross_encoder" in cfg.stage:
-            extra.append(f"stage.cross_encoder.scorer.model={ce_dir}")
-            # one OpenVINO export of that model for the whole module (each export costs ~30 s of CPU)
-            extra.append(f"stage.cross_encoder.scorer.export_dir={ce_dir.parent / 'exports'}")
-            if rerank_top_n is not None:
-                extra += [f"stage.cross_encoder.{key}={rerank_top_n}" for key in ("top_n", "top_k")]
-        if cfg.variant.get("encoder_backend") not in (None, "torch") and rerank_top_n is not None:
-            # multi-scope suites: torch's vectors, shared with the other variants (the spark variants' ONNX
-            # encoder would embed each suite again; the tiny-suite test runs it)
-            extra.append("variant.encoder_backend=torch")
-        if "passage" in cfg.stage and rerank_top_n is not None:
-            # multi-scope suites: passages scored by BM25, not embedded (the scopes split the passages the
-            # same way for both scorers; the tiny-suite test runs the dense scorer)
-            extra.append("stage.passage.scorer=bm25")
-        if "learned_fusion" in cfg.stage:
-            extra.append(f"stage.learned_fusion.model.path={ce_dir.parent / 'fusion.json'}")
-        if "trec_run" in cfg.stage:  # another system's run over this suite: every memory of the query's scope
-            extra.append(f"stage.trec_run.path={write_same_scope_run(cfg, tmp / 'system.trec')}")
-        if extra:
-            cfg = compose(config_name="config", overrides=[*overrides, *extra])
+    cfg = compose_config(overrides)
+    extra = []
+    if "cross_encoder" in cfg.stage:
+        extra.append(f"stage.cross_encoder.scorer.model={ce_dir}")
+        # one OpenVINO export of that model for the whole module (each export costs ~30 s of CPU)
+        extra.append(f"stage.cross_encoder.scorer.export_dir={ce_dir.parent / 'exports'}")
+        if rerank_top_n is not None:
+            extra += [f"stage.cross_encoder.{key}={rerank_top_n}" for key in ("top_n", "top_k")]
+    if cfg.variant.get("encoder_backend") not in (None, "torch") and rerank_top_n is not None:
+        # multi-scope suites: torch's vectors, shared with the other variants (the spark variants' ONNX
+        # encoder would embed each suite again; the tiny-suite test runs it)
+        extra.append("variant.encoder_backend=torch")
+    if "passage" in cfg.stage and rerank_top_n is not None:
+        # multi-scope suites: passages scored by BM25, not embedded (the scopes split the passages the
+        # same way for both scorers; the tiny-suite test runs the dense scorer)
+        extra.append("stage.passage.scorer=bm25")
+    if "learned_fusion" in cfg.stage:
+        extra.append(f"stage.learned_fusion.model.path={ce_dir.parent / 'fusion.json'}")
+    if "trec_run" in cfg.stage:  # another system's run over this suite: every memory of the query's scope
+        extra.append(f"stage.trec_run.path={write_same_scope_run(cfg, tmp / 'system.trec')}")
+    if extra:
+        cfg = compose_config([*overrides, *extra])
     run_dir = tmp / "runs" / variant
     # multirun: this process's memo (loaded suites, indexes) is reused, as between the jobs of a sweep
     run_experiment(cfg, run_dir, multirun=rerank_top_n is not None)
@@ -148,10 +146,7 @@ def test_the_variants_left_out_of_the_multi_scope_runs_are_the_pipelines_they_na
     def config(variant: str) -> dict:
         from omegaconf import OmegaConf
 
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            cfg = compose(
-                config_name="config", overrides=[f"variant={variant}", "++variant.encoder_backend=torch"]
-            )
+        cfg = compose_config([f"variant={variant}", "++variant.encoder_backend=torch"])
         resolved = OmegaConf.to_container(cfg, resolve=True)
         resolved["variant"].pop("name")
         return resolved

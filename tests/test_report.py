@@ -62,22 +62,18 @@ def report_suite() -> Suite:
 
 
 def run(suite_dir: Path, out: Path, overrides: list[str]) -> Path:
-    from hydra import compose, initialize_config_dir
-
     from experiments.run.app import run_experiment
-    from experiments.run.compose import CONF_DIR
+    from experiments.run.compose import compose_config
 
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose(
-            "config",
-            overrides=[
-                "suite=jsonl",
-                f"suite.path={suite_dir}",
-                "cache_dir=null",
-                "progress=false",
-                *overrides,
-            ],
-        )
+    cfg = compose_config(
+        [
+            "suite=jsonl",
+            f"suite.path={suite_dir}",
+            "cache_dir=null",
+            "progress=false",
+            *overrides,
+        ],
+    )
     run_experiment(cfg, out)
     return out
 

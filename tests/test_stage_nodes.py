@@ -1,6 +1,6 @@
 """A stage's defaults are stated once, in its class: the `stage` config group is built from the classes
-(experiments/run/stage_nodes.py), and a YAML in conf/stage/ states only what it wires or changes on
-purpose."""
+(experiments/run/stage_nodes.py, the classes found by scanning retrieval's stage packages), and a YAML in
+conf/stage/ states only what it wires or changes on purpose."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 
 from experiments.run.app import build_pipeline
 from experiments.run.compose import CONF_DIR, compose_config
-from experiments.run.stage_nodes import STAGE_CLASSES, field_defaults, stage_class, yaml_value
+from experiments.run.stage_nodes import field_defaults, stage_classes, stage_target, yaml_value
 from retrieval.stage import Stage
 
 STAGE_YAMLS = sorted((CONF_DIR / "stage").glob("*.yaml"))
@@ -29,7 +29,7 @@ def _base_class(path) -> type:
         f"{path.name}: starts from no stage node (defaults: [dataclass/<name>@_here_])"
     )
     if first.startswith("dataclass/"):
-        return stage_class(STAGE_CLASSES[first.removeprefix("dataclass/").split("@")[0]])
+        return stage_classes()[first.removeprefix("dataclass/").split("@")[0]]
     return _base_class(CONF_DIR / "stage" / f"{first}.yaml")
 
 
@@ -46,13 +46,54 @@ def test_no_stage_yaml_restates_a_default_of_its_class(path):
     )
 
 
+# The stages the hand-kept list named before the scan replaced it: the scan finds exactly these.
+STAGES = {
+    "abstention_gate": "retrieval.stages.abstention_gate.AbstentionGate",
+    "action_domain": "retrieval.stages.action_domain.ActionDomainClassifier",
+    "actionability": "retrieval.stages.actionability.ActionabilityGate",
+    "advisory_tiers": "retrieval.stages.advisory_tiers.AdvisoryTiers",
+    "bm25": "retrieval.retrievers.bm25.BM25Retriever",
+    "conciseness_penalty": "retrieval.stages.conciseness_penalty.ConcisenessPenalty",
+    "cross_encoder": "retrieval.stages.cross_encoder.CrossEncoderRerank",
+    "current_state": "retrieval.stages.current_state.CurrentState",
+    "decay": "retrieval.stages.decay.TimeDecay",
+    "dense": "retrieval.retrievers.dense.DenseRetriever",
+    "enrichment": "retrieval.stages.enrichment.ContextualEnrichment",
+    "feedback": "retrieval.retrievers.feedback.FeedbackRetriever",
+    "graph": "retrieval.retrievers.graph.GraphRetriever",
+    "graph_build": "retrieval.stages.graph_build.GraphBuild",
+    "graph_expand": "retrieval.stages.graph_expand.GraphExpand",
+    "importance_prune": "retrieval.stages.importance_prune.ImportancePrune",
+    "instruction_boost": "retrieval.stages.instruction_boost.InstructionBoost",
+    "instruction_tagging": "retrieval.stages.instruction_tagging.InstructionTagging",
+    "intent_route": "retrieval.stages.intent_route.IntentRouter",
+    "keyword_tags": "retrieval.stages.keyword_tags.KeywordTags",
+    "learned_fusion": "retrieval.stages.learned_fusion.LearnedFusion",
+    "mmr": "retrieval.stages.mmr.MMRDiversity",
+    "passage": "retrieval.retrievers.passage.PassageRetriever",
+    "retrieval_gate": "retrieval.stages.retrieval_gate.RetrievalGate",
+    "rrf": "retrieval.fusions.rrf.RRFFusion",
+    "score_floor": "retrieval.stages.score_floor.ScoreFloor",
+    "system": "retrieval.retrievers.system.SystemRetriever",
+    "tag_boost": "retrieval.stages.tag_boost.TagBoost",
+    "tier_fusion": "retrieval.fusions.tier_fusion.TierFusion",
+    "tiered": "retrieval.retrievers.tiered.TieredRetriever",
+    "topic_tags": "retrieval.stages.topic_tags.TopicTags",
+    "trec_run": "retrieval.retrievers.trec_run.TrecRunRetriever",
+    "weighted": "retrieval.fusions.weighted.WeightedFusion",
+}
+
+
+def test_the_scan_finds_every_stage_class_by_its_name():
+    assert {name: stage_target(cls) for name, cls in stage_classes().items()} == STAGES
+
+
 def test_every_registered_stage_is_a_stage_class_and_every_class_field_reaches_the_config():
-    for name, target in STAGE_CLASSES.items():
-        cls = stage_class(target)
-        assert issubclass(cls, Stage), name
+    for name, cls in stage_classes().items():
+        assert issubclass(cls, Stage) and cls.name == name
         cfg = compose_config(["tracking=none", f"+stage@stage.probe={name}"])
         node = OmegaConf.to_container(cfg.stage.probe, resolve=False)
-        assert node["_target_"] == target
+        assert node["_target_"] == stage_target(cls)
         # every default is in the composed node, as the class states it (or as the YAML changes it on purpose)
         assert set(field_defaults(cls)) <= set(node), name
 
@@ -60,7 +101,7 @@ def test_every_registered_stage_is_a_stage_class_and_every_class_field_reaches_t
 def test_a_stage_without_a_yaml_builds_the_class_default():
     cfg = compose_config(["tracking=none", "variant=bm25"])
     (bm25,) = build_pipeline(cfg).stages
-    assert bm25 == stage_class(STAGE_CLASSES["bm25"])()
+    assert bm25 == stage_classes()["bm25"]()
     assert yaml_value((1, {"a": (2,)})) == [1, {"a": [2]}]
 
 

@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 
 from experiments.report.drilldown import DrilldownOptions
 from experiments.report.render import Block, Paragraph
-from experiments.run.compose import CONF_DIR, compose_config
+from experiments.run.compose import CONF_DIR, compose_config, run_config
 from experiments.study import Experiment, PlanError, Row, SectionContext, load_plan, write_report
 from experiments.study.plan import Stats, StudyPlan
 from experiments.study.sections import available_sections
@@ -104,14 +104,14 @@ def test_the_default_check_finds_every_kind_of_restated_default():
 @pytest.mark.parametrize("name", ["boost_sweep21_beam100k", "exp05_beam100k", "beam_best_beam100k"])
 def test_rows_sharing_their_group_choices_compose_as_hydra_composes_each(name):
     """The study composes a sweep's group choices once and sets each row's values: the same config."""
-    from experiments.study.experiment import RowComposer, _compose
+    from experiments.study.experiment import row_composer
 
     cfg = compose_config([f"study={name}"], config_name="run_study")
     plan = load_plan(OmegaConf.to_container(cfg.study, resolve=True), name=name)
-    composer = RowComposer()
+    composer = row_composer()
     for row in plan.rows[:5]:
         overrides = plan.row_overrides(row)
-        fast, full = composer(overrides), _compose(overrides)
+        fast, full = run_config(composer(overrides)), compose_config(overrides)
         assert OmegaConf.to_yaml(fast) == OmegaConf.to_yaml(full), row.name
         assert OmegaConf.is_struct(fast) and OmegaConf.is_struct(full)
     assert len(composer._bases) < 5 or name == "beam_best_beam100k"  # a sweep shares compositions
@@ -120,10 +120,10 @@ def test_rows_sharing_their_group_choices_compose_as_hydra_composes_each(name):
 def test_a_row_value_for_a_missing_key_is_still_an_error():
     from hydra.errors import ConfigCompositionException
 
-    from experiments.study.experiment import RowComposer
+    from experiments.study.experiment import row_composer
 
     with pytest.raises(ConfigCompositionException, match="no_such_field"):
-        RowComposer()(["variant=bm25", "stage.bm25.no_such_field=1"])
+        row_composer()(["variant=bm25", "stage.bm25.no_such_field=1"])
 
 
 def test_the_worked_example_sweeps_five_weights_against_weight_zero():

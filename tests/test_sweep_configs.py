@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
-from experiments.run.compose import CONF_DIR
+from experiments.run.compose import compose_config
 from tests.sweep_support import job_dirs, sweep, write_tiny_suite
 
 
 def compose_hydra(*overrides: str):
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose(config_name="config", overrides=list(overrides), return_hydra_config=True)
+    return compose_config(list(overrides), hydra_node=True)
 
 
 def sweep_points(key: str, value: str) -> list:

@@ -11,9 +11,8 @@ from typing import ClassVar
 
 import numpy as np
 import pytest
-from hydra import compose, initialize_config_dir
 
-from experiments.run.compose import CONF_DIR
+from experiments.run.compose import CONF_DIR, compose_config
 from experiments.run.resume import config_hash, finished_on_disk, record_finished, resume_enabled
 from retrieval.pipeline import Pipeline
 from retrieval.retrievers.bm25 import BM25Retriever
@@ -25,8 +24,7 @@ from tests.sweep_support import job_dirs, sweep, write_tiny_suite
 
 
 def compose_with(*overrides: str):
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose(config_name="config", overrides=list(overrides))
+    return compose_config(overrides)
 
 
 def test_config_hash_is_stable_and_ignores_only_volatile_keys():
@@ -48,9 +46,8 @@ def test_config_hash_ignores_key_order_and_nested_progress_flags():
 
 def test_config_hash_is_the_same_in_another_process():
     code = (
-        "from hydra import compose, initialize_config_dir; from experiments.run.resume import config_hash\n"
-        f"with initialize_config_dir(config_dir={str(CONF_DIR)!r}, version_base='1.3'):\n"
-        "    print(config_hash(compose(config_name='config', overrides=['variant=bm25'])))"
+        "from experiments.run.compose import compose_config; from experiments.run.resume import config_hash\n"
+        "print(config_hash(compose_config(['variant=bm25'])))"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == config_hash(compose_with("variant=bm25"))
@@ -237,21 +234,21 @@ def test_the_memeval_launcher_composes_each_job_as_hydra_does():
     from hydra.types import RunMode
     from omegaconf import OmegaConf
 
-    from hydra_plugins.memeval_launcher.memeval_launcher import SweepComposer
+    from hydra_plugins.memeval_launcher.memeval_launcher import SweepLoader
 
     loader = ConfigLoaderImpl(config_search_path=create_config_search_path(str(CONF_DIR)))
     master = loader.load_configuration(
         "config", overrides=["hydra.sweep.dir=multirun/memeval-sweep"], run_mode=RunMode.MULTIRUN
     )
-    composer = SweepComposer(loader, master)
+    sweep = SweepLoader(loader, master)
     for job in SWEEP_JOBS:
-        composer.validate(job)
-        ours = OmegaConf.to_container(composer.for_launch(job), resolve=False)
+        sweep.load_sweep_config(master, job)
+        ours = OmegaConf.to_container(sweep.for_launch(job), resolve=False)
         hydras = OmegaConf.to_container(loader.load_sweep_config(master, job), resolve=False)
         assert ours == hydras, job
         assert ours["hydra"]["overrides"]["task"] == job
-    assert len(composer._bases) == 3  # exp05 x2, hybrid x2 (depth=50 is a value), beam
-    assert composer._validated == {}  # each validated config went to its launch
+    assert len(sweep.composer._bases) == 3  # exp05 x2, hybrid x2 (depth=50 is a value), beam
+    assert sweep._validated == {}  # each validated config went to its launch
 
 
 def test_a_sweep_over_values_starts_from_the_master_config_and_still_equals_hydras():
@@ -263,7 +260,7 @@ def test_a_sweep_over_values_starts_from_the_master_config_and_still_equals_hydr
     from hydra.types import RunMode
     from omegaconf import OmegaConf
 
-    from hydra_plugins.memeval_launcher.memeval_launcher import SweepComposer
+    from hydra_plugins.memeval_launcher.memeval_launcher import SweepLoader
 
     cli = [
         "suite=spark25",
@@ -274,24 +271,24 @@ def test_a_sweep_over_values_starts_from_the_master_config_and_still_equals_hydr
     ]
     loader = ConfigLoaderImpl(config_search_path=create_config_search_path(str(CONF_DIR)))
     master = loader.load_configuration("config", overrides=cli, run_mode=RunMode.MULTIRUN)
-    composer = SweepComposer(loader, master)
+    sweep = SweepLoader(loader, master)
     jobs = [
         ["suite=spark25", "variant=exp05", f"stage.instruction_boost.weight={w}", "depth=50", "resume=false"]
         for w in (0.1, 0.35)
     ]
     for job in jobs:
-        ours = OmegaConf.to_container(composer.for_launch(job), resolve=False)
+        ours = OmegaConf.to_container(sweep.for_launch(job), resolve=False)
         assert ours == OmegaConf.to_container(loader.load_sweep_config(master, job), resolve=False), job
-    assert composer._bases == {}  # both from the master: no composition
+    assert sweep.composer._bases == {}  # both from the master: no composition
     others = [
         [*jobs[0], "+stage.instruction_boost.note=x"],  # an addition: never applied twice
         ["suite=spark25", "variant=exp05", "stage.instruction_boost.weight=0.2", "resume=false"],  # no depth
     ]
     for job in others:
-        ours = OmegaConf.to_container(composer.for_launch(job), resolve=False)
+        ours = OmegaConf.to_container(sweep.for_launch(job), resolve=False)
         assert ours == OmegaConf.to_container(loader.load_sweep_config(master, job), resolve=False), job
-    assert len(composer._bases) == 1  # composed (once: both have the same shaping overrides)
-    assert composer.for_launch(jobs[0]) is not composer.for_launch(jobs[0])  # each job its own copy
+    assert len(sweep.composer._bases) == 1  # composed (once: both have the same shaping overrides)
+    assert sweep.for_launch(jobs[0]) is not sweep.for_launch(jobs[0])  # each job its own copy
 
 
 def test_the_launchers_config_copies_are_hydras():

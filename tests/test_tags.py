@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from experiments.run.build import pipeline_from_config
-from experiments.run.compose import CONF_DIR
 from retrieval.pipeline import Pipeline
 from retrieval.retrievers.bm25 import BM25Retriever
 from retrieval.stages.keyword_tags import KeywordTags
@@ -184,10 +183,9 @@ def test_switched_off_tag_boost_is_identical_to_no_tag_boost():
 
 
 def test_variant_config_builds_keyword_tags_then_tag_boost():
-    from hydra import compose, initialize_config_dir
+    from experiments.run.compose import compose_config
 
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose("config", overrides=["variant=tag_inference", "tracking=none"])
+    cfg = compose_config(["variant=tag_inference", "tracking=none"])
     pipeline = pipeline_from_config(list(cfg.variant.stages), cfg.stage, depth=cfg.depth)
     assert isinstance(pipeline.ingest[0], KeywordTags) and isinstance(pipeline.rank[-1], TagBoost)
     assert pipeline.rank[-1].encoder is not None

@@ -7,7 +7,6 @@ from types import MappingProxyType
 import numpy as np
 
 from experiments.run.build import pipeline_from_config
-from experiments.run.compose import CONF_DIR
 from retrieval.stages.topic_tags import TopicTags
 from retrieval.types import Memory
 
@@ -84,14 +83,10 @@ def test_beam_loader_adds_topic_metadata_only_when_asked(beam_synth_dir):
 
 
 def test_topic_variant_config_builds_topic_tags_then_tag_boost():
-    from hydra import compose, initialize_config_dir
-
+    from experiments.run.compose import compose_config
     from retrieval.stages.tag_boost import TagBoost
 
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose(
-            "config", overrides=["suite=beam", "+suite.topics=true", "variant=tag_inference_topics"]
-        )
+    cfg = compose_config(["suite=beam", "+suite.topics=true", "variant=tag_inference_topics"])
     assert cfg.suite.topics is True
     pipeline = pipeline_from_config(list(cfg.variant.stages), cfg.stage, depth=cfg.depth)
     assert isinstance(pipeline.ingest[0], TopicTags)

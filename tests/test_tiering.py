@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from experiments.run.build import pipeline_from_config
-from experiments.run.compose import CONF_DIR
 from experiments.suites.generators.tiered_synth import tiered_synth
 from retrieval.fusions.tier_fusion import TierFusion
 from retrieval.pipeline import Pipeline
@@ -241,8 +240,9 @@ def test_pipeline_on_synth_never_returns_decoys_and_never_leaks():
 
 
 def test_configs_build_both_policies_of_the_one_mechanism():
-    from hydra import compose, initialize_config_dir
     from hydra.utils import instantiate
+
+    from experiments.run.compose import compose_config
 
     overrides = [
         "variant=tiering",
@@ -252,8 +252,7 @@ def test_configs_build_both_policies_of_the_one_mechanism():
         "+stage@stage.advisory_fusion=tier_fusion_advisory",
         "variant.stages=[tiered,fusion]",  # the advisory nodes are only instantiated below, not run
     ]
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose("config", overrides=overrides)
+    cfg = compose_config(overrides)
     pipeline = pipeline_from_config(list(cfg.variant.stages), cfg.stage, depth=cfg.depth)
     high_order, fusion = pipeline.stages
     assert isinstance(high_order, TieredRetriever)
@@ -273,10 +272,9 @@ def test_configs_build_both_policies_of_the_one_mechanism():
 
 
 def test_tiering_advisory_variant_is_the_same_mechanism_under_the_advisory_policy():
-    from hydra import compose, initialize_config_dir
+    from experiments.run.compose import compose_config
 
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose("config", overrides=["variant=tiering_advisory", "tracking=none"])
+    cfg = compose_config(["variant=tiering_advisory", "tracking=none"])
     policy, tiered, fusion = pipeline_from_config(list(cfg.variant.stages), cfg.stage, depth=cfg.depth).stages
     assert (
         isinstance(policy, AdvisoryTiers) and type(tiered) is TieredRetriever and type(fusion) is TierFusion

@@ -1,5 +1,6 @@
 """A variant names each of its stages once: the order and the name are derived
-(experiments/run/stage_order.py, experiments/run/variant_name.py); what a user states still wins."""
+(experiments/run/build.py stage_order, experiments/run/compose.py finish_variant); what a user states still
+wins."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 import yaml
 
 from experiments.run.app import build_pipeline
-from experiments.run.compose import CONF_DIR, compose_config
+from experiments.run.compose import CONF_DIR, compose_config, finish_variant
 from retrieval.pipeline import PipelineConfigError
 
 VARIANT_FILES = sorted((CONF_DIR / "variant").glob("*.yaml"))
@@ -78,12 +79,26 @@ def test_the_derived_order_is_the_order_the_pipeline_runs(variant, order):
     assert len(build_pipeline(cfg).stages) == len(enabled)  # built in that order: the pipeline accepts it
 
 
-def test_the_derived_order_resolves_in_place_as_hydras_cfg_resolve_does():
+def test_the_derived_order_and_name_are_plain_values_of_the_composed_config():
     from omegaconf import OmegaConf
 
     cfg = compose_config(["variant=exp05"])
-    OmegaConf.resolve(cfg)  # what `memeval-run --cfg job --resolve` does
-    assert list(cfg.variant.stages)[:2] == ["instruction_tagging", "bm25"]
+    assert not OmegaConf.is_interpolation(cfg.variant, "stages")  # a value, as a run's config.yaml holds it
+    assert OmegaConf.to_container(cfg.variant) == {
+        "stages": [
+            "instruction_tagging",
+            "bm25",
+            "dense",
+            "fusion",
+            "current_state",
+            "instruction_boost",
+            "conciseness_penalty",
+        ],
+        "name": "exp05",
+    }
+    unfinished = compose_config(["variant=exp05"], hydra_node=True)  # as Hydra composes it, before the run
+    assert unfinished.variant.stages is None and unfinished.variant.name is None
+    assert unfinished.hydra.runtime.choices.variant == "exp05"
 
 
 def test_a_stage_added_on_the_command_line_runs_in_its_kinds_place_and_one_can_be_dropped():
@@ -104,7 +119,7 @@ def test_a_users_own_variant_may_state_its_order_and_name_and_otherwise_gets_the
         "variant:\n  name: custom\n  stages: [dense]\n"
     )
     (tmp_path / "variant" / "plain.yaml").write_text("# @package _global_\ndefaults:\n  - bm25\n")
-    searchpath = f"hydra.searchpath=[file://{tmp_path}]"  # the user's own list: the name source stays
+    searchpath = f"hydra.searchpath=[file://{tmp_path}]"  # a user's own variant folder
     mine = compose_config([searchpath, "variant=mine"])
     assert mine.variant.name == "custom" and list(mine.variant.stages) == ["dense"]
     plain = compose_config([searchpath, "variant=plain"])
@@ -146,13 +161,9 @@ def test_a_sweep_over_variants_names_each_job_by_its_variant(tmp_path):
     assert tags == {"0": "bm25", "1": "tiering"}
 
 
-def test_a_run_pins_the_derived_order_once_to_its_value():
-    from experiments.run.stage_order import pin_stage_order
-
-    cfg = compose_config(["variant=exp05"])
-    derived = list(cfg.variant.stages)
-    pin_stage_order(cfg)
-    assert not cfg.variant._get_node("stages")._is_interpolation() and list(cfg.variant.stages) == derived
+def test_a_stated_name_or_order_is_kept_and_an_interpolation_is_left_for_the_config_check():
+    labelled = compose_config(["variant=exp05", "variant.name=boost", "variant.stages=[bm25,dense,fusion]"])
+    assert labelled.variant.name == "boost" and list(labelled.variant.stages) == ["bm25", "dense", "fusion"]
     broken = compose_config(["variant=bm25", "variant.stages=${no_such_key}"])
-    pin_stage_order(broken)  # left for the config check to name
-    assert broken.variant._get_node("stages")._is_interpolation()
+    assert broken.variant._get_node("stages")._is_interpolation()  # the check names it (test_config_check)
+    assert finish_variant(compose_config(["variant=bm25"]), "other").variant.name == "bm25"  # set once

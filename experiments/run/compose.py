@@ -56,7 +56,7 @@ def run_config(cfg: DictConfig) -> DictConfig:
 
 
 def finish_variant(cfg: DictConfig, choice: str | None) -> DictConfig:
-    """What a variant file does not state (conf/config.yaml: `variant: {stages: null, name: null}`), filled in:
+    """What a variant file leaves unstated (conf/config.yaml: `variant: {stages: null, name: null}`), filled:
     - `variant.name`: the variant's file name, `choice` (`variant=exp05` runs as `exp05`: run.trec's tag, the
       MLflow run name);
     - `variant.stages`: the order of its stages by kind (experiments.run.build.stage_order).

@@ -10,8 +10,8 @@ Hydra's ConfigStore as `_target_` plus its fields' defaults, twice:
 
 The stage classes are found, not listed: every `Stage` subclass defined in a module of STAGE_PACKAGES, by
 its `name`. The registration runs in experiments.config_setup.setup(), which every entry point calls before
-it composes. The values are plain YAML values (tuples as lists, mappings as dicts, a component's default as its own `_target_` node), so `--cfg job`
-shows every field and `stage.bm25.k1=1.2` overrides it as before.
+it composes. The values are plain YAML values (tuples as lists, mappings as dicts, a component's default as
+its own `_target_` node), so `--cfg job` shows every field and `stage.bm25.k1=1.2` overrides it as before.
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@
 Hydra's BasicSweeper composes every job's config to validate the batch, then BasicLauncher composes it
 again to run it: two full compositions per job, each about as costly as a warm job's own work. Here the
 sweeper's validation goes through the launcher's SweepLoader (it shares the launcher's Hydra context), and
-the launch takes the configs it validated. Jobs of a sweep that differ only in values (`stage.x.weight=0,0.1,...`) share one composition of what shapes the config
-(group choices, `hydra.*`, deletions: experiments.run.compose.Composer, the study's composer too), then get their values set
+the launch takes the configs it validated. Jobs of a sweep that differ only in values
+(`stage.x.weight=0,0.1,...`) share one composition of what shapes the config (group choices, `hydra.*`,
+deletions: experiments.run.compose.Composer, which composes a study's rows too), then get their values set
 exactly as Hydra sets them, and the few Hydra fields that name the job's overrides
 (`hydra.overrides.task`, `hydra.job.override_dirname`) as Hydra writes them. tests/test_sweeps.py compares
 every job's config, Hydra node included, with Hydra's own composition.
@@ -66,7 +67,7 @@ class SweepLoader:
         self._validated: dict[tuple[str, ...], DictConfig] = {}
 
     def load_sweep_config(self, master_config: DictConfig, sweep_overrides: list[str]) -> DictConfig:
-        """A job's config, composed now (an error stops the sweep before any job runs); its launch takes it."""
+        """A job's config, composed now (an error stops the sweep before any job runs), kept for launch."""
         if master_config is not self.master:
             return self.loader.load_sweep_config(master_config, sweep_overrides)
         cfg = self.job_config(sweep_overrides)
