@@ -163,3 +163,72 @@ def test_the_system_under_test_names_no_study_plan():
         if plan_ids.search(line)
     ]
     assert found == []
+
+
+# Hydra imports every module under hydra_plugins/ in every Hydra app of the environment (its plugin
+# discovery), so a module there is a launcher or sweeper and nothing else: it configures nothing, registers
+# nothing and imports nothing of memeval when imported. Set-up is one explicit call (experiments/config_setup.py).
+PLUGIN_BASES = {"ConfigSource", "SearchPathPlugin", "ConfigStore"}
+
+
+def test_no_hydra_plugin_registers_configs_or_imports_memeval_at_import():
+    plugins = REPO / "hydra_plugins"
+    assert sorted(p.name for p in plugins.iterdir() if p.is_dir() and p.name != "__pycache__") == [
+        "memeval_launcher"
+    ]
+    found = []
+    for path in plugins.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        names |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+        found += [f"{path.relative_to(REPO)}: uses {name}" for name in sorted(names & PLUGIN_BASES)]
+        for node in tree.body:  # what runs at import: the module's own statements
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                found += [
+                    f"{path.relative_to(REPO)}: imports {m} at import"
+                    for m in modules
+                    if m.split(".")[0] in {"experiments", "retrieval"}
+                ]
+            elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+                found.append(f"{path.relative_to(REPO)}:{node.lineno}: a call at import")
+    assert found == []
+
+
+ANOTHER_APP = """
+import json, os, sys
+import hydra
+
+@hydra.main(version_base="1.3", config_path=None, config_name=None)
+def main(cfg) -> None:
+    print(json.dumps({
+        "memeval": sorted(m for m in sys.modules if m.split(".")[0] in {"experiments", "retrieval"}),
+        "plugins": sorted(m for m in sys.modules if m.startswith("hydra_plugins.")),
+        "telemetry": os.environ.get("MLFLOW_DISABLE_TELEMETRY"),
+    }))
+
+main()
+"""
+
+
+def test_another_projects_hydra_app_in_this_environment_does_not_import_memeval(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "app.py").write_text(ANOTHER_APP)
+    env = {k: v for k, v in os.environ.items() if k not in {"MLFLOW_DISABLE_TELEMETRY", "DO_NOT_TRACK"}}
+    env["HYDRA_FULL_ERROR"] = "1"
+    done = subprocess.run(
+        [sys.executable, "app.py", "hydra.run.dir=out", "hydra.output_subdir=null"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    # Hydra's plugin discovery ran (it imported memeval's launcher), and pulled in nothing else of memeval.
+    assert "hydra_plugins.memeval_launcher.memeval_launcher" in seen["plugins"]
+    assert seen["memeval"] == [] and seen["telemetry"] is None

@@ -21,7 +21,7 @@ def sweep_points(key: str, value: str) -> list:
 
 def test_the_boost_sweep_is_21_weights_of_exp05_on_beam_100k():
     cfg = compose_hydra("+sweep=boost_beam")
-    assert cfg.variant.name == "exp05" and cfg.suite._target_.endswith("load_beam")
+    assert cfg.hydra.runtime.choices.variant == "exp05" and cfg.suite._target_.endswith("load_beam")
     assert cfg.suite.path.endswith("beam/100K")
     assert str(cfg.hydra.mode) == "RunMode.MULTIRUN"
     points = sweep_points(
