@@ -44,3 +44,11 @@ def test_the_results_page_is_links_and_headlines_not_copies_of_reports():
 
     page = (ROOT / "docs" / "results.md").read_text()
     assert "<!-- generated from " not in page and page.count("<!-- generated headline from ") >= 3
+
+
+def test_the_variants_table_gives_each_variant_a_whole_sentence():
+    from experiments.tools.readme_sync import first_sentence, variants_list
+
+    descriptions = [row.split(" | ")[1] for row in variants_list().splitlines()[2:]]
+    assert descriptions and all(d.endswith(".") for d in descriptions), descriptions  # none cut mid-sentence
+    assert first_sentence("RRF (k=60), lambda 0.5. Model: a.b") == "RRF (k=60), lambda 0.5."
