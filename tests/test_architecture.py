@@ -167,7 +167,7 @@ def test_the_system_under_test_names_no_study_plan():
 
 # Hydra imports every module under hydra_plugins/ in every Hydra app of the environment (its plugin
 # discovery), so a module there is a launcher or sweeper and nothing else: it configures nothing, registers
-# nothing and imports nothing of memeval when imported. Set-up is one explicit call (experiments/config_setup.py).
+# nothing and imports nothing of memeval when imported. Set-up is one explicit call: experiments/config_setup.
 PLUGIN_BASES = {"ConfigSource", "SearchPathPlugin", "ConfigStore"}
 
 
@@ -178,21 +178,24 @@ def test_no_hydra_plugin_registers_configs_or_imports_memeval_at_import():
     ]
     found = []
     for path in plugins.rglob("*.py"):
-        tree = ast.parse(path.read_text())
+        tree, where = ast.parse(path.read_text()), path.relative_to(REPO)
         names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
         names |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
-        found += [f"{path.relative_to(REPO)}: uses {name}" for name in sorted(names & PLUGIN_BASES)]
+        found += [f"{where}: uses {name}" for name in sorted(names & PLUGIN_BASES)]
         for node in tree.body:  # what runs at import: the module's own statements
-            if isinstance(node, ast.Import | ast.ImportFrom):
-                modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-                found += [
-                    f"{path.relative_to(REPO)}: imports {m} at import"
-                    for m in modules
-                    if m.split(".")[0] in {"experiments", "retrieval"}
-                ]
-            elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
-                found.append(f"{path.relative_to(REPO)}:{node.lineno}: a call at import")
+            found += [f"{where}: imports {m}" for m in _imported(node) if m.split(".")[0] in MEMEVAL]
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+                found.append(f"{where}:{node.lineno}: a call at import")
     assert found == []
+
+
+MEMEVAL = {"experiments", "retrieval"}
+
+
+def _imported(node: ast.stmt) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    return [node.module or ""] if isinstance(node, ast.ImportFrom) else []
 
 
 ANOTHER_APP = """
