@@ -49,7 +49,7 @@ import numpy as np
 from experiments import PROJECT_ROOT
 from experiments.benchmarks.pipeline_report import VARIANTS, write_report
 from experiments.run.build import pipeline_from_config
-from experiments.run.compose import CONF_DIR
+from experiments.run.compose import compose_config
 from retrieval.compute import cpu_isa
 
 REPO = PROJECT_ROOT
@@ -173,16 +173,13 @@ def machine() -> dict[str, Any]:
 
 
 def _compose(variant: str, work: Path, ce_model: str | None):
-    from hydra import compose, initialize_config_dir
-
     overrides = [f"variant={variant}", f"cache_dir={work}", "progress=false", "tracking=none"]
     if variant == "cross_encoder":
         overrides += [
             f"stage.cross_encoder.scorer.model={ce_model}",
             "stage.cross_encoder.scorer.cache_dir=null",
         ]
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose(config_name="config", overrides=overrides)
+    return compose_config(overrides)
 
 
 def _pipeline(variant: str, work: Path, ce_model: str | None):

@@ -36,13 +36,12 @@ from retrieval.encoder import EXPORT_DIR, model_revision
 
 def calibration_pairs(n: int, seed: int = 1) -> list[tuple[str, str]]:
     """`n` of the trainer's own (query, memory) training pairs: BEAM 500K, bm25 hard negatives."""
-    from hydra import compose, initialize_config_module
     from hydra.utils import instantiate
 
+    from experiments.run.compose import compose_config
     from experiments.training.reranker import first_stage_lists, split_by_conversation, training_pairs
 
-    with initialize_config_module("experiments.conf", version_base="1.3"):
-        cfg = compose("train_reranker", overrides=["tracking=none", "progress=false"])
+    cfg = compose_config(["tracking=none", "progress=false"], config_name="train_reranker")
     suite = instantiate(cfg.train_suite, _convert_="all")
     split = split_by_conversation(suite, cfg.val_fraction, cfg.seed)
     lists = first_stage_lists(cfg, suite, split.train, cfg.negative_depth)

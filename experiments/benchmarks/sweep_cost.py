@@ -38,7 +38,7 @@ from pathlib import Path
 
 from experiments import PROJECT_ROOT
 from experiments.benchmarks.pipeline import add_wait_quiet, wait_for_quiet, wait_note
-from experiments.run.compose import CONF_DIR
+from experiments.run.compose import compose_config
 from experiments.track.mlflow_tracker import git_commit
 
 REPO = PROJECT_ROOT
@@ -143,13 +143,10 @@ def _measure(
 
 def _compose_cpu_s(overrides: list[str], repeats: int = 5) -> float:
     """CPU seconds Hydra takes to compose this config once (Hydra's basic launcher: twice per job)."""
-    from hydra import compose, initialize_config_dir
-
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        compose("config", overrides=overrides, return_hydra_config=True)  # warm imports
-        started = time.process_time()
-        for _ in range(repeats):
-            compose("config", overrides=overrides, return_hydra_config=True)
+    compose_config(overrides, hydra_node=True)  # warm imports
+    started = time.process_time()
+    for _ in range(repeats):
+        compose_config(overrides, hydra_node=True)
     return (time.process_time() - started) / repeats
 
 

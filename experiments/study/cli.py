@@ -22,6 +22,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from experiments.config_setup import setup
 from experiments.exit_codes import console_script
 from experiments.run.compose import CONF_DIR, answer_help
 
@@ -121,6 +122,7 @@ def run_app(cfg: DictConfig) -> None:
 def main() -> None:
     """`memeval-study`: the Hydra app, or its help text at once (without Hydra's slow group listing)."""
     if not answer_help("run_study", sys.argv[1:]):
+        setup()
         run_app()
 
 

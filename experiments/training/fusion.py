@@ -26,6 +26,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from experiments.config_setup import setup
 from experiments.evaluate.metrics import per_query
 from experiments.run.build import pipeline_from_config
 from experiments.suites.suite import Suite, SuiteError
@@ -150,4 +151,5 @@ def main(cfg: DictConfig) -> float:
 
 
 if __name__ == "__main__":
+    setup()
     main()

@@ -45,6 +45,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
+from experiments.config_setup import setup
 from experiments.evaluate.metrics import per_query
 from experiments.exit_codes import console_script
 from experiments.run.build import pipeline_from_config
@@ -396,6 +397,7 @@ def run_app(cfg: DictConfig) -> float:
 def main() -> None:
     """`memeval-train-reranker`: the Hydra app, or its help text at once (no Hydra group listing)."""
     if not answer_help("train_reranker", sys.argv[1:]):
+        setup()
         run_app()
 
 
