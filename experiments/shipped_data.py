@@ -1,6 +1,6 @@
 """Where the data that ships with memeval (`datasets/<name>/`, e.g. the default suite spark25) is found.
 
-Configs name it as `${shipped_data:spark25}` (registered in experiments/__init__.py), so the same config
+Configs name it as `${shipped_data:spark25}` (registered by experiments/config_setup.py), so the same config
 works in two layouts:
 
 - a checkout (or an editable install): `<repository>/datasets/<name>/`;

@@ -156,3 +156,14 @@ def test_python_m_experiments_run_composes_the_run_config(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert "experiments.suites.jsonl.load_suite" in done.stdout and not any(tmp_path.iterdir())
+
+
+def test_the_gate_and_serve_configs_ship_beside_their_code_not_as_config_groups():
+    # Read with yaml, not composed: a Hydra config group listed by --help would promise `gate=...`.
+    from experiments.gate import GATES_DIR, GateConfig
+    from experiments.run.compose import config_groups
+    from experiments.serve.service import OVERRIDE_KEYS_FILE, load_override_keys
+
+    assert not {"gate", "serve"} & set(config_groups())
+    assert GATES_DIR.parent == REPO / "experiments" and GateConfig.load("spark25").name == "spark25"
+    assert OVERRIDE_KEYS_FILE.parent == REPO / "experiments" / "serve" and load_override_keys()
