@@ -211,7 +211,10 @@ class Pipeline:
         prefix, source, scopes = reuse.prefix(
             key,
             lambda: retrieve(corpus, queries, ingest_key=ingest_key),
-            lambda: (self._scoped(corpus, queries, ingest_key, retrieve), [q.id for q in queries]),
+            # per scope unless a channel cannot be built on some scopes only (one reading a run file)
+            (lambda: (self._scoped(corpus, queries, ingest_key, retrieve), [q.id for q in queries]))
+            if all(getattr(r, "by_scope", True) for r in self.retrievers)
+            else None,
         )
         prefix_hit = source is not None  # from the process memo or the disk cache
 

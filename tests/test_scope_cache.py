@@ -108,3 +108,22 @@ def test_a_scope_entry_is_keyed_by_that_scope_only(suite):
     after = scope_digests(Corpus(changed.memories), changed.queries)
     moved = {scope for scope in before if before[scope] != after[scope]}
     assert len(moved) == 1 and conversation in next(iter(moved))
+
+
+def test_a_channel_reading_a_run_file_is_never_split_by_scope(suite, tmp_path):
+    # A run file names every scope's queries: its channel cannot be built on some scopes only.
+    from retrieval.retrievers.trec_run import TrecRunRetriever
+
+    ranked = run(Pipeline((BM25Retriever(top_n=5),), depth=5), suite).ranked
+    lines = [
+        f"{r.query_id} Q0 {m} {i} {s} bm25"
+        for r in ranked
+        for i, (m, s) in enumerate(zip(r.memory_ids, r.scores, strict=True))
+    ]
+    (tmp_path / "run.txt").write_text("\n".join(lines) + "\n")
+    pipeline = Pipeline((TrecRunRetriever(path=str(tmp_path / "run.txt"), top_n=5),), depth=5)
+    first = run(pipeline, suite, CandidateCache(tmp_path / "candidates"))
+    assert not list((tmp_path / "candidates").glob("scope-*.npz"))
+    again = run(pipeline, suite, CandidateCache(tmp_path / "candidates"))  # the suite's entry still answers
+    assert again.cache["prefix_candidates"] == {"hit": True, "source": "disk"}
+    assert [r.memory_ids for r in again.ranked] == [r.memory_ids for r in first.ranked]
