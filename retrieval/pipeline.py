@@ -299,7 +299,8 @@ class Pipeline:
 
         def some(scopes: list[str]) -> dict:
             members = np.sort(np.concatenate([corpus.partition(s) for s in scopes])).astype(np.int64)
-            asked = [q for q in queries if q.scope_key in set(scopes)]
+            wanted = set(scopes)
+            asked = [q for q in queries if q.scope_key in wanted]
             if len(members) == len(corpus):  # every memory: the corpus itself (and its memoised indexes)
                 return retrieve(corpus, asked, ingest_key=ingest_key)
             sub = Corpus(tuple(corpus.memories[i] for i in members), corpus.knowledge)
