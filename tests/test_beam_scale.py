@@ -117,3 +117,18 @@ def test_a_plan_that_is_not_a_list_of_batches_is_named(tmp_path):
     (folder / "chat.json").write_text(json.dumps(chat), "utf-8")
     with pytest.raises(ValueError, match=r"chat\.json: \[1\]\.plan-2: must be a list of batches"):
         load_beam(tmp_path)
+
+
+def test_the_loader_holds_one_conversation_at_a_time(tmp_path):
+    # What loading needs beyond the suite it returns (the parsed chat.json, its text) is one
+    # conversation's worth, however many conversations the tier holds.
+    beam_scale.generate(tmp_path, "1M", 4, seed=0, messages=600)
+    transient = []
+    for folders in ([tmp_path / "1"], [tmp_path / str(n) for n in range(1, 5)]):
+        tracemalloc.start()
+        suite = load_beam(folders)
+        kept, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        transient.append(peak - kept)
+        del suite
+    assert transient[1] < 1.5 * transient[0], transient  # four conversations held at once: ~4x
