@@ -34,12 +34,12 @@ def bm25_scorer(backend: Backend, docs: list[list[str]], k1: float, b: float):
 
         model = bm25s.BM25(k1=k1, b=b, method="robertson")
         model.index(docs, show_progress=False)
-        vocab = model.vocab_dict
+        vocab, n_docs = model.vocab_dict, len(docs)  # not `docs`: every scope's tokens would stay in memory
 
         def score(tokens: list[str]) -> np.ndarray:
             known = [t for t in tokens if t in vocab]
             if not known:
-                return np.zeros(len(docs))
+                return np.zeros(n_docs)
             return model.get_scores(known).astype(np.float64)
 
         return score

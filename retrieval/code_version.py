@@ -248,8 +248,11 @@ KEY_RULES: Mapping[str, KeyRule] = {
             "`<cache_dir>/candidates/<key>.npz` (plain arrays, no pickle)",
             ["retrieval"],
             RETRIEVAL_LIBRARIES,
-            suite="the suite's content hash",
-            queries="sha256 of the query ids, in order",
+            suite="the suite's content hash (a scope's own entry, `scope-<key>.npz`: sha256 of that "
+            "scope's memories as ingested, its queries and the suite's concept graphs, "
+            "`retrieval.reuse.scope_digests`)",
+            queries="sha256 of the query ids, in order (a scope's entry: of none; its queries are in its "
+            "digest)",
             stages="fingerprint (class + config) of every ingest, retriever and fusion stage; a component "
             "with a model (encoder, cross-encoder) contributes its fingerprint, which has its `model_hash`, "
             "backend and compute identity (device, precision, CPU ISA class or GPU name, as above)",

@@ -33,7 +33,7 @@ from tqdm.auto import tqdm
 from retrieval import cache_io
 from retrieval import progress as phases
 from retrieval.code_version import KEY_RULES, source_hash
-from retrieval.reuse import CandidateCache, ProcessMemo, Reuse
+from retrieval.reuse import CandidateCache, ProcessMemo, Reuse, ScopedPrefix, scope_digests
 from retrieval.stage import (
     BatchRankStage,
     Fusion,
@@ -205,9 +205,16 @@ class Pipeline:
         build_ms["ingest"] = (time.perf_counter() - t0) * 1000
 
         key = self.prefix_fingerprint(suite_hash or "", [q.id for q in queries])
-        prefix, source = reuse.prefix(
+        retrieve = functools.partial(
+            self._retrieve, build_ms=build_ms, progress=progress, reuse=reuse, channel_reports=channel_reports
+        )
+        prefix, source, scopes = reuse.prefix(
             key,
-            lambda: self._retrieve(corpus, queries, build_ms, progress, reuse, ingest_key, channel_reports),
+            lambda: retrieve(corpus, queries, ingest_key=ingest_key),
+            # per scope unless a channel cannot be built on some scopes only (one reading a run file)
+            (lambda: (self._scoped(corpus, queries, ingest_key, retrieve), [q.id for q in queries]))
+            if all(getattr(r, "by_scope", True) for r in self.retrievers)
+            else None,
         )
         prefix_hit = source is not None  # from the process memo or the disk cache
 
@@ -218,7 +225,7 @@ class Pipeline:
         for stage in self.rank:
             chain.append(hashlib.sha256(f"{chain[-1]}|{stage.fingerprint()}".encode()).hexdigest()[:24])
         state, start = reuse.deepest_rank_level(chain, prefix)
-        reused = prefix_hit or start > 0
+        reused = prefix_hit or start > 0 or bool(scopes and scopes["reused"])
         if reused:  # reused work was not timed in this run: its timings are unknown, not replayed
             state = {q: (index, columns, _unmeasured(times)) for q, (index, columns, times) in state.items()}
         todo = len(queries) * (len(self.rank) - start)
@@ -260,7 +267,11 @@ class Pipeline:
             )
         counts = {k: v - counts_before.get(k, 0) for k, v in cache_io.COUNTS.items()}
         report = {
-            "prefix_candidates": {"hit": prefix_hit, "source": source},
+            "prefix_candidates": {
+                "hit": prefix_hit,
+                "source": source,
+                **({"scopes": scopes} if scopes and scopes["reused"] else {}),
+            },
             "rank_levels_reused": start,
             "rank_levels": len(self.rank),
             **{
@@ -274,6 +285,31 @@ class Pipeline:
             ),
         }
         return RunOutput(ranked, corpus, build_ms, prefix_hit, key, report, channel_reports)
+
+    def _scoped(
+        self, corpus: Corpus, queries: Sequence[Query], ingest_key: tuple, retrieve: Any
+    ) -> ScopedPrefix:
+        """The prefix split by scope (retrieval/reuse.py): each scope's key, and a retrieval of some scopes
+        only, on the corpus of their memories, answered in this corpus's positions."""
+        digests = scope_digests(corpus, queries, corpus.knowledge)
+        keys = {scope: self.prefix_fingerprint(digest, []) for scope, digest in digests.items()}
+        by_scope: dict[str, list[Query]] = {}
+        for q in queries:
+            by_scope.setdefault(q.scope_key, []).append(q)
+
+        def some(scopes: list[str]) -> dict:
+            members = np.sort(np.concatenate([corpus.partition(s) for s in scopes])).astype(np.int64)
+            wanted = set(scopes)
+            asked = [q for q in queries if q.scope_key in wanted]
+            if len(members) == len(corpus):  # every memory: the corpus itself (and its memoised indexes)
+                return retrieve(corpus, asked, ingest_key=ingest_key)
+            sub = Corpus(tuple(corpus.memories[i] for i in members), corpus.knowledge)
+            found = retrieve(sub, asked, ingest_key=(*ingest_key, "scopes", tuple(scopes)))
+            return {q: (members[index], columns, times) for q, (index, columns, times) in found.items()}
+
+        return ScopedPrefix(
+            keys, {s: corpus.partition(s) for s in keys}, {s: [q.id for q in by_scope[s]] for s in keys}, some
+        )
 
     def _retrieve(
         self,

@@ -64,7 +64,12 @@ def read_regular_file(path: str | Path, limit: int = MAX_FILE_BYTES, what: str =
     try:
         check_regular(fd, path)
         with os.fdopen(fd, "rb", closefd=False) as fh:
-            data = fh.read(limit + 1)  # never more than the cap, whatever the file claims its size is
+            # Never more than the cap, whatever the file claims its size is; but asked for in the size it
+            # claims (+1 byte to see more): `read(limit + 1)` allocates the whole 1 GiB for every file.
+            claimed = min(os.fstat(fd).st_size, limit)
+            data = fh.read(claimed + 1)
+            while claimed < len(data) <= limit and (more := fh.read(min(1 << 20, limit + 1 - len(data)))):
+                data += more  # a file longer than fstat said (it grew): on to the cap, never past it
     finally:
         os.close(fd)
     if len(data) > limit:

@@ -7,9 +7,11 @@ code or config change never reads an old entry. The design and the benchmark beh
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -153,20 +155,35 @@ class Reuse:
         """A corpus or an index: the memo's, else made (and kept)."""
         return self.memo.get_or_make(kind, key, make) if self.memo is not None else make()
 
-    def prefix(self, key: str, retrieve: Callable[[], dict]) -> tuple[dict, str | None]:
-        """The prefix candidates and where they came from ("process memo", "disk", None: retrieved now)."""
-        found, source = (
-            (self.memo.get("prefix", key), "process memo") if self.memo is not None else (None, None)
+    def prefix(
+        self,
+        key: str,
+        retrieve: Callable[[], dict],
+        scoped: Callable[[], tuple[ScopedPrefix, Sequence[str]]] | None = None,
+    ) -> tuple[dict, str | None, dict[str, int] | None]:
+        """The prefix candidates, where they came from ("process memo", "disk", None: retrieved now) and,
+        when the whole suite's entry was missing and `scoped` is given, how many scopes came from their
+        own disk entries and how many were retrieved ({"reused": r, "retrieved": n}; source "disk" only
+        when every scope came from disk)."""
+        found, source, scopes = (
+            (self.memo.get("prefix", key), "process memo", None)
+            if self.memo is not None
+            else (None, None, None)
         )
         if found is None and self.cache is not None:
             found, source = self.cache.load(key), "disk"
         if found is None:
-            found, source = retrieve(), None
+            if self.cache is not None and scoped is not None:
+                split, order = scoped()
+                found, scopes = split.assemble(self.cache, order)
+                source = "disk" if scopes["retrieved"] == 0 else None
+            else:
+                found, source = retrieve(), None
             if self.cache is not None:
                 self.cache.save(key, found)
         if self.memo is not None:
             self.memo.put("prefix", key, found)
-        return found, source
+        return found, source, scopes
 
     def deepest_rank_level(self, chain: list[str], prefix: Any) -> tuple[Any, int]:
         """(candidates after rank stage `level`, level) for the deepest level the memo holds, else
@@ -180,3 +197,86 @@ class Reuse:
     def keep_rank_level(self, key: str, state: Any) -> None:
         if self.memo is not None:
             self.memo.put("rank", key, state)
+
+
+def _plain(value: Any) -> Any:
+    """JSON for what memories, queries and annotations hold (mappings, tuples, sets, arrays)."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=repr)
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    return repr(value)
+
+
+def _canonical(value: Any) -> bytes:
+    text = json.dumps(value, default=_plain, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return text.encode("utf-8", "surrogatepass") + b"\n"
+
+
+def scope_digests(corpus: Any, queries: Sequence[Any], knowledge: Any = None) -> dict[str, str]:
+    """sha256 of what one scope's prefix candidates depend on, per scope that has queries: its memories
+    as ingested (every field and annotation, in corpus order: an ingest stage that looks across scopes
+    shows up here), its queries (every field, in run order) and, when the suite has any, the concept
+    graphs and feedback (all of it: their records name scopes only through their concepts)."""
+    by_scope: dict[str, list[Any]] = {}
+    for q in queries:
+        by_scope.setdefault(q.scope_key, []).append(q)
+    shared = hashlib.sha256(_canonical(knowledge) if knowledge else b"").hexdigest()
+    out = {}
+    for key, scope_queries in by_scope.items():
+        digest = hashlib.sha256(shared.encode() + b"\0memories\0")
+        for i in corpus.partition(key):
+            digest.update(_canonical(corpus.memories[int(i)]))
+        digest.update(b"\0queries\0")
+        for q in scope_queries:
+            digest.update(_canonical(q))
+        out[key] = digest.hexdigest()
+    return out
+
+
+@dataclass(frozen=True)
+class ScopedPrefix:
+    """The prefix candidates split by scope, each scope on disk under its own key, so a re-run after one
+    conversation changed retrieves that conversation only (scopes are retrieved independently: every
+    channel indexes per scope, docs/caching.md). Entries hold positions local to the scope (the n-th
+    memory of the scope), so a scope keeps its entry when another scope grows or shrinks."""
+
+    keys: Mapping[str, str]  # scope -> its entry's key
+    parts: Mapping[str, np.ndarray]  # scope -> corpus positions of its memories, ascending
+    queries: Mapping[str, list[str]]  # scope -> its query ids, in run order
+    retrieve: Callable[[list[str]], dict]  # scopes -> {query id: (index, columns, timings)}, corpus positions
+
+    def assemble(self, cache: CandidateCache, order: Sequence[str]) -> tuple[dict, dict[str, int]]:
+        """Every query's candidates: scopes found on disk, the rest retrieved (together) and stored."""
+        found, missing = {}, []
+        for scope, key in self.keys.items():
+            entry = cache.load(f"scope-{key}")
+            if entry is None or set(entry) != set(self.queries[scope]):
+                missing.append(scope)
+                continue
+            part = self.parts[scope]
+            for q, (index, columns, times) in entry.items():  # not measured in this run: NaN, never replayed
+                found[q] = (part[index], columns, dict.fromkeys(times, float("nan")))
+        fresh = self.retrieve(missing) if missing else {}
+        for scope in missing:
+            part, local = self.parts[scope], {}
+            for q in self.queries[scope]:
+                index, columns, times = fresh[q]
+                at = np.searchsorted(part, index)
+                inside = len(part) > 0 and np.array_equal(part[np.minimum(at, len(part) - 1)], index)
+                if len(index) and not inside:
+                    break  # a candidate outside the query's scope (an outside run file): not stored
+                local[q] = (at.astype(np.int64), columns, times)
+            else:
+                cache.save(f"scope-{self.keys[scope]}", local)
+        found.update(fresh)
+        return {q: found[q] for q in order}, {
+            "reused": len(self.keys) - len(missing),
+            "retrieved": len(missing),
+        }

@@ -68,7 +68,9 @@ def same_rankings(a, b) -> None:
 
 
 def only_entry(folder: Path, pattern: str) -> Path:
-    (path,) = [p for p in folder.rglob(pattern) if not p.name.startswith(".")]
+    (path,) = [
+        p for p in folder.rglob(pattern) if not p.name.startswith(".") and not p.name.startswith("scope-")
+    ]
     return path
 
 
@@ -111,13 +113,14 @@ def test_a_damaged_candidate_entry_is_recomputed_with_a_warning(tmp_path, damage
     fresh = run(bm25_boost(), suite)  # no cache at all
     cache = CandidateCache(tmp_path / "candidates")
     run(bm25_boost(), suite, cache=cache)
-    path = only_entry(tmp_path / "candidates", "*.npz")
-    data = bytearray(path.read_bytes())
-    if damage == "torn":
-        path.write_bytes(bytes(data[: len(data) // 2]))
-    else:  # one byte changed: only the checksum can tell
-        data[-20] ^= 0x01
-        path.write_bytes(bytes(data))
+    path = only_entry(tmp_path / "candidates", "*.npz")  # the suite's entry; then each scope's
+    for entry in [path, *(tmp_path / "candidates").glob("scope-*.npz")]:
+        data = bytearray(entry.read_bytes())
+        if damage == "torn":
+            entry.write_bytes(bytes(data[: len(data) // 2]))
+        else:  # one byte changed: only the checksum can tell
+            data[-20] ^= 0x01
+            entry.write_bytes(bytes(data))
     with pytest.warns(CacheWarning, match=f"{path.name}.*checksum mismatch"):
         again = run(bm25_boost(), suite, cache=cache)
     assert not again.prefix_cache_hit  # recomputed, not trusted

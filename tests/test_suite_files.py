@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import tracemalloc
 
 import pytest
 
@@ -94,3 +95,15 @@ def test_a_socket_or_directory_is_not_a_suite_file(tmp_path):
         read_suite_file(tmp_path)
     with pytest.raises(NotARegularFile, match="is a device"):
         read_suite_file("/dev/null")
+
+
+def test_reading_a_small_file_allocates_its_size_not_the_cap(tmp_path):
+    # `read(limit + 1)` allocated the whole 1 GiB cap for every file read (each of a BEAM tier's
+    # chat.json files): harmless while the pages stay untouched, fatal where memory is not overcommitted.
+    path = tmp_path / "chat.json"
+    path.write_bytes(b"[]" * 50_000)
+    tracemalloc.start()
+    data = read_suite_file(path)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert data == b"[]" * 50_000 and peak < 10 * len(data)

@@ -157,22 +157,43 @@ def _read_json(path: Path, problems: list[Problem]) -> Any:
     return data
 
 
+def is_plan_group(entry: Any) -> bool:
+    """BEAM's 10M chat.json is a list of `{"plan-1": [batch, ...], ...}` entries, not of batches."""
+    return isinstance(entry, dict) and bool(entry) and all(str(k).startswith("plan-") for k in entry)
+
+
+def _batches(chat: list, chat_path: Path, problems: list[Problem]) -> Iterable[tuple[str, int | str, Any]]:
+    """(field path, batch number, batch) for every batch of chat.json, in order. A batch inside a
+    plan is numbered `<plan>:<batch_number>`, so sessions stay apart if plans restart their numbers."""
+    for e, entry in enumerate(chat):
+        if not is_plan_group(entry):
+            yield f"[{e}]", entry.get("batch_number", e + 1) if isinstance(entry, dict) else e + 1, entry
+            continue
+        for plan, batches in entry.items():
+            if not isinstance(batches, list):
+                problems.append(Problem(str(chat_path), None, f"[{e}].{plan}", "must be a list of batches"))
+                continue
+            for b, batch in enumerate(batches):
+                number = batch.get("batch_number", b + 1) if isinstance(batch, dict) else b + 1
+                yield f"[{e}].{plan}[{b}]", f"{plan}:{number}", batch
+
+
 def _messages(
     chat: Any, chat_path: Path, problems: list[Problem]
-) -> Iterable[tuple[int, str | None, str, Any]]:
+) -> Iterable[tuple[int | str, str | None, str, Any]]:
     """(batch number, batch time anchor, field path, message) for every message in chat.json."""
     if not isinstance(chat, list):
         problems.append(Problem(str(chat_path), None, None, "must be a list of batches"))
         return
-    for b, batch in enumerate(chat):
+    for at, number, batch in _batches(chat, chat_path, problems):
         turns = batch.get("turns") if isinstance(batch, dict) else None
         if not isinstance(turns, list):
-            problems.append(Problem(str(chat_path), None, f"[{b}].turns", "missing or not a list"))
+            problems.append(Problem(str(chat_path), None, f"{at}.turns", "missing or not a list"))
             continue
         for t, turn in enumerate(turns):
             for i, message in enumerate(turn if isinstance(turn, list) else [turn]):
-                where = f"[{b}].turns[{t}][{i}]" if isinstance(turn, list) else f"[{b}].turns[{t}]"
-                yield batch.get("batch_number", b + 1), batch.get("time_anchor"), where, message
+                where = f"{at}.turns[{t}][{i}]" if isinstance(turn, list) else f"{at}.turns[{t}]"
+                yield number, batch.get("time_anchor"), where, message
 
 
 def read_topic(folder: Path, problems: list[Problem]) -> dict[str, Any]:

@@ -144,6 +144,7 @@ class _RunIndex:
 @dataclass(frozen=True, kw_only=True)
 class TrecRunRetriever(Retriever):
     name = "trec_run"
+    by_scope = False  # its file names every scope's queries: never built on some scopes only (reuse.py)
     channel: str = "trec_run"
     path: str
     sha256: str | None = None  # the file's content hash; the config fills it in, else construction does

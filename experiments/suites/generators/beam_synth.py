@@ -756,6 +756,10 @@ def _plant_all(
 
 
 # ---------------------------------------------------------------------------------------------- writing
+# A message lengthener: (rng, role, text, topic, values) -> the longer text (see beam_scale.py).
+Pad = Callable[[random.Random, str, str, str, dict[str, Any]], str]
+
+
 def _batch(
     rng: random.Random,
     cast: dict,
@@ -763,12 +767,15 @@ def _batch(
     b: int,
     main_topic: str,
     evidence: dict[int, tuple[str, str]],
+    pad: Pad | None = None,
 ) -> dict[str, Any]:
     turns = []
     for k, t in enumerate(range(layout.batch_starts[b], layout.batch_starts[b + 1]), 1):
         topic = main_topic if rng.random() < 0.5 else rng.choice(TOPICS)
         values = {**cast, **_numbers(rng)}
         user, reply = evidence.get(t) or (_filler_user(rng, topic, values), _filler_reply(rng, topic, values))
+        if pad is not None:
+            user, reply = pad(rng, "user", user, topic, values), pad(rng, "assistant", reply, topic, values)
         mid = layout.first_ids[t]
         first: dict[str, Any] = {"role": "user", "id": mid}
         if k == 1:
@@ -782,28 +789,58 @@ def _batch(
         for extra in range(1, layout.sizes[t] // 2):
             kind = "answer_ai_question" if rng.random() < 0.4 else "followup_question"
             follow = rng.choice(_FOLLOWUPS[topic]).format_map(values)
+            if pad is not None:
+                follow = pad(rng, "user", follow, topic, values)
             turn.append({"role": "user", "id": mid + 2 * extra, "question_type": kind, "content": follow})
             answer = _filler_reply(rng, topic, values)
+            if pad is not None:
+                answer = pad(rng, "assistant", answer, topic, values)
             turn.append({"role": "assistant", "id": mid + 2 * extra + 1, "content": answer})
         turns.append(turn)
     return {"batch_number": b + 1, "turns": turns, "time_anchor": None}
 
 
+def _split(n: int, parts: int) -> list[range]:
+    """`range(n)` cut into `parts` contiguous, non-empty pieces of near-equal size."""
+    parts = max(1, min(parts, n))
+    bounds = [round(p * n / parts) for p in range(parts + 1)]
+    return [range(bounds[p], bounds[p + 1]) for p in range(parts)]
+
+
 _TOPIC_CARDS = {topic: (c["category"], c["title"], c["theme"]) for topic, c in _DATA["topic_cards"].items()}
 
 
-def _write_conversation(folder: Path, number: int, seed: int, n_messages: int, per_ability: int) -> int:
+def _write_conversation(
+    folder: Path,
+    number: int,
+    seed: int,
+    n_messages: int,
+    per_ability: int,
+    *,
+    pad: Pad | None = None,
+    plans: int = 0,
+) -> int:
+    """Write one conversation; `pad` lengthens every message (beam_scale), `plans` > 0 groups the
+    batches into that many `{"plan-<p>": [batch, ...]}` entries, as BEAM's 10M chat.json does."""
     rng = random.Random(f"beam_synth:{seed}:{number}")  # str seeds hash with sha512: stable across processes
     cast = _cast(rng)
     main_topic = rng.choice(TOPICS)
     layout = _layout(rng, n_messages)
     evidence, questions = _plant_all(rng, cast, layout, per_ability)
     (folder / "probing_questions").mkdir(parents=True, exist_ok=True)
+    n_batches = len(layout.dates)
+    groups = [range(n_batches)] if plans <= 0 else _split(n_batches, plans)
+    indent = "  " if plans <= 0 else "      "
     with open(folder / "chat.json", "w", encoding="utf-8") as out:  # one batch in memory at a time
         out.write("[\n")
-        for b in range(len(layout.dates)):
-            text = json.dumps(_batch(rng, cast, layout, b, main_topic, evidence), indent=2)
-            out.write(("" if b == 0 else ",\n") + "  " + text.replace("\n", "\n  "))
+        for p, group in enumerate(groups):
+            if plans > 0:
+                out.write(("" if p == 0 else ",\n") + f'  {{\n    "plan-{p + 1}": [\n')
+            for b in group:
+                text = json.dumps(_batch(rng, cast, layout, b, main_topic, evidence, pad), indent=2)
+                out.write(("" if b == group.start else ",\n") + indent + text.replace("\n", "\n" + indent))
+            if plans > 0:
+                out.write("\n    ]\n  }")
         out.write("\n]")
     with open(folder / "probing_questions" / "probing_questions.json", "w", encoding="utf-8") as out:
         json.dump(questions, out, indent=4)
