@@ -18,7 +18,8 @@ METRICS = ["P@5", "P@10", "R@10", "nDCG@10", "nDCG", "RR", "AP", "hit@5", "R_all
 def tied_run(n_queries: int, depth: int, seed: int):
     """Graded qrels (-1..2) over a 400-document pool; scores drawn from 25 values, so most lists tie
     several times, some scores equal only as float32 (x and x + 1e-12), some 0.0 against -0.0 and
-    infinities; a few queries absent from the run or with an empty score dict; one run query not judged."""
+    infinities of both signs; a few queries absent from the run or with an empty score dict; one run query
+    not judged."""
     rng = np.random.default_rng(seed)
     qrels, scores = {}, {}
     for i in range(n_queries):
@@ -33,6 +34,7 @@ def tied_run(n_queries: int, depth: int, seed: int):
         values[rng.random(len(docs)) < 0.05] += 1e-12  # distinct as float64, tied as float32
         values[rng.random(len(docs)) < 0.01] = -0.0
         values[rng.random(len(docs)) < 0.01] = np.inf
+        values[rng.random(len(docs)) < 0.01] = -np.inf  # its +inf sort key meets the padding's
         scores[query] = {f"d{d}": float(v) for d, v in zip(docs, values, strict=True)}
     scores["not judged"] = {"d1": 1.0}
     return qrels, scores
@@ -83,3 +85,16 @@ def test_queries_without_scores_score_zero_and_the_width_is_the_longest_list():
     frame = per_query_from_scores(qrels, {"a": {"w": 2.0, "x": 2.0}, "b": {}}, ["RR", "P@1"])
     # a tie at 2.0: docid descending puts "x" first
     assert frame["RR"].to_dict() == {"a": 1.0, "b": 0.0, "c": 0.0}
+    assert per_query_from_scores(qrels, {}, ["RR"]).equals(per_query(qrels, {}, ["RR"]))  # nothing scored
+
+
+def test_distinct_scores_take_the_sort_without_ids_and_give_the_same_table():
+    qrels, tied = tied_run(2_000, 50, seed=3)
+    rng = np.random.default_rng(4)
+    scores = {
+        q: {d: float(v) for d, v in zip(docs, rng.permutation(len(docs)), strict=True)}
+        for q, docs in tied.items()
+    }
+    assert per_query_from_scores(qrels, scores, METRICS).equals(
+        per_query(qrels, ranked_one_by_one(scores), METRICS)
+    )
