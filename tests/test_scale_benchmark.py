@@ -33,7 +33,7 @@ def _table(text: str, heading: str) -> list[list[str]]:
 
 
 def test_a_cold_and_a_warm_run_each_have_wall_cpu_load_and_peak_memory(measured):
-    text, results, _ = measured
+    text, results, tmp = measured
     assert "Machine:" in text and f"CPU class {results['isa']}" in text and "Load average" in text
     header, _, *rows = _table(text, "## Runs")
     columns = [
@@ -54,6 +54,8 @@ def test_a_cold_and_a_warm_run_each_have_wall_cpu_load_and_peak_memory(measured)
     ]
     assert all(float(r[5]) > 0 and float(r[6]) > 0 and float(r[8].replace(",", "")) > 0 for r in rows)
     assert len([line for line in text.splitlines() if line.startswith("- `python -m experiments.run ")]) == 2
+    # committed and read elsewhere: the scratch folder as $WORK, the suite relative to the checkout
+    assert str(tmp) not in text and "cache_dir=$WORK/" in text and "suite.path=datasets/spark25" in text
 
 
 def test_the_phase_table_names_each_phase_from_metrics_json(measured):

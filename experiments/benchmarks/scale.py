@@ -9,7 +9,9 @@ Each `--suite-path` is a suite folder in the canonical format (`suite=jsonl`; `-
 tier folder). Each variant runs on it as a subprocess (`python -m experiments.run`, `tracking=none`,
 `progress=false`, `resume=false`), twice:
   - cold: a new, empty cache folder (embeddings, candidates, model exports all made by this run);
-  - warm: the embeddings the cold run made, a new candidate cache: a re-run whose encoding is cached.
+  - warm: the embeddings the cold run made, a new candidate cache: a re-run whose encoding is cached
+    (`--embeddings DIR`: those in DIR instead, e.g. the shared .memeval_cache/embeddings, and no cold run
+    is needed for a warm one).
 Per run: wall and CPU seconds (the child's user + system, from getrusage), the load average at its start,
 and from the run's metrics.json its peak RSS (`resource.peak_rss_mb`) and the wall seconds of each phase
 (`timings`). The machine line names the CPU and its instruction-set class (retrieval/compute.py: amx,
@@ -27,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import sys
 import tempfile
@@ -165,8 +168,8 @@ def report(results: dict[str, Any], command: str, figure: str | None) -> str:
         f"Load average (1 min) at start {results['load_start']:.2f}, at end {results['load_end']:.2f} (each "
         "run's own in the table: CPU time is the figure a shared machine inflates least).",
         "",
-        "Cold: an empty cache folder. Warm: the cold run's embeddings, a new candidate cache. Peak RSS and "
-        "phase seconds are the run's metrics.json (`resource.peak_rss_mb`, `timings`).",
+        f"Cold: an empty cache folder. Warm: {results['warm_embeddings']}, a new candidate cache. Peak RSS "
+        "and phase seconds are the run's metrics.json (`resource.peak_rss_mb`, `timings`).",
         "",
         "## Runs",
         "",
@@ -242,6 +245,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--shards", type=int, default=0, help="also run each variant as N shards (needs shard=)"
     )
+    parser.add_argument(
+        "--embeddings", type=Path, default=None, help="warm runs' embeddings (default: cold's)"
+    )
     parser.add_argument("--work", type=Path, default=None, help="scratch folder (default: a new temp folder)")
     parser.add_argument("--out", type=Path, default=PROJECT_ROOT / "reports" / "benchmarks" / "scale.md")
     parser.add_argument("overrides", nargs="*", help="extra config overrides for every run")
@@ -266,13 +272,15 @@ def main(argv: list[str] | None = None) -> None:
         path = path.resolve()
         for variant in variants:
             base = work / f"{size}-{variant}"
-            embeddings = base / "cold" / "cache" / "embeddings"  # the cold run's: the warm run reuses them
+            # the cold run's, which the warm run reuses, unless --embeddings names a warm folder
+            embeddings = args.embeddings or base / "cold" / "cache" / "embeddings"
             for mode in ("cold", "warm"):
-                if mode not in modes and not (mode == "cold" and "warm" in modes):
+                if mode not in modes and not (mode == "cold" and "warm" in modes and not args.embeddings):
                     continue
                 where = base / mode
+                warmed = embeddings if mode == "warm" else where / "cache" / "embeddings"
                 row = run_once(
-                    args.suite, path, variant, where / "cache", embeddings, where / "run", args.overrides
+                    args.suite, path, variant, where / "cache", warmed, where / "run", args.overrides
                 )
                 if mode in modes:
                     rows.append({"suite": path.name, "variant": variant, "mode": mode, **row})
@@ -302,6 +310,9 @@ def main(argv: list[str] | None = None) -> None:
         "runs": rows,
         "slopes": {f"{v}/{m}": s for (v, m), s in fitted.items()},
         "shards": args.shards,
+        "warm_embeddings": f"the embeddings in {args.embeddings}"
+        if args.embeddings
+        else "the cold run's embeddings",
         "sharded": sharded,
     }
     figure = None
@@ -312,11 +323,30 @@ def main(argv: list[str] | None = None) -> None:
     command = "python -m experiments.benchmarks.scale " + shlex.join(
         argv if argv is not None else sys.argv[1:]
     )
-    text = report(results, command.strip(), figure)
+    text = portable(report(results, command.strip(), figure), work)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)
-    args.out.with_suffix(".json").write_text(json.dumps(results, indent=2))
+    args.out.with_suffix(".json").write_text(portable(json.dumps(results, indent=2), work))
     print(text)
+
+
+_ABSOLUTE = re.compile(r"(?<![\w.~$-])/[^\s`'\"|,)]+")
+
+
+def portable(text: str, work: Path) -> str:
+    """The report as another machine reads it (it is committed): the scratch folder as `$WORK`, a path beside
+    the checkout relative to it (`../shared/beam/100K`), any other by its name (`…/scale.md`)."""
+    work = work.resolve()
+
+    def relative(match: re.Match) -> str:
+        path = Path(match[0])
+        if path == work or work in path.parents:
+            return "$WORK/" + path.relative_to(work).as_posix() if path != work else "$WORK"
+        if PROJECT_ROOT.parent.resolve() in path.parents:
+            return os.path.relpath(path, PROJECT_ROOT)
+        return f"…/{path.name}"
+
+    return _ABSOLUTE.sub(relative, text)
 
 
 if __name__ == "__main__":
