@@ -97,8 +97,9 @@ def run_sharded(
         f"hydra.sweep.dir={work / 'shards'}", *extra,
     ]  # fmt: skip
     wall, cpu = _timed(args)
-    merge = [sys.executable, "-m", "experiments.merge", *map(str, sorted((work / "shards").iterdir())),
-             "--out", str(work / "merged")]  # fmt: skip
+    # the merge step of the sharding (issue #36: `memeval-merge <run dirs>`), over the jobs' run folders
+    jobs = sorted(str(p) for p in (work / "shards").iterdir() if (p / "metrics.json").is_file())
+    merge = [str(Path(sys.executable).parent / "memeval-merge"), *jobs, "--out", str(work / "merged")]
     merge_wall, merge_cpu = _timed(merge)
     command = shlex.join(["python", *args[1:]])
     return {
