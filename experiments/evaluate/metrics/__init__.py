@@ -55,7 +55,7 @@ from experiments.evaluate.metrics.recall_all_lme import recall_all as lme_recall
 from experiments.evaluate.metrics.recall_any import recall_any
 from experiments.evaluate.metrics.reciprocal_rank import reciprocal_rank
 from experiments.evaluate.metrics.session_view import session_view
-from experiments.evaluate.metrics.trec_order import scored_grades
+from experiments.evaluate.metrics.trec_order import cells, scored_grades
 
 if TYPE_CHECKING:  # pandas only when a table is built: metric names are parsed by light modules too
     import pandas as pd
@@ -190,9 +190,7 @@ def _padded(rows: list[list[float]], width: int) -> np.ndarray:
     """Stack ragged rows into a zero-padded matrix without a Python loop over cells."""
     lengths = np.fromiter((len(r) for r in rows), dtype=np.intp, count=len(rows))
     matrix = np.zeros((len(rows), max(width, 1)))
-    row_of_cell = np.repeat(np.arange(len(rows)), lengths)
-    column_of_cell = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    matrix[row_of_cell, column_of_cell] = np.fromiter(chain.from_iterable(rows), dtype=float)
+    matrix[cells(lengths)] = np.fromiter(chain.from_iterable(rows), dtype=float)
     return matrix
 
 
@@ -203,10 +201,7 @@ def _ideal(judged: list[Mapping[str, int]]) -> np.ndarray:
         chain.from_iterable(j.values() for j in judged), dtype=float, count=int(counts.sum())
     )
     matrix = np.zeros((len(judged), max(int(counts.max(initial=0)), 1)))
-    row = np.repeat(np.arange(len(judged)), counts)
-    matrix[row, np.arange(len(grades)) - np.repeat(np.cumsum(counts) - counts, counts)] = np.maximum(
-        grades, 0
-    )
+    matrix[cells(counts)] = np.maximum(grades, 0)
     matrix = -np.sort(-matrix, axis=1)  # best first; the negation turns each -0.0 back into 0.0
     return matrix[:, : max(int((matrix > 0).sum(axis=1).max(initial=0)), 1)]
 

@@ -38,8 +38,7 @@ def scored_grades(qrels: Qrels, scores: Scores, queries: Sequence[str]) -> np.nd
     # along the rows (small sorts, cache-friendly). Ascending sorts: the key is the negated float32 score
     # (+ 0.0 makes -0.0 the 0.0 it equals). A quicksort is right unless two of a row's keys are equal: a
     # tie, or a -inf score (+inf key) beside the padding; then the ids decide, as trec_eval does.
-    row = np.repeat(np.arange(len(pairs)), lengths)
-    column = np.arange(n) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    row, column = cells(lengths)
     key = np.full((len(pairs), max(width, 1)), np.inf, dtype=np.float32)
     key[row, column] = -values.astype(np.float32) + np.float32(0.0)
     grade = np.zeros(key.shape)
@@ -52,6 +51,13 @@ def scored_grades(qrels: Qrels, scores: Scores, queries: Sequence[str]) -> np.nd
     matrix = np.zeros((len(queries), max(width, 1)))
     matrix[[i for i, _, _ in pairs]] = np.take_along_axis(grade, order, axis=1)
     return matrix
+
+
+def cells(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(row, column) of every cell of ragged rows of these lengths laid out left-aligned in a matrix, in
+    row order: the index that fills a zero-padded matrix without a Python loop over cells."""
+    row = np.repeat(np.arange(len(lengths)), lengths)
+    return row, np.arange(len(row)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
 
 
 def _with_ids(key: np.ndarray, row: np.ndarray, column: np.ndarray, ids: np.ndarray) -> np.ndarray:
