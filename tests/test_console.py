@@ -201,7 +201,7 @@ def test_the_mlflow_names_in_docs_metrics_are_the_logged_ones():
             "category": {"C++ & tools": {"P@5": 0.2}},
         },
         "scope_leaks": 0,
-        "resource": {"peak_rss_mb": 812.5, "children_peak_rss_mb": 0.0},
+        "resource": {"peak_rss_mb": 812.5},
     }
     logged = mlflow_metric_names(summary)
     for left, right in rows:

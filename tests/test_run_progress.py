@@ -87,7 +87,6 @@ def test_a_run_writes_its_peak_memory_and_phase_times_and_logs_the_memory_to_mlf
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     peak = metrics["resource"]["peak_rss_mb"]
     assert peak > 50  # a Python process with numpy and the suite loaded: tens of MB at least
-    assert metrics["resource"]["children_peak_rss_mb"] >= 0
     assert {"load suite", "ingest", "index bm25", "search", "metrics"} <= set(metrics["timings"])
     assert all(seconds >= 0 for seconds in metrics["timings"].values())
     client = mlflow.MlflowClient(tracking_uri=uri)
