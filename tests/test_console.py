@@ -31,7 +31,9 @@ def test_phase_lines_repeat_the_latest_phase_at_the_interval():
     with PhaseLines(every_s=0.2, stream=out) as told:
         told("index dense")
         with progress.reporting_to(told):
-            progress.phase("encode documents", 512, 1024)  # what the encoder says inside the pipeline
+            progress.phase("encode documents", 0, 1024)  # what the encoder says inside the pipeline
+            time.sleep(0.05)
+            progress.phase("encode documents", 512, 1024)
         time.sleep(1.0)
     text = out.getvalue()
     lines, summary = text.split("[memeval] where the time went")  # after a run of 1 s, at 0.2 s lines

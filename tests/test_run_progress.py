@@ -51,6 +51,11 @@ def test_a_line_names_the_phase_its_units_its_scope_and_an_eta():
     told = (match["phase"], match["done"], match["total"], match["k"], match["n"])
     assert told == ("search", "10", "40", "3", "10")
     assert re.fullmatch(r"\d+(m\d\ds|s)", match["eta"])
+    lines("rank boost", 40, 80, (1, 10))  # a phase that starts part-way: no rate yet, no ETA
+    assert "ETA" not in lines.line()
+    time.sleep(0.05)
+    lines("rank boost", 60, 80, (5, 10))  # its rate is of its own units: 20 in the time since it began
+    assert LINE.match(lines.line())["eta"]
     lines("index bm25")  # a phase without units: no count, no scope, no ETA
     assert LINE.match(lines.line())["phase"] == "index bm25" and "ETA" not in lines.line()
 

@@ -44,9 +44,10 @@ class PhaseLines:
         self.quiet = quiet
         self._start = time.monotonic()
         self._last = self._start
-        # (name, done, total, scope, when the phase began): one tuple, so the thread reads a whole one
-        self._phase: tuple[str, int | None, int | None, tuple[int, int] | None, float] = (
-            "start", None, None, None, self._start,
+        # (name, done, total, scope, when the phase began, its `done` then): one tuple, so the thread reads a
+        # whole one. A phase may start part-way (rank stage 2 of 2 starts at 1 x the queries).
+        self._phase: tuple[str, int | None, int | None, tuple[int, int] | None, float, int] = (
+            "start", None, None, None, self._start, 0,
         )  # fmt: skip
         self._spent: dict[str, float] = {}  # seconds of each phase already left
         self._stop = threading.Event()
@@ -59,23 +60,23 @@ class PhaseLines:
         total: int | None = None,
         scope: tuple[int, int] | None = None,
     ) -> None:
-        began = self._phase[4]
+        began, first = self._phase[4], self._phase[5]
         if name != self._phase[0]:
             now = time.monotonic()
             self._spent[self._phase[0]] = self._spent.get(self._phase[0], 0.0) + now - began
-            began = now
-        self._phase = (name, done, total, scope, began)
+            began, first = now, done or 0
+        self._phase = (name, done, total, scope, began, first)
 
     def line(self) -> str:
-        name, done, total, scope, began = self._phase
+        name, done, total, scope, began, first = self._phase
         now = time.monotonic()
         where = name
         if done is not None and total:
             where += f" {done:,}/{total:,} ({100 * done // total}%)"
         if scope is not None:
             where += f" scope {scope[0]}/{scope[1]}"
-        if done and total and now > began:  # the units left at this phase's rate so far
-            where += f" ETA {_clock((total - done) * (now - began) / done)}"
+        if done and total and done > first and now > began:  # the units left at this phase's rate so far
+            where += f" ETA {_clock((total - done) * (now - began) / (done - first))}"
         return f"[memeval {_clock(now - self._start)}] {where}"
 
     def timings(self) -> dict[str, float]:
