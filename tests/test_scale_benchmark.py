@@ -96,3 +96,13 @@ def test_shards_need_the_shard_config_key(tmp_path, capsys):
         assert stopped.value.code == 2
         assert "`shard` config key" in capsys.readouterr().err
         assert not any(tmp_path.iterdir())  # nothing was run
+
+
+def test_a_sharded_run_is_a_row_with_its_ratio_to_the_unsharded_wall(measured):
+    _, results, _ = measured
+    sharded = {"suite": "spark25", "variant": "bm25", "command": "python -m experiments.run -m shard=0/4,1/4",
+               "unsharded_wall_s": 10.0, "wall_s": 11.0, "merge_wall_s": 0.0, "ratio": 1.1}  # fmt: skip
+    text = scale.report({**results, "shards": 4, "sharded": [sharded]}, "cmd", None)
+    header, _, row = _table(text, "## Sharded (4 shards")
+    assert header[-1] == "ratio" and row[:2] == ["spark25", "bm25"] and row[-1] == "1.10"
+    assert "- `python -m experiments.run -m shard=0/4,1/4`" in text
