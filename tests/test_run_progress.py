@@ -77,6 +77,15 @@ def test_the_clock_sums_each_phase_and_the_summary_names_every_one_with_its_shar
     assert sum(float(r["share"]) for r in rows) == pytest.approx(100, abs=0.5)
 
 
+def test_a_failed_run_ends_with_its_error_not_a_summary():
+    out = io.StringIO()
+    with pytest.raises(RuntimeError), PhaseLines(every_s=0.01, stream=out, quiet=True) as told:
+        told("search", 0, 2)
+        time.sleep(0.02)
+        raise RuntimeError("the index is gone")
+    assert out.getvalue() == ""
+
+
 def test_a_run_writes_its_peak_memory_and_phase_times_and_logs_the_memory_to_mlflow(tmp_path):
     """A tracked bm25 run on spark25 into a fresh SQLite store, with a phase line every 0.05 s."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"

@@ -101,11 +101,12 @@ class PhaseLines:
             self._thread.start()
         return self
 
-    def __exit__(self, *_exc: object) -> None:
+    def __exit__(self, failed: type[BaseException] | None, *_exc: object) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        if time.monotonic() - self._start >= self.every_s:  # a short run prints nothing
+        # a short run prints nothing; a failed one leaves its error as the last word
+        if failed is None and time.monotonic() - self._start >= self.every_s:
             print(self.summary(), file=self.stream, flush=True)
 
     def _tick(self) -> None:
