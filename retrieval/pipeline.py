@@ -340,8 +340,9 @@ class Pipeline:
                 index.prefetch(queries)
                 measured[channel] = index.latency_ms
         out = {}
+        places = phases.scope_places([q.scope_key for q in queries])
         for done, query in enumerate(tqdm(queries, desc="retrieve", disable=not progress, leave=False)):
-            phases.phase("search", done, len(queries))
+            phases.phase("search", done, len(queries), places[done])
             timings, channels = {}, {}
             for retriever in self.retrievers:
                 t = time.perf_counter()
@@ -408,8 +409,9 @@ def _apply_all(
 
 def _told(queries: Sequence[Query], name: str, offset: int, total: int) -> Iterator[Query]:
     """`queries`, telling retrieval/progress.py how far phase `name` is before each (offset + i of total)."""
+    places = phases.scope_places([q.scope_key for q in queries])
     for i, query in enumerate(queries):
-        phases.phase(name, offset + i, total)
+        phases.phase(name, offset + i, total, places[i])
         yield query
 
 

@@ -4,26 +4,40 @@ Stages never print. The harness passes a callback to `Pipeline.run(on_phase=...)
 (experiments/run/phase_lines.py prints it as a line every few seconds when the bars are off); the
 pipeline installs it here for the length of the run, so a component deep inside a stage (the encoder,
 called by the dense retriever's `build`) can say `phase("encode documents", 1024, 5120)` without every
-stage's signature carrying the callback. With no callback installed, `phase` does nothing.
+stage's signature carrying the callback. With no callback installed, `phase` does nothing. A phase over
+queries also says which scope (conversation) the current one is in, `(k, n)`: the k-th of the n scopes in
+the order the queries come (`scope_places`).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 
-# (phase, done, total): `done`/`total` are counts of that phase's units (texts, queries), or None.
-PhaseCallback = Callable[[str, "int | None", "int | None"], None]
+# (phase, done, total, scope): `done`/`total` are counts of that phase's units (texts, queries), or None;
+# `scope` is (k, n), the current unit's scope among n, or None.
+PhaseCallback = Callable[[str, "int | None", "int | None", "tuple[int, int] | None"], None]
 
 _current: ContextVar[PhaseCallback | None] = ContextVar("memeval_phase_callback", default=None)
 
 
-def phase(name: str, done: int | None = None, total: int | None = None) -> None:
-    """Tell the installed callback (if any) that the run is in `name`, `done` of `total` units along."""
+def phase(
+    name: str, done: int | None = None, total: int | None = None, scope: tuple[int, int] | None = None
+) -> None:
+    """Tell the installed callback (if any) that the run is in `name`, `done` of `total` units along, in
+    scope k of n (`scope`)."""
     callback = _current.get()
     if callback is not None:
-        callback(name, done, total)
+        callback(name, done, total, scope)
+
+
+def scope_places(scope_keys: Sequence[str]) -> list[tuple[int, int]]:
+    """(k, n) for each unit: its scope is the k-th (1-based) of the n distinct ones, in order of coming."""
+    place: dict[str, int] = {}
+    for key in scope_keys:
+        place.setdefault(key, len(place) + 1)
+    return [(place[key], len(place)) for key in scope_keys]
 
 
 def reporting_to(callback: PhaseCallback | None) -> contextlib.AbstractContextManager[None]:

@@ -31,12 +31,17 @@ def test_phase_lines_repeat_the_latest_phase_at_the_interval():
     with PhaseLines(every_s=0.2, stream=out) as told:
         told("index dense")
         with progress.reporting_to(told):
-            progress.phase("encode documents", 512, 1024)  # what the encoder says inside the pipeline
+            progress.phase("encode documents", 0, 1024)  # what the encoder says inside the pipeline
+            time.sleep(0.05)
+            progress.phase("encode documents", 512, 1024)
         time.sleep(1.0)
-    lines = out.getvalue().splitlines()
+    text = out.getvalue()
+    lines, summary = text.split("[memeval] where the time went")  # after a run of 1 s, at 0.2 s lines
+    lines = lines.splitlines()
     assert len(lines) >= 3
     assert all(PHASE_LINE.match(line) for line in lines)
-    assert lines[-1].endswith("encode documents 512/1,024 (50%)")
+    assert re.fullmatch(r"encode documents 512/1,024 \(50%\) ETA \d+s", PHASE_LINE.match(lines[-1])["phase"])
+    assert "index dense" in summary and "encode documents" in summary
 
 
 def test_a_short_run_prints_no_phase_line():
@@ -98,7 +103,7 @@ def test_a_cold_run_without_bars_prints_a_phase_line_at_every_interval(tmp_path)
     text = "\n".join(line for _, line in lines)
     assert code == 0, text[-3000:]
     phase = [(t, m["phase"]) for t, line in lines if (m := PHASE_LINE.match(line))]
-    assert any(re.fullmatch(r"encode documents [\d,]+/[\d,]+ \(\d+%\)", p) for _, p in phase), text
+    assert any(re.fullmatch(r"encode documents [\d,]+/[\d,]+ \(\d+%\)( ETA \S+)?", p) for _, p in phase), text
     # Never silent for long: from the first phase line to the results table, no gap much over the
     # interval (slack for a loaded 2-core machine; without the lines the gap is the whole run).
     end = next(t for t, line in lines if line.startswith("overall"))
@@ -198,6 +203,7 @@ def test_the_mlflow_names_in_docs_metrics_are_the_logged_ones():
             "category": {"C++ & tools": {"P@5": 0.2}},
         },
         "scope_leaks": 0,
+        "resource": {"peak_rss_mb": 812.5},
     }
     logged = mlflow_metric_names(summary)
     for left, right in rows:

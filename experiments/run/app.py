@@ -34,7 +34,8 @@ from experiments.exit_codes import console_script
 from experiments.run.build import pipeline_from_config
 from experiments.run.compose import answer_help, finish_variant, yaml_text
 from experiments.run.config_check import SUITE_REPORT_KEYS, ConfigError, check_config
-from experiments.run.phase_lines import PhaseLines, silent
+from experiments.run.phase_lines import PhaseLines
+from experiments.run.resources import add_run_sections
 from experiments.run.resume import (
     CASSETTE_TAG,
     CODE_VERSION_TAG,
@@ -285,9 +286,7 @@ def run_experiment(
     `run_name` names its MLflow run (default `<suite>-<variant>`), `run_tags` are added to its MLflow tags.
     With `progress=false` a line says where the run is every few seconds (experiments/run/phase_lines.py).
     """
-    if cfg.get("progress") is not False:  # the bars say it
-        return _run_experiment(cfg, run_dir, silent, multirun, parent, run_name, run_tags)
-    with PhaseLines() as told:
+    with PhaseLines(quiet=cfg.get("progress") is not False) as told:  # quiet: the bars say it
         return _run_experiment(cfg, run_dir, told, multirun, parent, run_name, run_tags)
 
 
@@ -348,6 +347,7 @@ def _run_experiment(
     # cassette is unchanged.
     version = run_version(pipeline)
     evaluation.metrics["wall_s"] = time.perf_counter() - started
+    add_run_sections(evaluation.metrics, told)  # resource.peak_rss_mb, timings (experiments/run/resources.py)
     evaluation.metrics["suite"] = {
         **suite.summary(),
         "content_hash": suite.content_hash,

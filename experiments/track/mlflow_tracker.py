@@ -249,6 +249,8 @@ def _entries(summary: Mapping[str, Any]) -> list[tuple[str, str, float]]:
                     wanted = f"{label}.{value}.{_relevance_key(name)}".replace(" ", "_")
                     out.append((wanted, f"{label}.{value}.{name}", float(v)))
     out.append(("scope_leaks", "scope_leaks", float(summary.get("scope_leaks", 0))))
+    # the run's peak memory (experiments/run/resources.py): `resource.peak_rss_mb`
+    out += [(f"resource.{k}", f"resource.{k}", float(v)) for k, v in (summary.get("resource") or {}).items()]
     return out
 
 

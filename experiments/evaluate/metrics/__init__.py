@@ -55,6 +55,7 @@ from experiments.evaluate.metrics.recall_all_lme import recall_all as lme_recall
 from experiments.evaluate.metrics.recall_any import recall_any
 from experiments.evaluate.metrics.reciprocal_rank import reciprocal_rank
 from experiments.evaluate.metrics.session_view import session_view
+from experiments.evaluate.metrics.trec_order import cells, scored_grades
 
 if TYPE_CHECKING:  # pandas only when a table is built: metric names are parsed by light modules too
     import pandas as pd
@@ -189,10 +190,20 @@ def _padded(rows: list[list[float]], width: int) -> np.ndarray:
     """Stack ragged rows into a zero-padded matrix without a Python loop over cells."""
     lengths = np.fromiter((len(r) for r in rows), dtype=np.intp, count=len(rows))
     matrix = np.zeros((len(rows), max(width, 1)))
-    row_of_cell = np.repeat(np.arange(len(rows)), lengths)
-    column_of_cell = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    matrix[row_of_cell, column_of_cell] = np.fromiter(chain.from_iterable(rows), dtype=float)
+    matrix[cells(lengths)] = np.fromiter(chain.from_iterable(rows), dtype=float)
     return matrix
+
+
+def _ideal(judged: list[Mapping[str, int]]) -> np.ndarray:
+    """Each query's positive grades, best first, zero-padded to the most any query has (at least 1 wide)."""
+    counts = np.fromiter(map(len, judged), dtype=np.intp, count=len(judged))
+    grades = np.fromiter(
+        chain.from_iterable(j.values() for j in judged), dtype=float, count=int(counts.sum())
+    )
+    matrix = np.zeros((len(judged), max(int(counts.max(initial=0)), 1)))
+    matrix[cells(counts)] = np.maximum(grades, 0)
+    matrix = -np.sort(-matrix, axis=1)  # best first; the negation turns each -0.0 back into 0.0
+    return matrix[:, : max(int((matrix > 0).sum(axis=1).max(initial=0)), 1)]
 
 
 EMPTY_QUERIES = ("apart", "zero")
@@ -209,37 +220,64 @@ def per_query(qrels: Qrels, run: Run, metrics: Sequence[str], *, empty: str = "a
     `empty="zero"` keeps every judged query, those with no relevant document scoring 0 (trec_eval);
     the default `apart` leaves them out (the caller reports them as abstention queries).
     """
-    import pandas as pd
-
-    parsed = [parse_metric(m) for m in metrics]
-    if len(set(metrics)) != len(metrics):
-        raise ValueError(f"metric names repeat: {list(metrics)}")
-    if empty not in EMPTY_QUERIES:
-        raise ValueError(f"empty queries must be one of {', '.join(EMPTY_QUERIES)}, got {empty!r}")
-    queries = answerable(qrels) if empty == "apart" else list(qrels)
-    harmful = set(must_not(qrels)) if any(FAMILIES[m.family].raw_grades for m in parsed) else set()
-    relevant_rows = np.array([True] * len(queries) + [False] * len(harmful - set(queries)), dtype=bool)
-    queries += [q for q in qrels if q in harmful and q not in set(queries)]
-    gain_rows, ideal_rows = [], []
-    for query in queries:
+    rows = _Rows(qrels, metrics, empty)
+    gain_rows = []
+    for query in rows.queries:
         judged, ranked = qrels[query], run.get(query) or ()
         if isinstance(ranked, str) or len(set(ranked)) != len(ranked):
             raise ValueError(f"run for query {query!r} must be a list of distinct document ids")
         gain_rows.append([judged.get(doc, 0) for doc in ranked])
-        ideal_rows.append(sorted((g for g in judged.values() if g > 0), reverse=True))
-    # A negative grade (a must-not memory) gains nothing, as in trec_eval; clip once for the whole run.
-    # Only harm@k reads the raw grades.
-    grades = _padded(gain_rows, max(map(len, gain_rows), default=0))
-    gains = np.maximum(grades, 0)
-    ideal = _padded(ideal_rows, max(map(len, ideal_rows), default=0))
-    n_relevant = (ideal > 0).sum(axis=1)
-    columns = {m.name: np.asarray(m(gains, n_relevant, ideal, grades), dtype=float) for m in parsed}
-    if harmful:  # each measure over its own queries: harm@k over those with must-not judgements
-        judged_harm = np.array([q in harmful for q in queries], dtype=bool)
-        for m in parsed:
-            columns[m.name] = np.where(judged_harm if FAMILIES[m.family].raw_grades else relevant_rows,
-                                       columns[m.name], np.nan)  # fmt: skip
-    return pd.DataFrame(columns, index=pd.Index(queries, name="query_id"), columns=list(metrics))
+    return rows.table(qrels, _padded(gain_rows, max(map(len, gain_rows), default=0)))
+
+
+def per_query_from_scores(
+    qrels: Qrels, scores: Mapping[str, Mapping[str, float]], metrics: Sequence[str], *, empty: str = "apart"
+) -> pd.DataFrame:
+    """`per_query` of a run given as scores, `{query id: {document id: score}}` (what a TREC run file and
+    pytrec_eval hold), ranked as trec_eval ranks it: score descending compared as a C float (float32),
+    ties by document id descending (experiments/evaluate/metrics/trec_order.py); every scored document
+    counts (no depth cut). The same table as `per_query` of that ranking, to the last bit, built without a
+    Python loop over documents."""
+    rows = _Rows(qrels, metrics, empty)
+    return rows.table(qrels, scored_grades(qrels, scores, rows.queries))
+
+
+class _Rows:
+    """The table's rows and metrics, checked before any work: answerable (or, with empty="zero", every
+    judged) query, then those with only must-not judgements when a harm@k metric asks for them."""
+
+    def __init__(self, qrels: Qrels, metrics: Sequence[str], empty: str) -> None:
+        self.metrics = list(metrics)
+        self.parsed = [parse_metric(m) for m in metrics]
+        if len(set(metrics)) != len(metrics):
+            raise ValueError(f"metric names repeat: {list(metrics)}")
+        if empty not in EMPTY_QUERIES:
+            raise ValueError(f"empty queries must be one of {', '.join(EMPTY_QUERIES)}, got {empty!r}")
+        queries = answerable(qrels) if empty == "apart" else list(qrels)
+        raw = any(FAMILIES[m.family].raw_grades for m in self.parsed)
+        self.harmful = set(must_not(qrels)) if raw else set()
+        rows = set(queries)  # once: a set per query made this quadratic in the queries
+        extra = [q for q in qrels if q in self.harmful and q not in rows]
+        self.relevant_rows = np.array([True] * len(queries) + [False] * len(extra), dtype=bool)
+        self.queries = queries + extra
+
+    def table(self, qrels: Qrels, grades: np.ndarray) -> pd.DataFrame:
+        """The metrics of `grades` (queries x ranks, zero-padded: the qrels grade of each ranked document)."""
+        import pandas as pd
+
+        # A negative grade (a must-not memory) gains nothing, as in trec_eval; clip once for the whole run.
+        # Only harm@k reads the raw grades.
+        gains = np.maximum(grades, 0)
+        ideal = _ideal([qrels[q] for q in self.queries])
+        n_relevant = (ideal > 0).sum(axis=1)
+        columns = {m.name: np.asarray(m(gains, n_relevant, ideal, grades), dtype=float) for m in self.parsed}
+        if self.harmful:  # each measure over its own queries: harm@k over those with must-not judgements
+            judged_harm = np.array([q in self.harmful for q in self.queries], dtype=bool)
+            for m in self.parsed:
+                own = judged_harm if FAMILIES[m.family].raw_grades else self.relevant_rows
+                columns[m.name] = np.where(own, columns[m.name], np.nan)
+        index = pd.Index(self.queries, name="query_id")
+        return pd.DataFrame(columns, index=index, columns=self.metrics)
 
 
 def mean(frame: pd.DataFrame) -> dict[str, float]:
@@ -261,4 +299,5 @@ __all__ = [
     "over_own_queries",
     "parse_metric",
     "per_query",
+    "per_query_from_scores",
 ]
