@@ -37,20 +37,25 @@ from typing import Any
 
 import pandas as pd
 import yaml
+from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from experiments.csv_cells import original_text, safe_frame
 from experiments.evaluate.table import metric_columns, summarize
 from experiments.exit_codes import EXIT_BAD_INPUT, ArgumentParser, console_script
+from experiments.run.app import load_suite_from_config
+from experiments.run.build import pipeline_from_config
 from experiments.run.compose import yaml_text
 from experiments.run.ranking import FILENAME as RANKING_FILE
 from experiments.run.resume import CONFIG_HASH_TAG, config_hash, record_finished
 from experiments.run.trec import MUST_NOT_QRELS
 from experiments.shards import SHARD_KEY, SHARD_OF_TAG, SHARD_SECTION, SHARD_TAG, SHARDS_KEY
+from experiments.suites.suite import SuiteError
 from experiments.track.finished_runs import find_run_dirs, missing_run_dirs, read_per_query
 from experiments.track.mlflow_tracker import flatten, statistics_tags
 from experiments.track.run_params import child_run_name, job_values
 from experiments.track.sweep_parent import FAILED_FILE, VARYING_KEY
+from retrieval.types import Corpus
 
 # What two runs of one config may differ in, so a merge is compared with the unsharded run without them:
 # timings, and what a run took from a cache (a shard's cache entries are its own). metrics.json keys
@@ -392,7 +397,10 @@ def merged_metrics(
     out["build_ms"] = _combined([r.metrics.get("build_ms") for r in runs])  # work done, summed
     out["prefix_cache_hit"] = _combined([r.metrics.get("prefix_cache_hit") for r in runs])
     out["cache"] = _combined([r.metrics.get("cache") for r in runs])
-    unmerged = sorted({k for r in runs for k in r.metrics if k not in _KNOWN_KEYS})
+    wanted = list(config.get("run_reports") or {})
+    if wanted and partial is None:  # from the whole corpus: the suite read and ingested again
+        out.update(whole_run_reports(config, first.section["whole_suite"]["content_hash"]))
+    unmerged = sorted({k for r in runs for k in r.metrics if k not in _KNOWN_KEYS and k not in out})
     out["wall_s"] = max(r.metrics.get("wall_s") or 0.0 for r in runs)  # the shards may run side by side
     out["suite"] = dict(first.section["whole_suite"])
     out["variant"] = first.metrics.get("variant")
@@ -404,8 +412,30 @@ def merged_metrics(
             "note": "statistics over the merged shards' scopes only, not the whole suite",
         }
     if unmerged:  # computed from the whole corpus: each shard's is in its own folder
-        out["not_merged"] = {k: f"per shard only (in each shard's metrics.json): {k}" for k in unmerged}
+        out["not_merged"] = {k: "per shard only (in each shard's metrics.json)" for k in unmerged}
     return out, unmerged
+
+
+def whole_run_reports(config: Mapping[str, Any], suite_hash: str) -> dict[str, Any]:
+    """The run's `run_reports` sections (name -> function(suite, corpus)) over the whole suite, read from
+    the config's suite (relative paths from this folder, as the shards' jobs ran) and ingested by the
+    variant's ingest stages; {} (the sections stay per shard) when that suite is not the one the shards
+    cut, e.g. read from another folder."""
+    cfg = OmegaConf.create(dict(config))
+    try:
+        suite = load_suite_from_config(cfg)
+    except (OSError, SuiteError) as err:
+        print(f"warning: run reports not merged: cannot read the whole suite: {err}", file=sys.stderr)
+        return {}
+    if suite.content_hash != suite_hash:
+        print(
+            "warning: run reports not merged: the config's suite is not the one the shards cut",
+            file=sys.stderr,
+        )
+        return {}
+    pipeline = pipeline_from_config(list(cfg.variant.stages), cfg.stage, depth=cfg.depth)
+    corpus = Corpus(tuple(pipeline.ingest_memories(suite.memories)), suite.knowledge)
+    return {str(name): instantiate(node)(suite, corpus) for name, node in cfg.run_reports.items()}
 
 
 def merge(

@@ -238,18 +238,34 @@ def test_a_boost_sweep_in_4_shards_is_a_parent_with_a_merged_child_per_weight_an
     three merged children (the shards below each), and memeval-report compares the three with Holm."""
     uri = store(tmp_path / "store")
     sweep_dir = tmp_path / "sweep"
-    memeval_run(
-        tmp_path,
-        "-m",
+    common = [
         "variant=exp05",
-        "stage.instruction_boost.weight=0,0.1,0.2",
-        "shard=0/4,1/4,2/4,3/4",
         f"tracking.tracker.uri={uri}",
         "tracking.tracker.experiment=boost",
         f"encoder.cache_dir={CACHE_DIR / 'embeddings'}",
+    ]
+    memeval_run(
+        tmp_path,
+        "-m",
+        *common,
+        "stage.instruction_boost.weight=0,0.1,0.2",
+        "shard=0/4,1/4,2/4,3/4",
         f"hydra.sweep.dir={sweep_dir}",
     )
-    every = tracked_runs(uri, "boost")
+    # One weight unsharded: its merge is the same run, the `tagging` run report (whole corpus) included.
+    memeval_run(
+        tmp_path, *common, "stage.instruction_boost.weight=0.1", f"hydra.run.dir={tmp_path / 'whole'}"
+    )
+    (merged,) = [
+        d for d in (sweep_dir / "merged").iterdir() if "weight: 0.1" in (d / "config.yaml").read_text()
+    ]
+    assert_same_run(merged, tmp_path / "whole")
+    assert "tagging" in json.loads((merged / "metrics.json").read_text())
+    every = [
+        r
+        for r in tracked_runs(uri, "boost")
+        if "mlflow.parentRunId" in r.data.tags or "memeval.sweep_key" in r.data.tags
+    ]
     (parent,) = [r for r in every if "memeval.sweep_key" in r.data.tags]
     children = [r for r in every if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
     assert sorted(r.info.run_name for r in children) == [
