@@ -114,6 +114,12 @@ def test_memeval_merge_of_the_shard_folders_is_the_same_run(tiny_runs, tmp_path)
     assert_same_run(tmp_path / "merged", tiny_runs / "whole")
 
 
+def test_memeval_merge_of_a_sweep_folder_writes_beside_the_sweeps_own_merge(tiny_runs, capsys):
+    code, err = merge_main(capsys, tiny_runs / "sweep")  # its merged/0 is a merged run, not a shard
+    assert code == 0, err
+    assert_same_run(tiny_runs / "sweep" / "merged" / "1", tiny_runs / "whole")
+
+
 def test_a_missing_shard_is_named_and_nothing_is_written(tiny_runs, tmp_path, capsys):
     first = job_dirs(tiny_runs / "sweep")[0]
     code, err = merge_main(capsys, first, "--out", tmp_path / "merged")
