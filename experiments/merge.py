@@ -466,7 +466,7 @@ def merge_sweep(sweep_dir: Path, parent: Mapping[str, Any]) -> list[Path]:
         target = sweep_dir / "merged" / str(number)
         if (target / "metrics.json").is_file():  # a re-run sweep whose jobs were all reused: merged before
             if json.loads((target / "metrics.json").read_text()).get("config_hash") == whole_hash:
-                merged.append(target)
+                merged.append(_reused_by(target, group, parent))
                 continue
         first = group[0]
         overrides_file = first.folder / ".hydra" / "overrides.yaml"
@@ -474,10 +474,21 @@ def merge_sweep(sweep_dir: Path, parent: Mapping[str, Any]) -> list[Path]:
         values = job_values(OmegaConf.create(first.config), [str(o) for o in overrides], varying)
         name = child_run_name(str(first.metrics.get("variant")), values)
         try:
-            merged.append(merge_runs(group, failures, target, parent=parent or None, run_name=name))
+            done = merge_runs(group, failures, target, parent=parent or None, run_name=name)
         except MergeError as err:
             print(f"warning: {name} not merged: {err}", file=sys.stderr)
+            continue
+        merged.append(_reused_by(done, group, parent))
     return merged
+
+
+def _reused_by(target: Path, shards: list[ShardRun], parent: Mapping[str, Any]) -> Path:
+    """The merged run stands for its shards in the sweep's parent (a re-run's reused shards included)."""
+    if parent.get("parent_run_id"):
+        from experiments.track.merged_run import forget_reused_shards  # mlflow: imported only when tracked
+
+        forget_reused_shards(parent, [r.folder for r in shards])
+    return target
 
 
 def merge_runs(
