@@ -7,6 +7,7 @@ code or config change never reads an old entry. The design and the benchmark beh
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -180,3 +181,13 @@ class Reuse:
     def keep_rank_level(self, key: str, state: Any) -> None:
         if self.memo is not None:
             self.memo.put("rank", key, state)
+
+
+@functools.cache
+def process_memo() -> ProcessMemo:
+    """This process's loaded suites, corpora, indexes and candidates, shared by the jobs of a multirun.
+
+    A module of its own, not the runner's: `python -m experiments.run` makes the runner `__main__`,
+    which joblib workers cannot import by name.
+    """
+    return ProcessMemo()

@@ -6,8 +6,9 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
-from experiments.run.app import build_pipeline, load_suite_from_config
+from experiments.run.app import build_pipeline
 from experiments.run.compose import CONF_DIR
+from experiments.suites.load import load_suite_from_config
 from retrieval.stages.action_domain import ActionDomainClassifier
 from retrieval.stages.actionability import ActionabilityGate
 from retrieval.stages.enrichment import ContextualEnrichment

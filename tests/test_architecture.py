@@ -163,3 +163,24 @@ def test_the_system_under_test_names_no_study_plan():
         if plan_ids.search(line)
     ]
     assert found == []
+
+
+def _imports_from(importers: tuple[str, ...], targets: tuple[str, ...]) -> dict[str, list[str]]:
+    """{module under `importers`: the modules under `targets` it imports}, only where there are some."""
+
+    def under(name: str, packages: tuple[str, ...]) -> bool:
+        return any(name == p or name.startswith(p + ".") for p in packages)
+
+    found = {m: sorted(t for t in ts if under(t, targets)) for m, ts in _module_imports().items()}
+    return {m: ts for m, ts in found.items() if ts and under(m, importers)}
+
+
+def test_track_and_the_run_folder_format_sit_below_the_runner():
+    # experiments/track/ reads finished runs through the run folder's format (experiments/run_folder/),
+    # which imports neither the runner that writes it nor the tracker that reads it.
+    assert _imports_from(("experiments.track",), ("experiments.run",)) == {}
+    assert _imports_from(("experiments.run_folder",), ("experiments.run", "experiments.track")) == {}
+
+
+def test_the_rule_finder_sees_an_import_from_above():
+    assert _imports_from(("experiments.run",), ("experiments.track",))  # the runner logs to MLflow

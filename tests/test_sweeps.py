@@ -14,7 +14,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from experiments.run.compose import CONF_DIR
-from experiments.run.resume import config_hash, finished_on_disk, record_finished, resume_enabled
+from experiments.run.resume import config_hash, finished_on_disk, record_finished
+from experiments.run_folder import resume_enabled
 from retrieval.pipeline import Pipeline
 from retrieval.retrievers.bm25 import BM25Retriever
 from retrieval.reuse import ProcessMemo

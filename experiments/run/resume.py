@@ -32,7 +32,6 @@ logged); when it does not, the disk decides.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import warnings
@@ -43,30 +42,13 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from experiments.run_folder import CODE_VERSION_TAG, CONFIG_HASH_TAG, RUN_DIR_TAG
 from experiments.track.mlflow_tracker import REUSED_TAG_PREFIX  # noqa: F401 (imported from here too)
 from experiments.track.run_params import VOLATILE_KEYS
 from retrieval import cache_io
 from retrieval.cache_io import CacheWarning
 from retrieval.code_version import KEY_RULES
 from retrieval.pipeline import Pipeline
-from retrieval.reuse import ProcessMemo
-
-CONFIG_HASH_TAG = "memeval.config_hash"
-CODE_VERSION_TAG = "memeval.code_version"
-RUN_DIR_TAG = "memeval.run_dir"  # on a run: the run directory it was logged from
-# On a run with a recorded or replayed live channel: its cassette's content digest (the run version holds
-# it too, through the channel's fingerprint, so a replay of other content is never answered by this run).
-CASSETTE_TAG = "memeval.cassette_sha256"
-
-
-@functools.cache
-def process_memo() -> ProcessMemo:
-    """This process's loaded suites, corpora, indexes and candidates, shared by the jobs of a multirun.
-
-    Lives here, not in the runner: `python -m experiments.run` makes the runner `__main__`, which
-    joblib workers cannot import by name.
-    """
-    return ProcessMemo()
 
 
 @dataclass(frozen=True)
@@ -95,15 +77,6 @@ def config_hash(cfg: DictConfig | Mapping[str, Any]) -> str:
     container = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
     text = json.dumps(_strip(container), sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def resume_enabled(setting: Any, multirun: bool) -> bool:
-    """`resume`: auto (skip finished jobs in multiruns only), true, false."""
-    if isinstance(setting, bool):
-        return setting
-    if str(setting).lower() == "auto":
-        return multirun
-    raise ValueError(f"resume must be auto, true or false, not {setting!r}")
 
 
 def run_version(pipeline: Pipeline) -> str:

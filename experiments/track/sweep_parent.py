@@ -30,7 +30,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from experiments.run.resume import resume_enabled
+from experiments.run_folder import resume_enabled
 
 PARENT_FILE = "mlflow_parent.json"
 FAILED_FILE = "failed.json"  # in a job's directory: that job failed (error, its FAILED child run)

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.names import check_name
-from experiments.run.float_text import float_reprs
+from experiments.run_folder.float_text import float_reprs
 from retrieval.types import RankedList
 
 TIE_GAP = 2e-6  # relative; float32 resolves ~1.2e-7
