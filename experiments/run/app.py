@@ -47,20 +47,16 @@ from experiments.suites.load import load_suite_from_config
 from experiments.suites.suite import Problem, Suite, SuiteError
 from experiments.track.mlflow_tracker import (
     MlflowTracker,
-    SuiteDataset,
     TrackingError,
-    dataset_name,
     ensure_store,
     git_commit,
-    latency_for_mlflow,
-    mlflow_metric_names,
-    mlflow_metrics,
     package_version,
     resolve_uri,
     service_tags,
     statistics_tags,
 )
-from experiments.track.run_params import child_run_name, job_values, run_params
+from experiments.track.run_log import log_run
+from experiments.track.run_params import child_run_name, job_values
 from experiments.track.sweep_parent import VARYING_KEY, JobFailed, job_started, read_parent, tracker_fields
 from retrieval.compute import cpu_isa
 from retrieval.encoder import ModelNotFoundError
@@ -110,7 +106,7 @@ def execute(
 ) -> tuple[RunOutput, Evaluation]:
     """Run the pipeline over the suite (through the candidate cache and `memo`) and evaluate it; `told`
     hears each phase (experiments/run/phase_lines.py)."""
-    from experiments.evaluate.table import evaluate
+    from experiments.evaluate.table import evaluate  # pandas and scipy (~2 s): see TYPE_CHECKING above
 
     cache = CandidateCache(Path(cfg.cache_dir) / "candidates") if cfg.cache_dir else None
     output = pipeline.run(
@@ -167,16 +163,7 @@ def _run_experiment(
     run_tags: dict[str, str] | None,
 ) -> dict[str, Any]:
     memo = process_memo() if multirun else None
-    # One resolution (hash, config.yaml, params, the sweep memo's stage keys); a config that does not
-    # resolve gets config_check's list of every problem first.
-    pin_stage_order(cfg)
-    resolved = _resolved(cfg)
-    pipeline = checked_pipeline(cfg, memo=memo, resolved=resolved)  # before any data is read
-    pipeline.check_models()  # a missing model is a clear error now, not after retrieval ran
-    told("load suite")
-    suite = _checked_suite(cfg, multirun)
-    if resolved is None:
-        resolved = OmegaConf.to_container(cfg, resolve=True)
+    pipeline, suite, resolved = _prepare(cfg, memo, multirun, told)
     cfg_hash = config_hash(resolved)
     tracker: MlflowTracker | None = (
         instantiate(cfg.tracking.tracker, **tracker_fields(parent or {})) if cfg.tracking.enabled else None
@@ -201,15 +188,13 @@ def _run_experiment(
     # is part of the run version (SystemRetriever.fingerprint), so a re-run is answered by this run only
     # while the cassette is unchanged.
     version = run_version(pipeline)
-    evaluation.metrics["wall_s"] = time.perf_counter() - started
-    evaluation.metrics["suite"] = {
-        **suite.summary(),
-        "content_hash": suite.content_hash,
-        "notes": list(suite.notes),
-    }
-    evaluation.metrics["variant"] = cfg.variant.name
-    evaluation.metrics["config_hash"] = cfg_hash
-    evaluation.metrics["code_version"] = version
+    evaluation.metrics.update(
+        wall_s=time.perf_counter() - started,
+        suite={**suite.summary(), "content_hash": suite.content_hash, "notes": list(suite.notes)},
+        variant=cfg.variant.name,
+        config_hash=cfg_hash,
+        code_version=version,
+    )
     config_text = yaml_text(resolved)
     # The same provenance as the MLflow tags, on disk too: reports built from run directories read it.
     tags = {
@@ -230,51 +215,35 @@ def _run_experiment(
     print_results(evaluation, output, list(cfg.metrics), cfg.report_label, run_dir)
     if tracker is not None:
         told("log to MLflow")
-        run_id = tracker.log(
-            run_name=run_name or f"{suite.name}-{cfg.variant.name}",
-            params=run_params(cfg, resolved),
-            config_text=config_text,
-            started_ms=started_ms,
-            run_dir=run_dir,
-            dataset=_dataset(cfg, suite),
-            **_mlflow_results(evaluation, tags, run_tags or {}),
-        )
+        run_id = log_run(
+            tracker, cfg, resolved, suite, evaluation,
+            run_name=run_name or f"{suite.name}-{cfg.variant.name}", tags=tags, run_tags=run_tags or {},
+            run_dir=run_dir, config_text=config_text, started_ms=started_ms,
+        )  # fmt: skip
         print(f"MLflow run {run_id} in {tracker.experiment}")
         record_finished(cfg.cache_dir, cfg_hash, suite.content_hash, run_dir, run_id, code=version)
     return evaluation.metrics
 
 
-def _checked_suite(cfg: DictConfig, multirun: bool) -> Suite:
-    """The run's suite (memoised in a multirun), validated by its loader; a metric only a benchmark's own
-    scorer computes, on a suite without it, is refused here: bad input fails before any work."""
-    suite = load_suite_from_config(cfg, memoise=multirun)
-    try:
+def _prepare(
+    cfg: DictConfig, memo: ProcessMemo | None, multirun: bool, told: PhaseCallback
+) -> tuple[Pipeline, Suite, dict[str, Any]]:
+    """Every check before any work, in the order that costs least: the config (all its problems at
+    once, and the pipeline built once), the models, then the suite and the metrics it can score.
+    Returns the pipeline, the suite and the config resolved once (hash, config.yaml, params)."""
+    pin_stage_order(cfg)
+    resolved = _resolved(cfg)  # None when it does not resolve: config_check names the problems first
+    pipeline = checked_pipeline(cfg, memo=memo, resolved=resolved)
+    pipeline.check_models()  # a missing model is a clear error now, not after retrieval ran
+    told("load suite")
+    suite = load_suite_from_config(cfg, memoise=multirun)  # validates: bad input fails here, before work
+    try:  # a metric only a benchmark's own scorer computes, on a suite without it: refused before work
         check_metrics(suite.scorer, list(cfg.metrics))
     except ValueError as err:
         raise SuiteError([Problem("run config", None, "metrics", str(err))]) from None
-    return suite
-
-
-def _mlflow_results(evaluation: Evaluation, tags: dict[str, str], run_tags: dict[str, str]) -> dict[str, Any]:
-    """The run's metrics, their display names and its tags as MLflow takes them (latency: only a measured
-    one, with a tag saying why it is absent otherwise), the caller's `run_tags` last."""
-    latency, latency_note = latency_for_mlflow(evaluation.metrics, evaluation.per_query)
-    return {
-        "metrics": {**mlflow_metrics(evaluation.metrics), **latency},
-        "metric_names": mlflow_metric_names(evaluation.metrics),
-        "tags": {**tags, **latency_note, **run_tags},
-    }
-
-
-def _dataset(cfg: DictConfig, suite: Suite) -> SuiteDataset:
-    """The suite as an MLflow dataset: its name, content hash, source path and profile."""
-    suite_path = cfg.suite.get("path")
-    return SuiteDataset(
-        name=dataset_name(suite.name, suite_path),
-        digest=suite.content_hash,
-        source=str(Path(suite_path).resolve()) if suite_path else suite.name,
-        profile={k: v for k, v in suite.summary().items() if k != "labels"},
-    )
+    if resolved is None:
+        resolved = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
+    return pipeline, suite, resolved
 
 
 def _resolved(cfg: DictConfig) -> dict[str, Any] | None:

@@ -23,12 +23,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from hydra.utils import get_method
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from experiments.evaluate.metrics import parse_metric
 from experiments.names import name_problem
 from experiments.suites.load import SUITE_REPORT_KEYS
+from experiments.track.mlflow_tracker import MAX_EXPERIMENT_NAME_CHARS, MAX_KEY_CHARS, flatten
 from retrieval.field_types import value_problems
 from retrieval.stage import MAX_CUTOFF
 from retrieval.systems.protocol import MemorySystem
@@ -145,6 +147,7 @@ def run_problems(cfg: DictConfig) -> list[str]:
 
 def _directory_loaders() -> tuple[Any, ...]:
     """Shipped loaders whose `path` names a folder (or a list of folders)."""
+    # Imported when a suite config is checked (~60 ms, the BEAM loader's release tables): not for --help.
     from experiments.suites.beam import load_beam
     from experiments.suites.jsonl import load_suite
 
@@ -168,8 +171,6 @@ def _path_problems(key: str, path: Any, wants_directory: bool) -> list[str]:
 
 def suite_problems(cfg: DictConfig) -> list[str]:
     """Problems with the suite's loader arguments: unknown or mistyped ones, a missing or wrong path."""
-    from hydra.utils import get_method
-
     suite = cfg.get("suite")
     if not isinstance(suite, DictConfig):
         return [f"suite: expected a suite config (suite=spark25|beam|jsonl|...), got {suite!r}"]
@@ -233,8 +234,6 @@ def tracking_problems(cfg: DictConfig, resolved: Mapping[str, Any] | None) -> li
     """MLflow's length limits, checked before the run rather than met after it: the experiment name, and
     every config key, each of which becomes a param key (param values are truncated, the full config is
     an artifact). Suite and variant names are bounded by experiments.names."""
-    from experiments.track.mlflow_tracker import MAX_EXPERIMENT_NAME_CHARS, MAX_KEY_CHARS, flatten
-
     tracking = cfg.get("tracking")
     if not isinstance(tracking, DictConfig) or not tracking.get("enabled"):
         return []

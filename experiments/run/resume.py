@@ -43,7 +43,11 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.run_folder import CODE_VERSION_TAG, CONFIG_HASH_TAG, RUN_DIR_TAG
-from experiments.track.mlflow_tracker import REUSED_TAG_PREFIX  # noqa: F401 (imported from here too)
+from experiments.track.mlflow_tracker import (
+    REUSED_TAG_PREFIX,  # noqa: F401 (imported from here too)
+    overall_from_mlflow,
+    resolve_uri,
+)
 from experiments.track.run_params import VOLATILE_KEYS
 from retrieval import cache_io
 from retrieval.cache_io import CacheWarning
@@ -215,7 +219,7 @@ def finished_in_mlflow(
     code: str | None = None,
 ) -> FinishedRun | None:
     """The newest FINISHED run with these hashes and this code; raises if the store cannot be asked."""
-    import mlflow
+    import mlflow  # ~1 s to import: only when a store is asked
 
     client = mlflow.MlflowClient(tracking_uri=uri)
     if experiment_id is None:
@@ -234,8 +238,6 @@ def finished_in_mlflow(
     )
     if not runs:
         return None
-    from experiments.track.mlflow_tracker import overall_from_mlflow
-
     run = runs[0]
     # metrics.json names (`nDCG@10`) through the run's recorded key mapping, so a sweeper reads its objective.
     overall = overall_from_mlflow(client, run, names)
@@ -268,8 +270,6 @@ def find_finished(
     """MLflow decides when tracking is on and the store answers; otherwise the disk index does. `code`:
     the run version (`run_version(pipeline)`). A run whose folder is damaged answers for nothing."""
     if tracker is not None:
-        from experiments.track.mlflow_tracker import resolve_uri
-
         uri = resolve_uri(tracker.uri)
         try:
             found = finished_in_mlflow(

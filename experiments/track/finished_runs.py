@@ -142,7 +142,7 @@ def _load_reused(job: Path) -> RunRecord:
             f"{job} was skipped as answered by the run in {note.get('run_dir')}, which no longer holds "
             "metrics.json, and names no MLflow run: re-run the sweep with resume=false for this point"
         )
-    import mlflow
+    import mlflow  # ~1 s to import: only when a store is asked
 
     uri = note.get("mlflow_uri") or resolve_uri()
     _existing_store(uri)
@@ -222,7 +222,7 @@ def load_mlflow_runs(
 
     Per-query values and metrics.json come from each run's artifacts (what `experiments.run` logs).
     """
-    import mlflow
+    import mlflow  # ~1 s to import: only when a store is asked
 
     tracking_uri = uri or resolve_uri()  # an explicit store (--tracking-uri) wins over the environment
     _existing_store(tracking_uri)
@@ -286,7 +286,7 @@ def _mlflow_record(client: Any, run: Any) -> RunRecord | None:
 def missing_children(parent_run_id: str, uri: str | None = None) -> list[str]:
     """Jobs of a sweep with no finished run: children that FAILED or are still RUNNING (killed) with no
     FINISHED run of the same config, and reused runs that are no longer FINISHED."""
-    import mlflow
+    import mlflow  # ~1 s to import: only when a store is asked
 
     uri = uri or resolve_uri()
     _existing_store(uri)
