@@ -49,7 +49,7 @@ from typing import Any, Literal, Union
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.run.build import _build_stage
+from experiments.run.build import build_stage
 from experiments.run.compose import CONF_DIR, compose_config
 from experiments.suites.jsonl import MEMORY_SCHEMA, field_problems, memory_from_json
 from retrieval.field_types import describe_type, field_type_problems, type_hints
@@ -372,7 +372,7 @@ class MemoryService:
         if missing:
             raise PipelineConfigError(f"variant names stages with no config under `stage`: {missing}")
         problems: list[str] = []
-        built = {name: _build_stage(name, self.cfg.stage[name], problems) for name in self.order}
+        built = {name: build_stage(name, self.cfg.stage[name], problems) for name in self.order}
         if problems:
             raise PipelineConfigError(problems)
         return built  # type: ignore[return-value]  (no problems: every stage was built)
