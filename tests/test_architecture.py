@@ -184,3 +184,18 @@ def test_track_and_the_run_folder_format_sit_below_the_runner():
 
 def test_the_rule_finder_sees_an_import_from_above():
     assert _imports_from(("experiments.run",), ("experiments.track",))  # the runner logs to MLflow
+
+
+def test_the_run_serve_and_track_import_no_private_name_of_another_module():
+    # memeval-serve answers through Pipeline.answer, and memeval-run's parts meet through public names:
+    # a `_name` imported across modules is a second copy of a flow waiting to drift.
+    found = [
+        f"{path.relative_to(REPO)}: from {node.module} import {alias.name}"
+        for folder in ("experiments/run", "experiments/serve", "experiments/track", "experiments/run_folder")
+        for path in (REPO / folder).rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(("experiments", "retrieval"))
+        for alias in node.names
+        if alias.name.startswith("_")
+    ]
+    assert found == []
