@@ -187,7 +187,7 @@ class Reuse:
 def process_memo() -> ProcessMemo:
     """This process's loaded suites, corpora, indexes and candidates, shared by the jobs of a multirun.
 
-    A module of its own, not the runner's: `python -m experiments.run` makes the runner `__main__`,
-    which joblib workers cannot import by name.
+    Here, not in the runner: `python -m experiments.run` makes the runner `__main__`, which joblib
+    workers cannot import by name.
     """
     return ProcessMemo()

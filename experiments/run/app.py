@@ -71,6 +71,7 @@ if TYPE_CHECKING:  # evaluation needs pandas and scipy (~2 s to import): importe
 
 
 def build_pipeline(cfg: DictConfig) -> Pipeline:
+    """The config's pipeline, its stages checked and nothing else (a run uses `checked_pipeline`)."""
     return pipeline_from_config(list(cfg.variant.stages), cfg.stage, depth=cfg.depth)
 
 
