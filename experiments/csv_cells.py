@@ -5,9 +5,9 @@ Researchers open per_query.csv and ranking.csv in spreadsheets. A label or id fr
 memeval passes its text cells through `safe_text` (OWASP's rule): a cell beginning with `=`, `+`, `-`,
 `@`, a tab or a carriage return gets a leading `'`, which a spreadsheet hides and which makes the rest
 text. A cell that itself begins with `'` gets one too, so the rule is reversible: the readers
-(experiments.track.finished_runs.read_per_query, experiments.run.ranking.read_ranking) pass text cells through
-`original_text` and get the suite's exact ids and labels back. Numbers are not text cells: -0.5 stays
-the number -0.5.
+(experiments.track.finished_runs.read_per_query, experiments.run_folder.ranking.read_ranking) pass text
+cells through `original_text` and get the suite's exact ids and labels back. Numbers are not text
+cells: -0.5 stays the number -0.5.
 """
 
 from __future__ import annotations

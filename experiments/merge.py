@@ -7,7 +7,7 @@
 Sits after the shards' runs, beside the runner: it reads their folders only. The whole run's files are
 rebuilt in the whole suite's order (each shard's metrics.json holds its queries' and judgements' positions
 in the whole suite): `run.trec`, `qrels.tsv` and `ranking.csv` are the unsharded run's bytes (each line
-is one query's, and no line depends on another query: experiments/run/trec.py, ranking.py), and
+is one query's, and no line depends on another query: experiments/run_folder/trec.py, ranking.py), and
 `per_query.csv` holds the same rows, their metrics scored again from the merged run.trec as one batch, as
 the unsharded run scores them. Every aggregate (means, CIs, design effects, per-label tables) is
 computed again from the merged per-query rows by the run's own function (experiments/evaluate/table.py
@@ -44,13 +44,13 @@ from omegaconf import OmegaConf
 from experiments.csv_cells import original_text, safe_frame
 from experiments.evaluate.table import metric_columns, summarize
 from experiments.exit_codes import EXIT_BAD_INPUT, ArgumentParser, console_script
-from experiments.run.app import load_suite_from_config
 from experiments.run.build import pipeline_from_config
 from experiments.run.compose import yaml_text
-from experiments.run.ranking import FILENAME as RANKING_FILE
 from experiments.run.resume import CONFIG_HASH_TAG, config_hash, record_finished
-from experiments.run.trec import MUST_NOT_QRELS
+from experiments.run_folder.ranking import FILENAME as RANKING_FILE
+from experiments.run_folder.trec import MUST_NOT_QRELS
 from experiments.shards import SHARD_KEY, SHARD_OF_TAG, SHARD_SECTION, SHARD_TAG, SHARDS_KEY
+from experiments.suites.load import load_suite_from_config
 from experiments.suites.suite import SuiteError
 from experiments.track.finished_runs import find_run_dirs, missing_run_dirs, read_per_query
 from experiments.track.mlflow_tracker import flatten, statistics_tags

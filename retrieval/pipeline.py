@@ -343,27 +343,47 @@ class Pipeline:
         places = phases.scope_places([q.scope_key for q in queries])
         for done, query in enumerate(tqdm(queries, desc="retrieve", disable=not progress, leave=False)):
             phases.phase("search", done, len(queries), places[done])
-            timings, channels = {}, {}
-            for retriever in self.retrievers:
-                t = time.perf_counter()
-                channels[retriever.channel] = indexes[retriever.channel].search(query)
-                elapsed = (time.perf_counter() - t) * 1000
-                latency = measured.get(retriever.channel)
-                timings[retriever.name] = latency(query) if latency is not None else elapsed
-            t = time.perf_counter()
-            if self.fusion is not None:
-                candidates = self.fusion(corpus, channels)
-                timings[self.fusion.name] = (time.perf_counter() - t) * 1000
-            else:
-                candidates = _single_channel(corpus, *next(iter(channels.items())))
-            out[query.id] = (candidates.index, dict(candidates.columns), timings)
+            out[query.id] = self._search(query, corpus, indexes, measured)
         for channel, index in indexes.items():
             if channel_reports is not None and callable(getattr(index, "report", None)):
                 channel_reports[channel] = index.report()
         return out
 
+    def _search(
+        self, query: Query, corpus: Corpus, indexes: Mapping[str, Any], measured: Mapping[str, Any]
+    ) -> tuple:
+        """One query's channels -> fusion: its candidates as (index, columns, timings by stage name). A
+        channel in `measured` is timed by its own `latency_ms(query)` (a prefetched live answer)."""
+        timings, channels = {}, {}
+        for retriever in self.retrievers:
+            t = time.perf_counter()
+            channels[retriever.channel] = indexes[retriever.channel].search(query)
+            elapsed = (time.perf_counter() - t) * 1000
+            latency = measured.get(retriever.channel)
+            timings[retriever.name] = latency(query) if latency is not None else elapsed
+        t = time.perf_counter()
+        if self.fusion is not None:
+            candidates = self.fusion(corpus, channels)
+            timings[self.fusion.name] = (time.perf_counter() - t) * 1000
+        else:
+            candidates = _single_channel(corpus, *next(iter(channels.items())))
+        return candidates.index, dict(candidates.columns), timings
 
-def _apply(stage: RankStage, query: Query, corpus: Corpus, entry: tuple, shared: bool, bar: Any) -> tuple:
+    def answer(self, query: Query, corpus: Corpus, indexes: Mapping[str, Any]) -> Candidates:
+        """One query through the pipeline over an ingested corpus and its channel indexes (by channel, as
+        `Retriever.build` made them): channels -> fusion -> each rank stage -> its top `depth`, best first.
+        The same steps `run` takes for each query (there the rank stages go level by level over all
+        queries, so a sweep can reuse a level), without its caches, timings or progress."""
+        entry = self._search(query, corpus, indexes, {})
+        for stage in self.rank:
+            entry = _apply(stage, query, corpus, entry)
+        index, columns, _ = entry
+        return Candidates(corpus, index, columns).top(self.depth)
+
+
+def _apply(
+    stage: RankStage, query: Query, corpus: Corpus, entry: tuple, shared: bool = False, bar: Any = None
+) -> tuple:
     """One rank stage on one query's candidates -> (index, columns, timings with this stage's ms)."""
     index, columns, timings = entry
     if shared:  # kept for later runs: a stage must never see another run's edits
@@ -371,7 +391,8 @@ def _apply(stage: RankStage, query: Query, corpus: Corpus, entry: tuple, shared:
     t = time.perf_counter()
     candidates = stage(query, Candidates(corpus, index, columns))
     elapsed = (time.perf_counter() - t) * 1000
-    bar.update()
+    if bar is not None:
+        bar.update()
     return (
         candidates.index,
         dict(candidates.columns),

@@ -8,6 +8,7 @@ code or config change never reads an old entry. The design and the benchmark beh
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 from collections import OrderedDict
@@ -280,3 +281,11 @@ class ScopedPrefix:
             "reused": len(self.keys) - len(missing),
             "retrieved": len(missing),
         }
+@functools.cache
+def process_memo() -> ProcessMemo:
+    """This process's loaded suites, corpora, indexes and candidates, shared by the jobs of a multirun.
+
+    Here, not in the runner: `python -m experiments.run` makes the runner `__main__`, which joblib
+    workers cannot import by name.
+    """
+    return ProcessMemo()

@@ -235,3 +235,39 @@ def test_another_projects_hydra_app_in_this_environment_does_not_import_memeval(
     # Hydra's plugin discovery ran (it imported memeval's launcher), and pulled in nothing else of memeval.
     assert "hydra_plugins.memeval_launcher.memeval_launcher" in seen["plugins"]
     assert seen["memeval"] == [] and seen["telemetry"] is None
+
+
+def _imports_from(importers: tuple[str, ...], targets: tuple[str, ...]) -> dict[str, list[str]]:
+    """{module under `importers`: the modules under `targets` it imports}, only where there are some."""
+
+    def under(name: str, packages: tuple[str, ...]) -> bool:
+        return any(name == p or name.startswith(p + ".") for p in packages)
+
+    found = {m: sorted(t for t in ts if under(t, targets)) for m, ts in _module_imports().items()}
+    return {m: ts for m, ts in found.items() if ts and under(m, importers)}
+
+
+def test_track_and_the_run_folder_format_sit_below_the_runner():
+    # experiments/track/ reads finished runs through the run folder's format (experiments/run_folder/),
+    # which imports neither the runner that writes it nor the tracker that reads it.
+    assert _imports_from(("experiments.track",), ("experiments.run",)) == {}
+    assert _imports_from(("experiments.run_folder",), ("experiments.run", "experiments.track")) == {}
+
+
+def test_the_rule_finder_sees_an_import_from_above():
+    assert _imports_from(("experiments.run",), ("experiments.track",))  # the runner logs to MLflow
+
+
+def test_the_run_serve_and_track_import_no_private_name_of_another_module():
+    # memeval-serve answers through Pipeline.answer, and memeval-run's parts meet through public names:
+    # a `_name` imported across modules is a second copy of a flow waiting to drift.
+    found = [
+        f"{path.relative_to(REPO)}: from {node.module} import {alias.name}"
+        for folder in ("experiments/run", "experiments/serve", "experiments/track", "experiments/run_folder")
+        for path in (REPO / folder).rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(("experiments", "retrieval"))
+        for alias in node.names
+        if alias.name.startswith("_")
+    ]
+    assert found == []

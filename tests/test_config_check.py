@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from experiments.run.app import build_pipeline, run_experiment
+from experiments.run.app import build_pipeline, checked_pipeline, run_experiment
 from experiments.run.compose import CONF_DIR, compose_config
-from experiments.run.config_check import ConfigError, check_config
+from experiments.run.config_check import ConfigError
 from experiments.run.resume import config_hash
 from retrieval.field_types import value_problems
 from retrieval.fusions.rrf import RRFFusion
@@ -33,9 +33,9 @@ VARIANTS = sorted(p.stem for p in (CONF_DIR / "variant").glob("*.yaml"))
 
 
 def problems_of(*overrides: str) -> list[str]:
-    """The problems check_config finds in the composed config (empty when it builds)."""
+    """The problems checked_pipeline finds in the composed config (empty when it builds)."""
     try:
-        check_config(compose_config(list(overrides)))
+        checked_pipeline(compose_config(list(overrides)))
     except ConfigError as err:
         return err.problems
     return []

@@ -21,8 +21,9 @@ from pathlib import Path
 
 import pytest
 
+from experiments.run.app import checked_pipeline
 from experiments.run.compose import compose_config
-from experiments.run.config_check import ConfigError, check_config
+from experiments.run.config_check import ConfigError
 from tests.support import REPO, doc_code, doc_commands
 
 PAGE = (REPO / "docs" / "live_systems.md").read_text()
@@ -79,7 +80,7 @@ def test_the_documented_python_adapter_runs_records_replays_sweeps_and_gates(my_
 
 def _problems(overrides: list[str]) -> list[str]:
     with pytest.raises(ConfigError) as caught:
-        check_config(compose_config(["variant=system", "tracking=none", *overrides]))
+        checked_pipeline(compose_config(["variant=system", "tracking=none", *overrides]))
     return caught.value.problems
 
 
@@ -95,7 +96,7 @@ def test_the_class_is_built_with_its_arguments(on_path):
         ["variant=system", "system=python", "system.adapter._target_=my_store.FtsStore"]
         + ["+system.adapter.tokenizer=porter unicode61"]
     )
-    adapter = check_config(cfg).stages[0].system
+    adapter = checked_pipeline(cfg).stages[0].system
     assert type(adapter).__module__ == "my_store" and adapter.fingerprint() == "FtsStore|porter unicode61"
 
 

@@ -20,8 +20,9 @@ import pytest
 import yaml
 
 from experiments.names import MAX_NAME_CHARS, UnsafeNameError, name_problem, under_root
+from experiments.run.app import checked_pipeline
 from experiments.run.compose import compose_config
-from experiments.run.config_check import ConfigError, check_config
+from experiments.run.config_check import ConfigError
 from experiments.study import PlanError, load_plan
 from experiments.suites.jsonl import save_suite
 from experiments.suites.suite import Suite, SuiteError, check_suite
@@ -99,7 +100,7 @@ def test_a_plan_or_row_named_dot_dot_is_refused(change, field):
 
 def _problems(*overrides: str) -> list[str]:
     try:
-        check_config(compose_config(list(overrides)))
+        checked_pipeline(compose_config(list(overrides)))
     except ConfigError as err:
         return err.problems
     return []

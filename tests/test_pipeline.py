@@ -7,7 +7,10 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
+from experiments.run.app import build_pipeline
 from experiments.run.build import pipeline_from_config
+from experiments.run.compose import compose_config
+from experiments.suites.load import load_suite_from_config
 from retrieval.fusion import rrf_fuse, weighted_fuse
 from retrieval.fusions.rrf import RRFFusion
 from retrieval.fusions.weighted import WeightedFusion
@@ -154,3 +157,21 @@ def test_a_sweep_reuses_a_stage_only_while_its_config_and_the_files_it_names_are
     assert third[0] is not first[0] and third[0].fingerprint() != first[0].fingerprint()
     rebuilt = pipeline_from_config(["trec"], config.stage, depth=10).stages[0]
     assert rebuilt is not third[0]  # no memo: always built
+
+
+@pytest.mark.parametrize("variant", ["bm25", "exp05"])
+def test_answer_is_one_query_of_run_in_both_its_rank_paths(variant, tmp_path):
+    # memeval-serve answers with Pipeline.answer: it must rank each query as `run` does, whether `run`
+    # ranks query by query (fresh candidates) or all queries at once (candidates from the cache).
+    cfg = compose_config([f"variant={variant}", "tracking=none"])
+    pipeline, suite = build_pipeline(cfg), load_suite_from_config(cfg)
+    args = {"suite_hash": suite.content_hash, "knowledge": suite.knowledge, "progress": False}
+    cache = CandidateCache(tmp_path)
+    fresh = pipeline.run(suite.memories, suite.queries, cache=cache, **args)
+    cached = pipeline.run(suite.memories, suite.queries, cache=cache, **args)
+    assert not fresh.prefix_cache_hit and cached.prefix_cache_hit
+    indexes = {r.channel: r.build(fresh.corpus) for r in pipeline.retrievers}
+    for query, one, other in zip(suite.queries, fresh.ranked, cached.ranked, strict=True):
+        top = pipeline.answer(query, fresh.corpus, indexes)
+        assert tuple(fresh.corpus.ids[top.index]) == one.memory_ids == other.memory_ids
+        assert top.columns["score"].tobytes() == one.scores.tobytes() == other.scores.tobytes()

@@ -96,7 +96,7 @@ def run_variant(
 
 
 def write_same_scope_run(cfg, path: Path) -> Path:
-    from experiments.run.app import load_suite_from_config
+    from experiments.suites.load import load_suite_from_config
 
     suite = load_suite_from_config(cfg)
     lines = []

@@ -18,8 +18,8 @@ from experiments.report.analysis import build_comparison
 from experiments.report.cli import main
 from experiments.report.drilldown import DrilldownOptions, clip, visible
 from experiments.run.compose import compose_config
-from experiments.run.ranking import read_ranking, saved_depth, write_ranking
-from experiments.run.trec import read_run
+from experiments.run_folder.ranking import read_ranking, saved_depth, write_ranking
+from experiments.run_folder.trec import read_run
 from experiments.study import PlanError, load_plan
 from experiments.suites.jsonl import save_suite
 from experiments.suites.suite import Suite

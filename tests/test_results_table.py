@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from experiments.evaluate.table import Evaluation
-from experiments.run.app import ANSWERABLE_COLUMN, results_table
+from experiments.run.console import ANSWERABLE_COLUMN, results_table
 
 METRICS = ["P@5", "R@10", "nDCG@10", "noise@5"]
 

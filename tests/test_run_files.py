@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from experiments.run.float_text import float_reprs
-from experiments.run.ranking import read_ranking, write_ranking
-from experiments.run.trec import TIE_GAP, read_run, strictly_decreasing, write_run
+from experiments.run_folder.float_text import float_reprs
+from experiments.run_folder.ranking import read_ranking, write_ranking
+from experiments.run_folder.trec import TIE_GAP, read_run, strictly_decreasing, write_run
 from retrieval.types import RankedList
 
 EDGES = [0.0, -0.0, 1.0, -1.0, 0.1, 1 / 3, 1e-4, -1e-4, 9.999999999999999e-05, 1e-5, 5e-324]

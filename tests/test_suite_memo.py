@@ -15,7 +15,7 @@ def compose(*overrides: str):
 
 
 def test_the_memoised_suite_is_reused_only_while_its_config_and_files_are_the_same(tmp_path):
-    from experiments.run.app import load_suite_from_config
+    from experiments.suites.load import load_suite_from_config
 
     root = write_tiny_suite(tmp_path)
     cfg = compose(f"suite.path={root}")
@@ -51,18 +51,18 @@ def test_the_memoised_suite_is_reused_only_while_its_config_and_files_are_the_sa
 
 
 def test_the_files_signature_lists_every_file_once_in_a_stable_order(tmp_path):
-    from experiments.run.app import _files_signature
+    from experiments.suites.load import files_signature
 
     (tmp_path / "b" / "c").mkdir(parents=True)
     for name in ("a.json", "b/x.json", "b/c/y.json", "b c.json"):
         (tmp_path / name).write_text(name, "utf-8")
     (tmp_path / "link").symlink_to(tmp_path / "b", target_is_directory=True)  # not descended into
-    signature = _files_signature(tmp_path)
+    signature = files_signature(tmp_path)
     names = [os.path.relpath(path, tmp_path) for path, _, _ in signature]
     assert sorted(names) == sorted(["a.json", "b/x.json", "b/c/y.json", "b c.json"])
     assert names == sorted(names, key=lambda n: os.path.join(str(tmp_path), n))
-    assert _files_signature(tmp_path) == signature
-    assert _files_signature(tmp_path / "a.json") == (
+    assert files_signature(tmp_path) == signature
+    assert files_signature(tmp_path / "a.json") == (
         (str(tmp_path / "a.json"), 6, (tmp_path / "a.json").stat().st_mtime_ns),
     )
-    assert _files_signature(tmp_path / "missing") == ()
+    assert files_signature(tmp_path / "missing") == ()

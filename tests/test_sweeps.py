@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from experiments.run.compose import CONF_DIR, compose_config
-from experiments.run.resume import config_hash, finished_on_disk, record_finished, resume_enabled
+from experiments.run.resume import config_hash, finished_on_disk, record_finished
+from experiments.run_folder import resume_enabled
 from retrieval.pipeline import Pipeline
 from retrieval.retrievers.bm25 import BM25Retriever
 from retrieval.reuse import ProcessMemo

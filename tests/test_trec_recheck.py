@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from experiments.evaluate.metrics import per_query
-from experiments.run.trec import MUST_NOT_QRELS, read_run, write_qrels, write_run
+from experiments.run_folder.trec import MUST_NOT_QRELS, read_run, write_qrels, write_run
 from retrieval.pipeline import Pipeline
 from retrieval.retrievers.bm25 import BM25Retriever
 from retrieval.types import RankedList

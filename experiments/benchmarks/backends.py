@@ -43,8 +43,8 @@ from experiments.benchmarks.pipeline import (
     wait_for_quiet,
     wait_note,
 )
-from experiments.run.app import load_suite_from_config
 from experiments.run.build import pipeline_from_config
+from experiments.suites.load import load_suite_from_config
 from retrieval.encoder import MINILM, resolve_model_path
 
 BACKENDS = ("torch", "onnx-int8", "onnx", "openvino", "openvino-bf16", "openvino-int8")

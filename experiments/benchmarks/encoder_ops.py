@@ -28,7 +28,7 @@ import numpy as np
 
 from experiments.benchmarks.backends import bi_encoder, compose
 from experiments.benchmarks.pipeline import add_wait_quiet, load_note, machine, wait_for_quiet, wait_note
-from experiments.run.app import load_suite_from_config
+from experiments.suites.load import load_suite_from_config
 
 BACKENDS = ("torch", "openvino", "openvino-int8")
 CATEGORIES = ("linear layers", "attention", "layer norm", "everything else")

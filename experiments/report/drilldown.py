@@ -2,11 +2,11 @@
 (and any query asked for by id), the query text, its relevant memories, and each run's top k with
 relevance marks and the score columns that put each memory there.
 
-Reads what every run directory holds (`ranking.csv`, experiments.run.ranking) and the memory and query texts
-from the suite the runs were made on (loaded from the baseline run's config and checked against its
-content hash; without it, ids and scores are still shown). Every id and text is data: the blocks hold
-it as table cells or `md()` text, invisible and direction-changing characters are shown as ⟨U+XXXX⟩,
-and long texts are cut with a mark that says how much was left out.
+Reads what every run directory holds (`ranking.csv`, experiments.run_folder.ranking) and the memory and
+query texts from the suite the runs were made on (loaded from the baseline run's config and checked
+against its content hash; without it, ids and scores are still shown). Every id and text is data: the
+blocks hold it as table cells or `md()` text, invisible and direction-changing characters are shown as
+⟨U+XXXX⟩, and long texts are cut with a mark that says how much was left out.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import pandas as pd
 
 from experiments.report.analysis import Comparison, biggest_changes
 from experiments.report.render import Block, Heading, Paragraph, Table, code, md
-from experiments.run.ranking import FIXED
+from experiments.run_folder.ranking import FIXED
 from experiments.track.finished_runs import RunError, RunRecord, higher_is_better
 
 QUERY_CHARS = 400  # a query's text is cut after this many characters
@@ -73,7 +73,7 @@ def suite_texts(run: RunRecord) -> tuple[SuiteTexts | None, str]:
     """The suite of `run`, loaded from its recorded config: (texts, "") or (None, why not)."""
     from omegaconf import OmegaConf
 
-    from experiments.run.app import load_suite_from_config
+    from experiments.suites.load import load_suite_from_config
 
     if not run.config.get("suite"):
         return None, f"the run {code(run.source)} recorded no config to find its suite from"

@@ -79,7 +79,7 @@ def pipeline_from_config(
         key = _stage_key(source) if memo is not None else None
         stage = memo.get(f"stage.{name}", key) if key is not None else None
         if stage is None:
-            stage = _build_stage(name, stages[name], problems)
+            stage = build_stage(name, stages[name], problems)
             if stage is not None and key is not None:
                 memo.put(f"stage.{name}", key, stage)
         if stage is not None:
@@ -121,7 +121,7 @@ def _strings(node: Any) -> list[str]:
     return []
 
 
-def _build_stage(name: str, node: Any, problems: list[str]) -> Stage | None:
+def build_stage(name: str, node: Any, problems: list[str]) -> Stage | None:
     """Instantiate one stage config, or append what is wrong with it to `problems` and return None.
 
     Hydra builds the nested components (encoder, scorer...) and hands back the stage class with its

@@ -1,13 +1,14 @@
 """One validation pass over a run's resolved config, before any data is read or any index is built.
 
-    pipeline = check_config(cfg)   # raises ConfigError listing every problem; returns the built pipeline
+    problems = config_problems(cfg)   # every problem, one a line; [] for a config that can run
 
 It checks the top-level run settings (depth, metrics, objective, seed, resume, cache_dir, progress), the
 suite's loader arguments (suite.path present and of the right kind, no unknown or mistyped argument),
-and builds the pipeline, whose stages check their own fields (experiments.run.build.pipeline_from_config:
-types against annotations, ranges on construction). All problems come back at once, one a line, named
-by their config key (`depth`, `metrics`, `suite.path`, `stage.bm25.k1`), so the runner can print them and
-exit 2 with nothing written and no MLflow run.
+the variant's stage list, tracking and a live system's config. The stages check their own fields when
+the run builds them (experiments.run.build.pipeline_from_config: types against annotations, ranges on
+construction); the run lists their problems after these (experiments.run.app.checked_pipeline). All
+problems come back at once, one a line, named by their config key (`depth`, `metrics`, `suite.path`,
+`stage.bm25.k1`), so the runner can print them and exit 2 with nothing written and no MLflow run.
 
 The suite's *files* are checked by the suite loaders (experiments.suites), not here.
 """
@@ -22,21 +23,19 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from hydra.utils import get_method
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from experiments.evaluate.metrics import parse_metric
 from experiments.names import name_problem
-from experiments.run.build import pipeline_from_config
+from experiments.suites.load import SUITE_REPORT_KEYS
+from experiments.track.mlflow_tracker import MAX_EXPERIMENT_NAME_CHARS, MAX_KEY_CHARS, flatten
 from retrieval.field_types import value_problems
-from retrieval.pipeline import Pipeline, PipelineConfigError
-from retrieval.reuse import ProcessMemo
 from retrieval.stage import MAX_CUTOFF
 from retrieval.systems.protocol import MemorySystem
 
 RESUME_CHOICES = ("auto", True, False)
-# Keys of a suite config node that say how reports show the suite, not how to load it.
-SUITE_REPORT_KEYS = ("report_label", "primary")
 # Keys of a suite config node that are not loader arguments.
 SUITE_META_KEYS = frozenset(
     {"_target_", "_convert_", "_recursive_", "_partial_", "_args_", *SUITE_REPORT_KEYS}
@@ -148,6 +147,7 @@ def run_problems(cfg: DictConfig) -> list[str]:
 
 def _directory_loaders() -> tuple[Any, ...]:
     """Shipped loaders whose `path` names a folder (or a list of folders)."""
+    # Imported when a suite config is checked (~60 ms, the BEAM loader's release tables): not for --help.
     from experiments.suites.beam import load_beam
     from experiments.suites.jsonl import load_suite
 
@@ -171,8 +171,6 @@ def _path_problems(key: str, path: Any, wants_directory: bool) -> list[str]:
 
 def suite_problems(cfg: DictConfig) -> list[str]:
     """Problems with the suite's loader arguments: unknown or mistyped ones, a missing or wrong path."""
-    from hydra.utils import get_method
-
     suite = cfg.get("suite")
     if not isinstance(suite, DictConfig):
         return [f"suite: expected a suite config (suite=spark25|beam|jsonl|...), got {suite!r}"]
@@ -236,8 +234,6 @@ def tracking_problems(cfg: DictConfig, resolved: Mapping[str, Any] | None) -> li
     """MLflow's length limits, checked before the run rather than met after it: the experiment name, and
     every config key, each of which becomes a param key (param values are truncated, the full config is
     an artifact). Suite and variant names are bounded by experiments.names."""
-    from experiments.track.mlflow_tracker import MAX_EXPERIMENT_NAME_CHARS, MAX_KEY_CHARS, flatten
-
     tracking = cfg.get("tracking")
     if not isinstance(tracking, DictConfig) or not tracking.get("enabled"):
         return []
@@ -303,27 +299,21 @@ def system_problems(cfg: DictConfig) -> list[str]:
     return out
 
 
-def check_config(
-    cfg: DictConfig, memo: ProcessMemo | None = None, resolved: Mapping[str, Any] | None = None
-) -> Pipeline:
-    """Every problem of a run config at once (ConfigError), or the pipeline it builds (its unchanged
-    stages from `memo`, in a sweep: experiments.run.build.pipeline_from_config; `resolved`, the config
-    already resolved to a container, spares resolving each stage again for the memo's keys)."""
+def config_problems(cfg: DictConfig, resolved: Mapping[str, Any] | None = None) -> list[str]:
+    """Every problem of a run config that shows without building its stages (`resolved`: the config
+    already resolved to a container, when it resolves). The stages' own problems come from building
+    them, once, in the run (experiments/run/app.py: `checked_pipeline`), listed after these."""
     problems = run_problems(cfg) + suite_problems(cfg) + variant_problems(cfg)
-    problems += tracking_problems(cfg, resolved) + system_problems(cfg)
-    pipeline = None
-    if not any(p.startswith(("variant.stages", "variant:", "stage:", "system.adapter")) for p in problems):
-        # A bad depth is already among the problems; the pipeline is still built (at any valid depth)
-        # so that its stages' problems are listed with it.
-        depth = cfg.depth if _is_int(cfg.get("depth")) else 1
-        try:
-            stages = resolved.get("stage") if resolved is not None else None
-            pipeline = pipeline_from_config(
-                list(cfg.variant.stages), cfg.stage, depth=depth, memo=memo, resolved=stages
-            )
-        except PipelineConfigError as err:
-            problems += err.problems
-    if problems:
-        raise ConfigError(problems)
-    assert pipeline is not None
-    return pipeline
+    return problems + tracking_problems(cfg, resolved) + system_problems(cfg)
+
+
+def stages_checkable(problems: Sequence[str]) -> bool:
+    """Whether building the stages can tell their problems: the variant's stage list, the `stage` mapping
+    and a live system's adapter are sound."""
+    return not any(p.startswith(("variant.stages", "variant:", "stage:", "system.adapter")) for p in problems)
+
+
+def buildable_depth(cfg: DictConfig) -> int:
+    """The depth to build the stages at: a bad depth is already a problem, and the stages are still built
+    (at any valid depth) so that theirs are listed with it."""
+    return cfg.depth if _is_int(cfg.get("depth")) else 1

@@ -32,7 +32,6 @@ logged); when it does not, the disk decides.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import warnings
@@ -43,30 +42,17 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.track.mlflow_tracker import REUSED_TAG_PREFIX  # noqa: F401 (imported from here too)
+from experiments.run_folder import CODE_VERSION_TAG, CONFIG_HASH_TAG, RUN_DIR_TAG
+from experiments.track.mlflow_tracker import (
+    REUSED_TAG_PREFIX,  # noqa: F401 (imported from here too)
+    overall_from_mlflow,
+    resolve_uri,
+)
 from experiments.track.run_params import VOLATILE_KEYS
 from retrieval import cache_io
 from retrieval.cache_io import CacheWarning
 from retrieval.code_version import KEY_RULES
 from retrieval.pipeline import Pipeline
-from retrieval.reuse import ProcessMemo
-
-CONFIG_HASH_TAG = "memeval.config_hash"
-CODE_VERSION_TAG = "memeval.code_version"
-RUN_DIR_TAG = "memeval.run_dir"  # on a run: the run directory it was logged from
-# On a run with a recorded or replayed live channel: its cassette's content digest (the run version holds
-# it too, through the channel's fingerprint, so a replay of other content is never answered by this run).
-CASSETTE_TAG = "memeval.cassette_sha256"
-
-
-@functools.cache
-def process_memo() -> ProcessMemo:
-    """This process's loaded suites, corpora, indexes and candidates, shared by the jobs of a multirun.
-
-    Lives here, not in the runner: `python -m experiments.run` makes the runner `__main__`, which
-    joblib workers cannot import by name.
-    """
-    return ProcessMemo()
 
 
 @dataclass(frozen=True)
@@ -95,15 +81,6 @@ def config_hash(cfg: DictConfig | Mapping[str, Any]) -> str:
     container = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
     text = json.dumps(_strip(container), sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def resume_enabled(setting: Any, multirun: bool) -> bool:
-    """`resume`: auto (skip finished jobs in multiruns only), true, false."""
-    if isinstance(setting, bool):
-        return setting
-    if str(setting).lower() == "auto":
-        return multirun
-    raise ValueError(f"resume must be auto, true or false, not {setting!r}")
 
 
 def run_version(pipeline: Pipeline) -> str:
@@ -242,7 +219,7 @@ def finished_in_mlflow(
     code: str | None = None,
 ) -> FinishedRun | None:
     """The newest FINISHED run with these hashes and this code; raises if the store cannot be asked."""
-    import mlflow
+    import mlflow  # ~1 s to import: only when a store is asked
 
     client = mlflow.MlflowClient(tracking_uri=uri)
     if experiment_id is None:
@@ -261,8 +238,6 @@ def finished_in_mlflow(
     )
     if not runs:
         return None
-    from experiments.track.mlflow_tracker import overall_from_mlflow
-
     run = runs[0]
     # metrics.json names (`nDCG@10`) through the run's recorded key mapping, so a sweeper reads its objective.
     overall = overall_from_mlflow(client, run, names)
@@ -295,8 +270,6 @@ def find_finished(
     """MLflow decides when tracking is on and the store answers; otherwise the disk index does. `code`:
     the run version (`run_version(pipeline)`). A run whose folder is damaged answers for nothing."""
     if tracker is not None:
-        from experiments.track.mlflow_tracker import resolve_uri
-
         uri = resolve_uri(tracker.uri)
         try:
             found = finished_in_mlflow(

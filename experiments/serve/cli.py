@@ -79,6 +79,8 @@ def parser() -> argparse.ArgumentParser:
 @console_script
 def main(argv: Sequence[str] | None = None) -> None:
     args = parser().parse_intermixed_args(argv)  # overrides and options in any order
+    # The server's stack (uvicorn, the HTTP face, the service and its pipeline: ~1 s) once the arguments
+    # parse, so `memeval-serve --help` and a bad option answer at once.
     import uvicorn
 
     from experiments.serve.http_face import Faults, Guard, make_app
@@ -104,7 +106,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
     if args.mcp:
-        from experiments.serve.mcp_app import serve
+        from experiments.serve.mcp_app import serve  # the MCP SDK (~1 s): only for --mcp
 
         serve(service, args.mcp, host=args.host, port=args.port, guard=guard)
         return

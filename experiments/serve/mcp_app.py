@@ -27,6 +27,12 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+import uvicorn
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.transport_security import TransportSecuritySettings
+
+from experiments.serve.http_face import Guard
 from experiments.serve.service import MemoryService, ServiceError
 
 TRANSPORTS = ("stdio", "http")
@@ -34,9 +40,6 @@ TRANSPORTS = ("stdio", "http")
 
 def build_server(service: MemoryService) -> Any:
     """An `MCPServer` whose tools are the service's operations."""
-    from mcp.server.mcpserver import MCPServer
-    from mcp.server.mcpserver.exceptions import ToolError
-
     app = MCPServer(
         "memeval-serve",
         instructions=f"memeval variant {service.describe()['variant']} as a memory service",
@@ -92,11 +95,6 @@ def serve(
     if transport == "stdio":
         app.run("stdio")  # the SDK points fd 1 at stderr while serving: stray prints miss the wire
         return
-    import uvicorn
-    from mcp.server.transport_security import TransportSecuritySettings
-
-    from experiments.serve.http_face import Guard
-
     # The SDK's own Host/Origin check is off: the Guard makes that check (and the token and content-type
     # checks) once, with the same rules on both faces, and an --allow-origin it lets through must not be
     # refused again by the SDK's narrower default.

@@ -8,9 +8,10 @@
 Data flow: records arrive per scope (`ingest`, idempotent by id: a memory already stored under the scope
 is refused and counted, never stored twice); a search builds the scope's corpus and the variant's
 channel indexes once per scope content (kept until the scope changes), then runs one query through
-the variant exactly as `Pipeline.run` does (channels -> fusion -> each rank stage -> top k), so a variant
-served this way gives the in-process run's ranking: the same ids in the same order with the same
-float scores (JSON carries a float's shortest repr, which reads back to the same float).
+the variant with `Pipeline.answer`, the steps `Pipeline.run` takes for each query (channels -> fusion ->
+each rank stage -> top k), so a variant served this way gives the in-process run's ranking: the same
+ids in the same order with the same float scores (JSON carries a float's shortest repr, which reads
+back to the same float).
 
 `config_override` keys are AtomicMemory-style names mapped onto stage fields by a table
 (experiments/serve/override_keys.yaml: `instructionBoostWeight -> stage.instruction_boost.weight`)
@@ -48,12 +49,14 @@ from typing import Any, Literal, Union
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.run.build import _build_stage
+from experiments.run.build import build_stage
+from experiments.run.compose import compose_config
+from experiments.suites.jsonl import MEMORY_SCHEMA, field_problems, memory_from_json
 from retrieval.field_types import describe_type, field_type_problems, type_hints
-from retrieval.pipeline import Pipeline, PipelineConfigError, _single_channel
+from retrieval.pipeline import Pipeline, PipelineConfigError
 from retrieval.reuse import ProcessMemo
 from retrieval.stage import MAX_CUTOFF, FieldError, Range, Stage, stage_ranges
-from retrieval.types import Candidates, Corpus, Memory, Query, scope_key
+from retrieval.types import Corpus, Memory, Query, scope_key
 
 OVERRIDE_KEYS_FILE = Path(__file__).with_name("override_keys.yaml")
 
@@ -149,26 +152,20 @@ def load_override_keys(path: str | Path = OVERRIDE_KEYS_FILE) -> dict[str, str]:
 def memory_from_record(record: Mapping[str, Any], scope: Mapping[str, str]) -> Memory:
     """A stored memory from an ingest record, checked field by field as a suite's memories.jsonl line is
     (experiments.suites.jsonl.MEMORY_SCHEMA); the scope is the request's, whatever the record says."""
-    from experiments.suites.jsonl import MEMORY_SCHEMA, _memory  # the suite format's own rules and reader
-
     if not isinstance(record, Mapping):
         raise ServiceError(f"an ingest record must be an object, got {type(record).__name__}")
-    problems = []
-    for name, (required, rule) in MEMORY_SCHEMA.items():
-        if name == "scope":
-            continue
-        if name not in record:
-            problems += [f"{name}: missing required field"] if required else []
-        elif (problem := rule(record[name])) is not None:
-            problems.append(f"{name}: {problem}")
-    unknown = record.keys() - MEMORY_SCHEMA.keys()
-    problems += [
-        f"{name}: unknown field (put extra data under metadata)" for name in sorted(map(str, unknown))
+    # The scope is the request's: a record's own is neither checked nor refused.
+    problems = [
+        f"{name}: {problem}"
+        for name, problem in field_problems(
+            {k: v for k, v in record.items() if k != "scope"},
+            {k: v for k, v in MEMORY_SCHEMA.items() if k != "scope"},
+        )
     ]
     if problems:
         mid = record["id"][:100] if isinstance(record.get("id"), str) else "?"
         raise ServiceError(f"ingest record {mid!r}: {'; '.join(problems)[:1000]}")
-    return _memory({**record, "scope": dict(scope)})
+    return memory_from_json({**record, "scope": dict(scope)})
 
 
 @dataclass
@@ -215,8 +212,6 @@ class MemoryService:
     @classmethod
     def from_overrides(cls, overrides: Sequence[str] = (), **kwargs: Any) -> MemoryService:
         """The service of the variant `memeval-run <overrides>` would run (e.g. `variant=exp05`)."""
-        from experiments.run.compose import compose_config
-
         return cls(compose_config(list(overrides)), **kwargs)
 
     # --- memories ---------------------------------------------------------------------------------
@@ -347,14 +342,7 @@ class MemoryService:
             return []
         corpus, indexes = self._indexes(pipeline, version, memories)
         query = Query(id=query_id, text=text, scope=MappingProxyType(dict(scope)), now=as_of)
-        channels = {r.channel: indexes[r.channel].search(query) for r in pipeline.retrievers}
-        if pipeline.fusion is not None:
-            candidates = pipeline.fusion(corpus, channels)
-        else:
-            candidates = _single_channel(corpus, *next(iter(channels.items())))
-        for stage in pipeline.rank:
-            candidates = stage(query, Candidates(corpus, candidates.index, dict(candidates.columns)))
-        top = candidates.top(min(k, self.depth))
+        top = pipeline.answer(query, corpus, indexes).top(k)
         return [
             ServedHit(str(corpus.ids[i]), float(s), corpus.memories[i].text)
             for i, s in zip(top.index, top.columns["score"], strict=True)
@@ -384,7 +372,7 @@ class MemoryService:
         if missing:
             raise PipelineConfigError(f"variant names stages with no config under `stage`: {missing}")
         problems: list[str] = []
-        built = {name: _build_stage(name, self.cfg.stage[name], problems) for name in self.order}
+        built = {name: build_stage(name, self.cfg.stage[name], problems) for name in self.order}
         if problems:
             raise PipelineConfigError(problems)
         return built  # type: ignore[return-value]  (no problems: every stage was built)

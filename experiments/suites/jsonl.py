@@ -173,21 +173,30 @@ def _read_objects(path: Path, schema: Schema, problems: list[Problem]) -> list[t
             problems.append(Problem(path.name, number, name, message))
         if bad_text:
             continue
-        before = len(problems)
-        for name, (required, rule) in schema.items():
-            if name not in obj:
-                if required:
-                    problems.append(Problem(path.name, number, name, "missing required field"))
-            elif (message := rule(obj[name])) is not None:
-                problems.append(Problem(path.name, number, name, message))
-        for name in obj.keys() - schema.keys():
-            problems.append(Problem(path.name, number, name, "unknown field (put extra data under metadata)"))
-        if len(problems) == before:
+        found = field_problems(obj, schema)
+        problems.extend(Problem(path.name, number, name, message) for name, message in found)
+        if not found:
             out.append((number, obj))
     return out
 
 
-def _memory(obj: dict) -> Memory:
+def field_problems(obj: Mapping[str, Any], schema: Schema) -> list[tuple[str, str]]:
+    """(field, problem) for each field of one JSON object the schema refuses: a required one missing, a
+    value its rule rejects, a field the schema does not name (sorted)."""
+    problems = []
+    for name, (required, rule) in schema.items():
+        if name not in obj:
+            if required:
+                problems.append((name, "missing required field"))
+        elif (message := rule(obj[name])) is not None:
+            problems.append((name, message))
+    for name in sorted(map(str, obj.keys() - schema.keys())):
+        problems.append((name, "unknown field (put extra data under metadata)"))
+    return problems
+
+
+def memory_from_json(obj: Mapping[str, Any]) -> Memory:
+    """A Memory from one memories.jsonl object that passed MEMORY_SCHEMA (`field_problems`)."""
     return Memory(
         id=obj["id"],
         text=obj["text"],
@@ -393,7 +402,7 @@ def load_suite(path: str | Path, *, name: str | None = None, errata: str | None 
         raise SuiteError(problems[:MAX_PROBLEMS])
     suite = Suite(
         name=name or str(meta.get("name", root.name)),
-        memories=tuple(_memory(o) for _, o in memories),
+        memories=tuple(memory_from_json(o) for _, o in memories),
         queries=tuple(_query(o) for _, o in queries),
         qrels=qrels,
         k=meta.get("k", 10),

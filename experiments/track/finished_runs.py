@@ -21,9 +21,10 @@ import yaml
 
 from experiments.csv_cells import original_column, original_text
 from experiments.evaluate.metrics import parse_metric
-from experiments.run.ranking import FILENAME as RANKING_FILE
-from experiments.run.ranking import read_ranking
-from experiments.track.mlflow_tracker import flatten, resolve_uri
+from experiments.run_folder import CONFIG_HASH_TAG
+from experiments.run_folder.ranking import FILENAME as RANKING_FILE
+from experiments.run_folder.ranking import read_ranking
+from experiments.track.mlflow_tracker import REUSED_TAG_PREFIX, flatten, resolve_uri, sqlite_path
 
 PROVENANCE_TAGS = ("suite_hash", "model_revisions", "git_commit", "memeval_version")
 # Per-query columns scored like metrics but where less is better
@@ -50,7 +51,8 @@ class RunRecord:
     per_query: pd.DataFrame  # index query_id; label.*, abstention, latency_ms, ms.*, metric columns
     tags: Mapping[str, str] = field(default_factory=dict)
     finished_at: float = 0.0  # seconds since the epoch: which of two repeats is the later one
-    # The top of each ranking with its score columns (experiments.run.ranking); None for runs made before it.
+    # The top of each ranking with its score columns (experiments.run_folder.ranking); None for runs made
+    # before it.
     ranking: pd.DataFrame | None = None
     config: Mapping[str, Any] = field(default_factory=dict)  # the run's resolved config, nested
 
@@ -140,7 +142,7 @@ def _load_reused(job: Path) -> RunRecord:
             f"{job} was skipped as answered by the run in {note.get('run_dir')}, which no longer holds "
             "metrics.json, and names no MLflow run: re-run the sweep with resume=false for this point"
         )
-    import mlflow
+    import mlflow  # ~1 s to import: only when a store is asked
 
     uri = note.get("mlflow_uri") or resolve_uri()
     _existing_store(uri)
@@ -220,7 +222,7 @@ def load_mlflow_runs(
 
     Per-query values and metrics.json come from each run's artifacts (what `experiments.run` logs).
     """
-    import mlflow
+    import mlflow  # ~1 s to import: only when a store is asked
 
     tracking_uri = uri or resolve_uri()  # an explicit store (--tracking-uri) wins over the environment
     _existing_store(tracking_uri)
@@ -251,8 +253,6 @@ def load_mlflow_runs(
 
 def _existing_store(uri: str) -> None:
     """Reading runs never creates a store: a local SQLite store that is not there is an error."""
-    from experiments.track.mlflow_tracker import sqlite_path
-
     path = sqlite_path(uri)
     if path is not None and not path.is_file():
         raise RunError(f"there is no MLflow store at {path} (from {uri})")
@@ -286,9 +286,7 @@ def _mlflow_record(client: Any, run: Any) -> RunRecord | None:
 def missing_children(parent_run_id: str, uri: str | None = None) -> list[str]:
     """Jobs of a sweep with no finished run: children that FAILED or are still RUNNING (killed) with no
     FINISHED run of the same config, and reused runs that are no longer FINISHED."""
-    import mlflow
-
-    from experiments.run.resume import CONFIG_HASH_TAG, REUSED_TAG_PREFIX
+    import mlflow  # ~1 s to import: only when a store is asked
 
     uri = uri or resolve_uri()
     _existing_store(uri)
@@ -316,8 +314,6 @@ def missing_children(parent_run_id: str, uri: str | None = None) -> list[str]:
 
 def _reused_by_sweep(client: Any, parent_run_id: str, have: set[str]) -> list:
     """Runs a re-run sweep did not repeat: a skipped job tags its parent with the finished run it reused."""
-    from experiments.run.resume import REUSED_TAG_PREFIX
-
     tags = client.get_run(parent_run_id).data.tags
     reused = sorted({v for k, v in tags.items() if k.startswith(REUSED_TAG_PREFIX)} - have)
     runs = [client.get_run(run_id) for run_id in reused]

@@ -8,19 +8,29 @@ the store and the directory that holds the results.
 
 from __future__ import annotations
 
+import fcntl
 import functools
+import getpass
 import hashlib
 import json
 import math
 import os
 import re
+import sqlite3
 import subprocess
+import tempfile
+import time
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+# mlflow (~1 s to import) is imported inside the functions that talk to a store: `memeval-run --help`,
+# a config error and a run with tracking=none never pay for it (tests/test_entry_points.py).
 from experiments.evaluate.metrics import metric_name_for_mlflow
 
 MAX_PARAM_CHARS = 500  # long values are truncated in params; the full config is an artifact
@@ -64,8 +74,6 @@ def _schema_head() -> str:
 
 def _store_problem(path: Path) -> str | None:
     """Why the SQLite file at `path` is not a complete MLflow store, or None when it is one."""
-    import sqlite3
-
     try:
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
         try:
@@ -127,8 +135,6 @@ def ensure_store(uri: str) -> None:
 
 
 def _create_once(path: Path) -> None:
-    import fcntl
-
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.parent / f".{path.name}.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released by the kernel if this process dies
@@ -317,8 +323,6 @@ def read_metric_names(client: Any, run: Any) -> dict[str, str]:
     """The run's {MLflow key: original name}; {} for a run logged before the mapping was recorded."""
     if run.data.tags.get(METRIC_NAMES_TAG) != METRIC_NAMES_FILE:
         return {}
-    import tempfile
-
     with tempfile.TemporaryDirectory(prefix="memeval-names-") as tmp:
         path = client.download_artifacts(run.info.run_id, METRIC_NAMES_FILE, tmp)
         return dict(json.loads(Path(path).read_text()))
@@ -349,8 +353,6 @@ def overall_from_mlflow(client: Any, run: Any, names: list[str]) -> dict[str, fl
 @functools.cache
 def package_version() -> str:
     """The installed memeval's version, once per process (a metadata scan each call)."""
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version("memeval")
     except PackageNotFoundError:
@@ -391,8 +393,6 @@ def latency_for_mlflow(summary: Mapping[str, Any], per_query: Any) -> tuple[dict
     MLflow always gets `latency_ms_p50/_p95/_mean` for the work this run did, and a tag that says what
     they timed: per query, or amortised (a batch's time / its queries), which stages came from a cache,
     and whether embeddings were computed or read (a warm run is not comparable with a cold one)."""
-    import numpy as np
-
     cache = summary.get("cache") or {}
     stages = [c.removeprefix("ms.") for c in per_query.columns if c.startswith("ms.")]
     timed = [s for s in stages if per_query[f"ms.{s}"].notna().all()]
@@ -554,8 +554,6 @@ def log_dataset(client: Any, run_id: str, dataset_input: Any, attempts: int = 4)
     """Link the suite's dataset to the run. The first runs of one suite in parallel workers can all find
     no dataset row and all insert it; the store's UNIQUE (experiment, name, digest) then refuses all but
     one. A refused worker retries: the row exists now, and the store links it instead of inserting."""
-    import time
-
     from mlflow.exceptions import MlflowException
 
     for attempt in range(attempts):
@@ -631,8 +629,6 @@ def service_tags(
 
 
 def user_name() -> str:
-    import getpass
-
     try:
         return getpass.getuser()
     except Exception:  # no login name (a container without a passwd entry)
@@ -654,8 +650,6 @@ def provenance_tags(source: str) -> dict[str, str]:
 
 
 def _now_ms() -> int:
-    import time
-
     return int(time.time() * 1000)
 
 

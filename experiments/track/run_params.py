@@ -19,6 +19,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from experiments.track.mlflow_tracker import safe_key
@@ -136,8 +137,6 @@ def override_values(overrides: Sequence[str]) -> dict[str, str]:
 def sweep_axes(overrides: Sequence[str]) -> dict[str, str]:
     """A multirun's sweeping overrides (`stage.instruction_boost.weight=0,0.2,0.35`): key -> its values as
     given. Read with Hydra's own override parser, so `choice(...)`, `range(...)` and globs count too."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     parsed = OverridesParser.create().parse_overrides(list(overrides))
     return {
         o.key_or_group.lstrip("+~"): o.input_line.split("=", 1)[1] for o in parsed if o.is_sweep_override()

@@ -27,10 +27,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
+from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from experiments.run.resume import resume_enabled
+from experiments.run_folder import resume_enabled
+from experiments.track.mlflow_tracker import finish_parent, open_parent_run, resolve_uri
+from experiments.track.run_params import override_values, sweep_axes
 
 PARENT_FILE = "mlflow_parent.json"
 FAILED_FILE = "failed.json"  # in a job's directory: that job failed (error, its FAILED child run)
@@ -58,8 +62,6 @@ class JobFailed(RuntimeError):
 
 def duplicate_override_keys(overrides: list[str]) -> list[str]:
     """Keys given more than once on the command line (`k=1,2 k=3`): Hydra would apply the last silently."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     parsed = OverridesParser.create().parse_overrides(overrides)
     keys = [o.key_or_group + (f"@{o.package}" if o.package else "") for o in parsed]
     return sorted({k for k in keys if keys.count(k) > 1})
@@ -87,8 +89,6 @@ class MlflowSweepCallback(Callback):
             )
         if not config.get("tracking", {}).get("enabled", False):
             return
-        from experiments.track.mlflow_tracker import resolve_uri
-
         sweep_dir = Path(str(config.hydra.sweep.dir))
         (sweep_dir / PARENT_FILE).unlink(missing_ok=True)  # a job must never join an earlier attempt's parent
         try:
@@ -101,11 +101,6 @@ class MlflowSweepCallback(Callback):
             )
 
     def _start(self, config: DictConfig) -> None:
-        from hydra.utils import instantiate
-
-        from experiments.track.mlflow_tracker import open_parent_run
-        from experiments.track.run_params import override_values, sweep_axes
-
         overrides = [str(o) for o in config.hydra.overrides.task]
         axes = {**sweep_axes(overrides), **_sweeper_params(config)}
         # The sweep's values under `sweep.<key>`, never under the children's own key (whose column must
@@ -145,8 +140,6 @@ class MlflowSweepCallback(Callback):
         info = read_parent(sweep_dir)
         if not info:
             return
-        from experiments.track.mlflow_tracker import finish_parent
-
         failed = failed_jobs(sweep_dir)
         status = "FAILED" if failed else "FINISHED"
         try:
@@ -189,7 +182,7 @@ def job_failed(
     job_dir.mkdir(parents=True, exist_ok=True)
     note: dict[str, Any] = {"error": message, "mlflow_run_id": None}
     if parent:
-        import mlflow
+        import mlflow  # ~1 s to import: only when a store is asked
 
         try:
             client = mlflow.MlflowClient(tracking_uri=parent["uri"])

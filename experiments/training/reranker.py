@@ -385,10 +385,10 @@ def run_app(cfg: DictConfig) -> float:
             raise ConfigError(problems)
         summary = train(cfg, run_dir)
     except (SuiteError, PipelineConfigError, TrackingError, ValueError) as err:
-        from experiments.run.app import _discard_if_unused  # as memeval-run: no empty run folder left
+        from experiments.run.outputs import discard_if_unused  # as memeval-run: no empty run folder left
 
         print(f"error: {err}", file=sys.stderr)
-        _discard_if_unused(run_dir)
+        discard_if_unused(run_dir)
         sys.exit(2)
     return float(summary[f"val_{cfg.val_metric}_best"])
 

@@ -85,7 +85,7 @@ def parse_run(path: str | Path, data: bytes, tag: str | None = None) -> dict[str
 
 def trec_eval_order(lines: Sequence[_Line]) -> list[_Line]:
     """A query's lines as trec_eval ranks them: score descending as a C float (float32), ties by document id
-    descending (the rank column is ignored). The one copy of this order: experiments.run.trec.read_run
+    descending (the rank column is ignored). The one copy of this order: experiments.run_folder.trec.read_run
     uses it too."""
     return sorted(lines, key=lambda ln: (np.float32(ln.score), ln.doc_id), reverse=True)
 

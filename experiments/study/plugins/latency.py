@@ -16,7 +16,6 @@ from experiments.study.sections import SectionContext, register_section
 
 @register_section("latency")
 def latency(ctx: SectionContext) -> list[Block]:
-    from experiments.run.app import load_suite_from_config
     from experiments.study.live import (
         interleaved_passes,
         latency_summary,
@@ -24,6 +23,7 @@ def latency(ctx: SectionContext) -> list[Block]:
         query_encoding_ms,
         row_run_config,
     )
+    from experiments.suites.load import load_suite_from_config
 
     heading = Heading("Query latency")
     if ctx.study is None:

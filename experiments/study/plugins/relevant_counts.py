@@ -17,8 +17,8 @@ from experiments.study.sections import SectionContext, register_section
 
 @register_section("relevant_counts")
 def relevant_counts(ctx: SectionContext) -> list[Block]:
-    from experiments.run.app import load_suite_from_config
     from experiments.study.live import row_run_config
+    from experiments.suites.load import load_suite_from_config
 
     heading = Heading("Relevant memories per question")
     if ctx.study is None:

@@ -120,8 +120,8 @@ def _label_table(ctx: SectionContext, order: list[str], label: str, metric: str)
 
 def evidence_age(ctx: SectionContext) -> str:
     """Median age in days (query now - created_at) of relevant memories and of all in-scope memories."""
-    from experiments.run.app import load_suite_from_config
     from experiments.study.live import row_run_config
+    from experiments.suites.load import load_suite_from_config
     from retrieval.decay import epoch_days
 
     suite = load_suite_from_config(row_run_config(ctx.study, ctx.comparison.baseline))
@@ -146,7 +146,6 @@ def evidence_age(ctx: SectionContext) -> str:
 @register_section("tier_cost")
 def tier_cost(ctx: SectionContext) -> list[Block]:
     """Per-query retrieval time, high-order tiers on vs off, re-timed live over interleaved repeats."""
-    from experiments.run.app import load_suite_from_config
     from experiments.study.live import (
         interleaved_passes,
         latency_summary,
@@ -154,6 +153,7 @@ def tier_cost(ctx: SectionContext) -> list[Block]:
         query_encoding_ms,
         row_run_config,
     )
+    from experiments.suites.load import load_suite_from_config
 
     if ctx.study is None:
         return [Heading("Cost of searching high-order tiers"), Paragraph("Needs a study (rows to re-run).")]

@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from experiments.names import check_name
-from experiments.run.float_text import float_reprs
+from experiments.run_folder.float_text import float_reprs
+from retrieval.retrievers.trec_run import parse_run, trec_eval_order
 from retrieval.types import RankedList
 
 TIE_GAP = 2e-6  # relative; float32 resolves ~1.2e-7
@@ -94,7 +95,5 @@ def read_run(path: str | Path) -> dict[str, list[str]]:
     by document id descending; the rank column is ignored. Parsed and ordered by the trec_run channel's
     own code (retrieval.retrievers.trec_run), so a file this harness reads back is one that channel
     accepts (6 fields a line, numbers, no document twice) and ranks the same way."""
-    from retrieval.retrievers.trec_run import parse_run, trec_eval_order
-
     lines = parse_run(path, Path(path).read_bytes())
     return {qid: [line.doc_id for line in trec_eval_order(found)] for qid, found in lines.items()}

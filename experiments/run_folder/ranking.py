@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from experiments.csv_cells import original_column, original_text, safe_text
-from experiments.run.float_text import float_reprs
+from experiments.run_folder.float_text import float_reprs
 from retrieval.types import RankedList
 
 FILENAME = "ranking.csv"
