@@ -281,6 +281,8 @@ class ScopedPrefix:
             "reused": len(self.keys) - len(missing),
             "retrieved": len(missing),
         }
+
+
 @functools.cache
 def process_memo() -> ProcessMemo:
     """This process's loaded suites, corpora, indexes and candidates, shared by the jobs of a multirun.
