@@ -6,6 +6,7 @@ the table and every plot as an embedded PNG.
 from __future__ import annotations
 
 import json
+import subprocess
 import shutil
 from dataclasses import replace
 from html.parser import HTMLParser
@@ -410,3 +411,17 @@ def test_strings_from_runs_are_escaped_for_html_and_markdown(runs, tmp_path):
     assert all(not k.startswith("on") for _, k, _ in parser.attrs)
     text = "".join(parser.text)
     assert XSS_LINK in text and XSS_ATTR in text and "<img src=x onerror=alert(4)>" in text
+
+
+def test_reports_commit_markdown_and_figures_once():
+    """reports/ holds each result once: report.md and the PNGs it links; index.html is generated on demand
+    and git-ignored (docs/gate_and_reports.md, "One copy of each result")."""
+    root = Path(__file__).resolve().parents[1]
+    listed = subprocess.run(["git", "ls-files", "reports"], cwd=root, capture_output=True, text=True, check=True)
+    files = [Path(f) for f in listed.stdout.split()]
+    assert files and not [f for f in files if f.suffix in (".html", ".htm")]
+    assert subprocess.run(["git", "check-ignore", "-q", "reports/any/index.html"], cwd=root).returncode == 0
+    markdown = {f: (root / f).read_text() for f in files if f.suffix == ".md"}
+    for png in (f for f in files if f.suffix == ".png"):  # every stored figure is one a report links
+        assert any(md.parent == png.parent and f"]({png.name})" in text for md, text in markdown.items()), png
+    assert not [md for md, text in markdown.items() if "data:image" in text]  # and none is inlined

@@ -173,7 +173,7 @@ def test_hostile_ids_and_texts_stay_text_in_html_and_markdown(runs):
     body = page.split("<body>")[1]
     assert all((out / name).is_file() for name in figures.findall(body))
     assert "<script" not in page and "<img" not in figures.sub("", body)
-    assert {tag for tag, _, _ in parsed.attrs} <= {"html", "meta", "img", "div", "td"}
+    assert {tag for tag, _, _ in parsed.attrs} <= {"html", "meta", "img", "div", "tr", "td"}
     assert all(not k.startswith("on") for _, k, _ in parsed.attrs)
     text = "".join(parsed.text)
     for shown in (SCRIPT_ID, QUOTE_ID, "<img src=x onerror=alert(2)>", "</td></tr><script>alert(3)</script>"):
@@ -194,6 +194,26 @@ def test_hostile_ids_and_texts_stay_text_in_html_and_markdown(runs):
     for table in rendered.split("<table>")[1:]:  # every row of a table has its header's cell count
         rows = _page("<table>" + table.split("</table>")[0] + "</table>").row_cells
         assert len(set(rows)) == 1, rows
+
+
+def test_memory_texts_in_html_are_full_width_rows_under_their_ranks(runs):
+    out = runs["tmp"] / "wide"
+    build_report([load_run_dir(d) for d in runs["dirs"]], out, title="t", metrics=["RR"],
+                 drilldown=DrilldownOptions(n=1, queries=("q5",)))  # fmt: skip
+    section = (out / "index.html").read_text().split("Per-query drill-down")[1]
+    tables = re.findall(r"<table>.*?</table>", section)
+    assert tables
+    for table in tables:
+        header = re.findall(r"<th>(.*?)</th>", table)
+        texts = re.findall(r'<tr class="text"><td class="text" colspan="(\d+)">(.*?)</td></tr>', table)
+        assert "text" not in header and texts  # the text is no column of the table, it is a row under it
+        assert all(int(span) == len(header) for span, _ in texts)  # as wide as the table
+        # each text row follows a row of ids and scores, with every header cell
+        rows = re.findall(r"<tr>(.*?)</tr>", table.split("</thead>")[1])
+        assert len(rows) == len(texts) and all(r.count("<td>") == len(header) for r in rows)
+    # a text is shown to its cut mark (220 characters), not squeezed into a narrow column
+    assert any(len(text) > 200 for t in tables for _, text in re.findall(r'colspan="(\d+)">(.*?)</td>', t))
+    assert "… [+" in section
 
 
 def test_an_unknown_query_asked_for_is_an_error_naming_it_and_nothing_is_written(runs, capsys):

@@ -211,7 +211,7 @@ def drilldown_blocks(
             title = f"Top {k} of **{md(lab)}**" + (" (baseline)" if lab == base else "")
             blocks.append(Paragraph(title + (":" if len(top) else ": nothing retrieved.")))
             if len(top):
-                blocks.append(Table(top, "rank", text_columns=("memory", "text")))
+                blocks.append(Table(top, "rank", text_columns=("text",)))
     return blocks
 
 

@@ -1,9 +1,10 @@
-"""One report, two renderings: Markdown (report.md) and a self-contained HTML page (index.html).
+"""One report, two renderings: Markdown (report.md) and an HTML page (index.html).
 
 The report is a list of plain blocks (heading, paragraph, table, image, code); each renderer walks
 the same list, so the two files never disagree. Inline text uses a tiny Markdown subset (`code`,
 **bold**, backslash escapes) that the HTML renderer translates; images are PNG files beside report.md
-and index.html, which both reference them (each figure is stored once).
+and index.html, which both reference them (each figure is stored once; reports/ commits report.md and
+the PNGs, index.html is generated on demand and git-ignored).
 
 Text from data, configs and runs (suite names, labels, run names, sources) is never markup: the report
 code passes it through `md()` (literal Markdown text) or `code()` (a code span) before it joins a
@@ -40,7 +41,9 @@ class Table:
     frame: pd.DataFrame  # cells already formatted as strings; the index is the first column
     index_name: str = ""
     markup: bool = False  # cells hold the report's own inline markup (**best**); else they are data
-    text_columns: tuple[str, ...] = ()  # columns of prose (memory texts): left-aligned and wrapped in HTML
+    # Columns of prose (memory texts): the last columns in Markdown; in HTML each such cell is a full-width
+    # row under its row, since a column beside many score columns is squeezed to a few characters.
+    text_columns: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -156,7 +159,8 @@ padding:0 1em;color:#222;line-height:1.45}
 table{border-collapse:collapse;margin:1em 0;font-size:0.86em}
 th,td{border:1px solid #ccc;padding:3px 8px;text-align:right}
 th:first-child,td:first-child{text-align:left}
-td.text{text-align:left;min-width:22em;max-width:48em;white-space:normal;overflow-wrap:anywhere}
+td.text{text-align:left;white-space:normal;overflow-wrap:anywhere;color:#333}
+tr.text td{border-top:none;padding:1px 8px 6px 2.5em;background:#fff}
 .scroll{overflow-x:auto;max-width:100%} .scroll table{margin:0.4em 0}
 th{background:#f3f3f3} tr:nth-child(even) td{background:#fafafa}
 code,pre{background:#f5f5f5;border-radius:3px} pre{padding:0.8em;overflow-x:auto;white-space:pre-wrap}
@@ -177,17 +181,22 @@ def to_html(blocks: list[Block], title: str) -> str:
             alt = html.escape(block.alt, quote=True)
             body.append(f'<img src="{html.escape(block.filename, quote=True)}" alt="{alt}">')
         elif isinstance(block, Table):
-            head = "".join(f"<th>{_inline(md(c))}</th>" for c in [block.index_name, *block.frame.columns])
+            frame = block.frame
+            columns = [c for c in frame.columns if c not in block.text_columns]
+            prose = [c for c in frame.columns if c in block.text_columns]
+            head = "".join(f"<th>{_inline(md(c))}</th>" for c in [block.index_name, *columns])
             cell = _inline if block.markup else (lambda v: _inline(md(v)))
-            kinds = ["", *(' class="text"' if c in block.text_columns else "" for c in block.frame.columns)]
+            width = len(columns) + 1
             rows = "".join(
                 "<tr>"
-                + "".join(
-                    f"<td{kind}>{v}</td>"
-                    for kind, v in zip(kinds, [_inline(md(index)), *map(cell, row.tolist())], strict=True)
-                )
+                + "".join(f"<td>{v}</td>" for v in [_inline(md(index)), *map(cell, row[columns].tolist())])
                 + "</tr>"
-                for index, row in block.frame.iterrows()
+                + "".join(
+                    f'<tr class="text"><td class="text" colspan="{width}">{cell(row[c])}</td></tr>'
+                    for c in prose
+                    if str(row[c])
+                )
+                for index, row in frame.iterrows()
             )
             # A wide table scrolls inside its own box instead of widening the page.
             table = f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
