@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from retrieval.fusion import minmax
+from retrieval.fusion_arithmetic import minmax
 from retrieval.stages.conciseness_penalty import ConcisenessPenalty
 from retrieval.stages.instruction_boost import InstructionBoost
 from retrieval.types import CandidateBatch, Candidates, Corpus

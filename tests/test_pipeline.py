@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from experiments.run.build import pipeline_from_config
-from retrieval.fusion import rrf_fuse, weighted_fuse
+from retrieval.fusion_arithmetic import rrf_fuse, weighted_fuse
 from retrieval.fusions.rrf import RRFFusion
 from retrieval.fusions.weighted import WeightedFusion
 from retrieval.pipeline import Pipeline, PipelineConfigError

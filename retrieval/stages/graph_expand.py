@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from retrieval.fusion import minmax
+from retrieval.fusion_arithmetic import minmax
 from retrieval.graph import expand, scope_graphs
 from retrieval.retrievers.graph import DEFAULT_WEIGHTS, relation_weight_problems
 from retrieval.stage import Range, RankStage
