@@ -10,7 +10,7 @@ import pytest
 
 from experiments.run.build import pipeline_from_config
 from experiments.run.compose import CONF_DIR
-from retrieval.decay import AccessLedger, epoch_days, importance_weight, recency
+from retrieval.aging import AccessLedger, epoch_days, importance_weight, recency
 from retrieval.pipeline import Pipeline
 from retrieval.retrievers.bm25 import BM25Retriever
 from retrieval.stages.decay import TimeDecay

@@ -122,7 +122,7 @@ def evidence_age(ctx: SectionContext) -> str:
     """Median age in days (query now - created_at) of relevant memories and of all in-scope memories."""
     from experiments.run.app import load_suite_from_config
     from experiments.study.live import row_run_config
-    from retrieval.decay import epoch_days
+    from retrieval.aging import epoch_days
 
     suite = load_suite_from_config(row_run_config(ctx.study, ctx.comparison.baseline))
     created = {m.id: epoch_days(m.created_at) for m in suite.memories}
