@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from experiments.benchmarks.backends import main, render, targets
+from experiments.benchmarks.backend_tradeoffs import main, render, targets
 
 
 def _row(texts_per_cpu_s: float, query_p95: float, rerank_p95_cpu: float, ndcg: float) -> dict:
@@ -38,7 +38,7 @@ def _results() -> dict:
         "date_utc": "today",
         "loadavg_start": [1.0, 1.0, 1.0],
         "loadavg_end": [1.0, 1.0, 1.0],
-        "command": "python -m experiments.benchmarks.backends",
+        "command": "python -m experiments.benchmarks.backend_tradeoffs",
     }
     return {
         "machine": machine,

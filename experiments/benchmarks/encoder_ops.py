@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from experiments.benchmarks.backends import bi_encoder, compose
+from experiments.benchmarks.backend_tradeoffs import bi_encoder, compose
 from experiments.benchmarks.pipeline import add_wait_quiet, load_note, machine, wait_for_quiet, wait_note
 from experiments.run.app import load_suite_from_config
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from experiments.benchmarks.backends import agreement, rerank_heads, timed
+from experiments.benchmarks.backend_tradeoffs import agreement, rerank_heads, timed
 from experiments.benchmarks.pipeline import load_note, machine, percentiles
 from retrieval.inference_backends import INPUTS, _runtime, ensure_onnx, export_folder
 from retrieval.encoder import EXPORT_DIR, model_revision
