@@ -14,7 +14,7 @@ __all__ = ["build_report"]
 def __getattr__(name: str):
     # Imported on first use: building pulls in matplotlib, which `memeval-report --help` should not wait for.
     if name == "build_report":
-        from experiments.report.build import build_report
+        from experiments.report.assemble import build_report
 
         return build_report
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

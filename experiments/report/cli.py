@@ -109,7 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problem is not None:  # before any run is read: the name is the report's folder
         print(f"report error: --name: {problem}", file=sys.stderr)
         return 2
-    from experiments.report.build import build_report  # after parsing: it pulls in matplotlib (~0.5 s)
+    from experiments.report.assemble import build_report  # after parsing: it pulls in matplotlib (~0.5 s)
 
     tags = dict(t.split("=", 1) for t in args.tag)
     try:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from experiments.report.analysis import Comparison
-from experiments.report.build import build_report
+from experiments.report.assemble import build_report
 from experiments.report.render import Block, Code, Heading, Paragraph, Table, code, md, write
 from experiments.study.experiment import StudyResult, SuiteResults
 from experiments.study.plan import Section
