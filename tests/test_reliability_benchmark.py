@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from experiments.benchmarks.pipeline import percentiles
-from experiments.benchmarks.pipeline_report import VARIANTS, loglog_slope
+from experiments.benchmarks.pipeline_readme import VARIANTS, loglog_slope
 from tests.support import REPO
 
 

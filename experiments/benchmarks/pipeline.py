@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from experiments import PROJECT_ROOT
-from experiments.benchmarks.pipeline_report import VARIANTS, write_report
+from experiments.benchmarks.pipeline_readme import VARIANTS, write_report
 from experiments.run.build import pipeline_from_config
 from experiments.run.compose import CONF_DIR
 from retrieval.compute import cpu_isa

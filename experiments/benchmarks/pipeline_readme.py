@@ -2,7 +2,7 @@
 
 Called by `python -m experiments.benchmarks.pipeline` after the measurements; every number in the README comes
 from results.json (re-render with
-`python -m experiments.benchmarks.pipeline_report reports/benchmarks/results.json`).
+`python -m experiments.benchmarks.pipeline_readme reports/benchmarks/results.json`).
 """
 
 from __future__ import annotations
