@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from experiments import PROJECT_ROOT
-from experiments.benchmarks.pipeline_readme import VARIANTS, write_report
+from experiments.benchmarks.pipeline_readme import VARIANTS, write_readme
 from experiments.run.build import pipeline_from_config
 from experiments.run.compose import CONF_DIR
 from retrieval.compute import cpu_isa
@@ -546,7 +546,7 @@ def _write(results: dict[str, Any], out: Path, note: str) -> None:
 
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(results, indent=2))
-    write_report(results, out / "README.md", note=note)
+    write_readme(results, out / "README.md", note=note)
 
 
 def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:

@@ -433,10 +433,10 @@ def render(results: dict, note: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_report(results: dict, path: Path, note: str = "") -> None:
+def write_readme(results: dict, path: Path, note: str = "") -> None:
     path.write_text(render(results, note))
 
 
 if __name__ == "__main__":
     source = Path(sys.argv[1])
-    write_report(json.loads(source.read_text()), source.with_name("README.md"))
+    write_readme(json.loads(source.read_text()), source.with_name("README.md"))
