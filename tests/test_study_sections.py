@@ -1,4 +1,4 @@
-"""Domain report sections of a study (experiments/study/plugins/) on small synthetic comparisons.
+"""Domain report sections of a study (experiments/study/sections/) on small synthetic comparisons.
 
 Each run is a RunRecord built by hand (per-query values, params, metrics.json summary), so every
 expected number below is worked out from the table in the test, not read back from the code.
@@ -15,7 +15,7 @@ from experiments.report import analysis
 from experiments.report.render import Paragraph, Table, to_markdown
 from experiments.run.compose import compose_config
 from experiments.study import SectionContext, load_plan
-from experiments.study.plugins.targets import target_lines
+from experiments.study.sections.targets import target_lines
 from experiments.study.sections import available_sections, resolve_section
 from experiments.track.finished_runs import RunRecord
 

@@ -3,13 +3,15 @@
 A section is a function `SectionContext -> list[Block]` (experiments.report.render blocks), added
 to the comparison report after the generic tables. The study runner knows none of them: it looks a
 name up here. Register one with `@register_section("name")`, or name any importable function in the
-plan as `package.module:function`. The built-in ones live in experiments/study/plugins/ (generic) and
-experiments/study/questions/ (one study's own question); every module of both is imported.
+plan as `package.module:function`. The built-in ones are the modules of this package (generic: any
+plan can name them) and of experiments/study/questions/ (one study's own question); every module of
+both is imported, so a new generic section is a new file here.
 """
 
 from __future__ import annotations
 
 import importlib
+import pkgutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +20,7 @@ import pandas as pd
 
 from experiments.report.analysis import Comparison
 from experiments.report.render import Block
+from experiments.study import questions
 
 
 @dataclass(frozen=True)
@@ -46,13 +49,9 @@ def register_section(name: str) -> Callable[[SectionFunction], SectionFunction]:
 
 
 def available_sections() -> list[str]:
-    import pkgutil
-
-    from experiments.study import plugins, questions
-
-    for package in (plugins, questions):  # each module registers its sections on import
-        for module in pkgutil.iter_modules(package.__path__):
-            importlib.import_module(f"{package.__name__}.{module.name}")
+    for name, path in ((__name__, __path__), (questions.__name__, questions.__path__)):
+        for module in pkgutil.iter_modules(path):  # each module registers its sections on import
+            importlib.import_module(f"{name}.{module.name}")
     return sorted(_REGISTRY)
 
 
