@@ -50,7 +50,7 @@ from experiments.evaluate.statistics import (
 )
 from experiments.evaluate.table import query_cluster
 from experiments.exit_codes import ArgumentParser, console_script
-from experiments.report.render import code, md
+from experiments.compare.render import code, md
 from experiments.run.compose import CONF_DIR, compose_config
 from experiments.track.finished_runs import RunError, RunRecord, higher_is_better, load_run_dir
 from experiments.track.mlflow_tracker import git_commit
@@ -427,7 +427,7 @@ def _config_changes(before: Mapping[str, str], params: Mapping[str, str]) -> dic
 
 def _literal(value: object) -> str:
     """Data (a name, id, label, path, config value) as Markdown that renders exactly as the text: the
-    report's code span (experiments.report.render.code: nothing inside is emphasis, a link or HTML), or,
+    report's code span (experiments.compare.render.code: nothing inside is emphasis, a link or HTML), or,
     for text holding a backtick, its escaped text with `_` and `~` escaped too; `|` escaped, because GitHub
     splits a table row on it even inside a code span. Every piece of data in the summary goes through it."""
     text = code(value)

@@ -79,7 +79,7 @@ def test_generic_report_sections_read_score_columns_not_stages():
     # A question's own sections (experiments/study/questions/) may run the stage they study; the generic
     # ones (plugins/, the report writer, the gate's and MLflow reports) read a run's columns only.
     edges = _module_imports()
-    generic = ("experiments.study.sections", "experiments.report", "experiments.study.report")
+    generic = ("experiments.study.sections", "experiments.compare", "experiments.study.report")
     found = {
         m: sorted(t for t in ts if t.startswith(STAGE_FOLDERS))
         for m, ts in edges.items()

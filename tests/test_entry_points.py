@@ -78,7 +78,7 @@ ENTRY_MODULES = {  # console script module -> heavy packages it may import befor
     "experiments.study.cli": set(),
     "experiments.training.reranker": set(),
     "experiments.gate": {"pandas"},  # argparse apps whose options need the run-table code
-    "experiments.report.cli": {"pandas"},
+    "experiments.compare.cli": {"pandas"},
 }
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.report import build_report
+from experiments.compare import build_report
 from experiments.suites.beam import load_beam
 from experiments.suites.locomo import load_locomo
 from experiments.suites.suite import SuiteError

@@ -255,7 +255,7 @@ NA_LIKE = ["NA", "null", "NaN", "None", "N/A", "#N/A", "<NA>", "nan", "NULL", "n
 
 
 def test_query_ids_like_na_and_null_round_trip_through_run_report_and_gate(tmp_path, monkeypatch, capsys):
-    from experiments.report import analysis
+    from experiments.compare import analysis
     from experiments.run.trec import read_run
     from experiments.track.finished_runs import load_run_dir, read_per_query
 

@@ -259,7 +259,7 @@ def test_a_live_sweep_of_a_served_flag_gives_a_parent_5_children_and_a_holm_repo
     names = sorted(c.info.run_name for c in children)
     assert names == sorted(f"system instructionBoostWeight={w}" for w in weights.split(","))
     report = subprocess.run(
-        [sys.executable, "-m", "experiments.report", "--name", "live_sweep",
+        [sys.executable, "-m", "experiments.compare", "--name", "live_sweep",
          "--out-root", str(tmp_path / "reports"), "--sweep-dir", str(sweep_dir), "--tracking-uri", uri],
         cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=600,
     )  # fmt: skip

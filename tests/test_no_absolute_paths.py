@@ -3,7 +3,7 @@
 Reports, baselines and docs are read on other machines: a path such as `<checkout>/outputs/...` or
 `<tmp>/be/ce2` says nothing there and leaks where a developer worked. Runs and folders are written
 relative to the checkout (`outputs/...`, `.memeval_cache/...`, `../shared/beam/...`), and reports
-print run sources that way (`experiments.report.analysis.portable_source`).
+print run sources that way (`experiments.compare.analysis.portable_source`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from experiments.report.analysis import portable_source
+from experiments.compare.analysis import portable_source
 from tests.support import REPO
 
 # This machine's roots: the checkout's parent, the home folder, the temporary folder, and the usual ones.

@@ -110,7 +110,7 @@ def test_the_inline_memeval_commands_run_from_another_directory(tmp_path):
 
 
 def test_memeval_report_help_states_its_default_baseline(capsys):
-    from experiments.report.cli import parse_args
+    from experiments.compare.cli import parse_args
 
     with pytest.raises(SystemExit):
         parse_args(["--help"])

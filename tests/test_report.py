@@ -16,8 +16,8 @@ from types import MappingProxyType
 import pandas as pd
 import pytest
 
-from experiments.report import build_report
-from experiments.report.cli import main
+from experiments.compare import build_report
+from experiments.compare.cli import main
 from experiments.suites.jsonl import save_suite
 from experiments.suites.suite import Suite
 from experiments.track.finished_runs import load_run_dir
@@ -307,7 +307,7 @@ def test_a_rerun_sweep_reports_the_finished_runs_its_skipped_jobs_reused(runs, m
 
 
 def test_per_category_cells_are_tested_against_the_baseline_with_holm_across_cells(runs):
-    from experiments.report.analysis import build_comparison, by_label
+    from experiments.compare.analysis import build_comparison, by_label
 
     comp = build_comparison([load_run_dir(d) for d in runs["dirs"]], metrics=["RR"])
     cells = by_label(comp, "RR")

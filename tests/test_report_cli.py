@@ -1,4 +1,4 @@
-"""`python -m experiments.report.cli` is the report command itself (it used to import and exit 0 doing
+"""`python -m experiments.compare.cli` is the report command itself (it used to import and exit 0 doing
 nothing), and its --name, the report's folder, is checked before any run is read."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from tests.support import REPO
 
 
 def _cli(*args: str, cwd=REPO) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "experiments.report.cli", *args]
+    command = [sys.executable, "-m", "experiments.compare.cli", *args]
     return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=120)
 
 

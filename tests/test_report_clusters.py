@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from experiments.evaluate.statistics import holm, paired_randomization_test
-from experiments.report import analysis, build_report
+from experiments.compare import analysis, build_report
 from experiments.study import PlanError, load_plan
 from experiments.track.finished_runs import RunRecord
 

@@ -13,10 +13,10 @@ from types import MappingProxyType
 import numpy as np
 import pytest
 
-from experiments.report import build_report
-from experiments.report.analysis import build_comparison
-from experiments.report.cli import main
-from experiments.report.drilldown import DrilldownOptions, clip, visible
+from experiments.compare import build_report
+from experiments.compare.analysis import build_comparison
+from experiments.compare.cli import main
+from experiments.compare.drilldown import DrilldownOptions, clip, visible
 from experiments.run.compose import compose_config
 from experiments.run.ranking import read_ranking, saved_depth, write_ranking
 from experiments.run.trec import read_run

@@ -11,8 +11,8 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from experiments.report.drilldown import DrilldownOptions
-from experiments.report.render import Block, Paragraph
+from experiments.compare.drilldown import DrilldownOptions
+from experiments.compare.render import Block, Paragraph
 from experiments.run.compose import CONF_DIR, compose_config
 from experiments.study import Experiment, PlanError, Row, SectionContext, load_plan, write_report
 from experiments.study.plan import Stats, StudyPlan

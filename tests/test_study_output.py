@@ -46,7 +46,7 @@ def _record(source: str, **params: str):
 def test_row_labels_name_only_what_changes_the_results():
     """A study reuses finished runs made with resume=auto beside its own resume=True rows: how a run
     was started is no difference between rows (issue 25 found `resume=auto` in labels)."""
-    from experiments.report.analysis import name_runs
+    from experiments.compare.analysis import name_runs
 
     runs = [
         _record("a", **{"stage.instruction_boost.weight": "0", "resume": "auto"}),

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from experiments.report import analysis
-from experiments.report.render import Paragraph, Table, to_markdown
+from experiments.compare import analysis
+from experiments.compare.render import Paragraph, Table, to_markdown
 from experiments.run.compose import compose_config
 from experiments.study import SectionContext, load_plan
 from experiments.study.sections.targets import target_lines

@@ -112,7 +112,7 @@ def test_a_failed_job_is_a_failed_child_the_others_run_and_a_rerun_finishes_only
     assert len(failed_dirs) == 2
 
     # a report over this sweep says two runs are missing and exits 1
-    from experiments.report.cli import main as report
+    from experiments.compare.cli import main as report
 
     argv = ["--name", "r", "--out-root", str(tmp_path / "reports"), "--run-dir", str(tmp_path / "first")]
     assert report(argv) == 1
@@ -146,7 +146,7 @@ def test_a_report_follows_jobs_that_reused_runs_whose_directories_are_gone(
     assert all(n["run_dir"] is None and n["mlflow_run_id"] and n["mlflow_uri"] == uri for n in notes)
 
     from experiments.gate import load_run_dir  # the gate reads runs the same way
-    from experiments.report.cli import main as report
+    from experiments.compare.cli import main as report
 
     assert load_run_dir(job_dirs(tmp_path / "second")[0]).source == f"mlflow:{notes[0]['mlflow_run_id']}"
     argv = ["--name", "r", "--out-root", str(tmp_path / "reports"), "--run-dir", str(tmp_path / "second"),

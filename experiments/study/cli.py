@@ -74,7 +74,7 @@ def _log_report(parent_run_id: str, cfg: DictConfig, out: Path) -> None:
 
     import mlflow
 
-    from experiments.report.render import with_inline_images
+    from experiments.compare.render import with_inline_images
     from experiments.track.mlflow_tracker import resolve_uri
 
     client = mlflow.MlflowClient(tracking_uri=resolve_uri(cfg.tracking.tracker.get("uri")))

@@ -28,7 +28,7 @@ import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.names import under_root
-from experiments.report import analysis
+from experiments.compare import analysis
 from experiments.study.plan import Row, StudyPlan, load_plan
 from experiments.track.finished_runs import (
     RunError,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.report.render import Block, Heading, Paragraph, code
+from experiments.compare.render import Block, Heading, Paragraph, code
 from experiments.study.sections import SectionContext, register_section
 
 

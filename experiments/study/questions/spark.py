@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from experiments.evaluate.statistics import bootstrap_ci, compare, holm
-from experiments.report.render import Block, Heading, Paragraph, Table, code
+from experiments.compare.render import Block, Heading, Paragraph, Table, code
 from experiments.study.sections import SectionContext, register_section
 from experiments.track.finished_runs import RunRecord
 

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from experiments.evaluate.statistics import compare, holm
-from experiments.report.render import Block, Heading, Paragraph, Table, code
+from experiments.compare.render import Block, Heading, Paragraph, Table, code
 from experiments.study.sections import SectionContext, register_section
 
 

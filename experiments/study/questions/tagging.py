@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from experiments.report.render import Block, Heading, Paragraph, Table
+from experiments.compare.render import Block, Heading, Paragraph, Table
 from experiments.shipped_data import shipped_dataset
 from experiments.study.sections import SectionContext, register_section
 from experiments.suites.suite import Suite

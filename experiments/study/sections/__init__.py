@@ -1,6 +1,6 @@
 """Report sections a study plan names (`sections: [exp05_acceptance]`): small plug-ins, one function each.
 
-A section is a function `SectionContext -> list[Block]` (experiments.report.render blocks), added
+A section is a function `SectionContext -> list[Block]` (experiments.compare.render blocks), added
 to the comparison report after the generic tables. The study runner knows none of them: it looks a
 name up here. Register one with `@register_section("name")`, or name any importable function in the
 plan as `package.module:function`. The built-in ones are the modules of this package (generic: any
@@ -18,8 +18,8 @@ from typing import Any
 
 import pandas as pd
 
-from experiments.report.analysis import Comparison
-from experiments.report.render import Block
+from experiments.compare.analysis import Comparison
+from experiments.compare.render import Block
 from experiments.study import questions
 
 

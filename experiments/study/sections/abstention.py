@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from experiments.report.render import Block, Heading, Paragraph, Table, md
+from experiments.compare.render import Block, Heading, Paragraph, Table, md
 from experiments.study.sections import SectionContext, register_section
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from experiments.report.analysis import by_label
-from experiments.report.render import Block, Heading, Paragraph, Table, md
+from experiments.compare.analysis import by_label
+from experiments.compare.render import Block, Heading, Paragraph, Table, md
 from experiments.study.sections import SectionContext, register_section
 from experiments.track.finished_runs import higher_is_better
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from experiments.report.render import Block, Heading, Paragraph, Table
+from experiments.compare.render import Block, Heading, Paragraph, Table
 from experiments.study.sections import SectionContext, register_section
 
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from experiments.report.analysis import Comparison, biggest_changes
-from experiments.report.render import Block, Heading, Paragraph, Table, code, md
+from experiments.compare.analysis import Comparison, biggest_changes
+from experiments.compare.render import Block, Heading, Paragraph, Table, code, md
 from experiments.run.ranking import FIXED
 from experiments.track.finished_runs import RunError, RunRecord, higher_is_better
 

@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from experiments.report.analysis import Comparison  # noqa: E402
+from experiments.compare.analysis import Comparison  # noqa: E402
 from experiments.track.finished_runs import higher_is_better  # noqa: E402
 
 

@@ -1,7 +1,7 @@
 """Comparison reports: finished runs (MLflow or run directories) -> reports/<name>/report.md + index.html.
 
-    python -m experiments.report --name exp05_sweep --experiment exp05-sweep
-    python -m experiments.report --name local --run-dir multirun/2026-11-23_04-00-00
+    python -m experiments.compare --name exp05_sweep --experiment exp05-sweep
+    python -m experiments.compare --name local --run-dir multirun/2026-11-23_04-00-00
 
 `build.build_report` is the one call; `analysis` computes the tables (paired tests, Holm),
 `plots` draws the figures (matplotlib Agg), `drilldown` explains single queries (top k with score
@@ -14,7 +14,7 @@ __all__ = ["build_report"]
 def __getattr__(name: str):
     # Imported on first use: building pulls in matplotlib, which `memeval-report --help` should not wait for.
     if name == "build_report":
-        from experiments.report.assemble import build_report
+        from experiments.compare.assemble import build_report
 
         return build_report
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

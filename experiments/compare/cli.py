@@ -1,4 +1,4 @@
-"""`memeval-report` / `python -m experiments.report`: reports/<name>/ from MLflow runs or run directories.
+"""`memeval-report` / `python -m experiments.compare`: reports/<name>/ from MLflow runs or run directories.
 
     memeval-report --name exp05_sweep --experiment exp05 --tag suite=beam
     memeval-report --name sweep --parent 1f2e...      # the children of one multirun parent run
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from experiments.report.drilldown import DrilldownOptions
+    from experiments.compare.drilldown import DrilldownOptions
 
 from experiments.evaluate.statistics import TEST_NAMES
 from experiments.exit_codes import ArgumentParser, console_script
@@ -109,7 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problem is not None:  # before any run is read: the name is the report's folder
         print(f"report error: --name: {problem}", file=sys.stderr)
         return 2
-    from experiments.report.assemble import build_report  # after parsing: it pulls in matplotlib (~0.5 s)
+    from experiments.compare.assemble import build_report  # after parsing: it pulls in matplotlib (~0.5 s)
 
     tags = dict(t.split("=", 1) for t in args.tag)
     try:
@@ -138,7 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             print("error: give --run-dir, or an MLflow --experiment / --parent / --tag", file=sys.stderr)
             return 2
-        this = "python -m experiments.report " + shlex.join(
+        this = "python -m experiments.compare " + shlex.join(
             _without_commands(sys.argv[1:] if argv is None else argv)
         )
         if args.command:  # quoting a quoted command makes it unreadable: it stands just above
@@ -165,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def drilldown_options(args: argparse.Namespace) -> DrilldownOptions | None:
-    from experiments.report.drilldown import DrilldownOptions
+    from experiments.compare.drilldown import DrilldownOptions
 
     if args.drilldown < 0:
         raise ValueError(f"--drilldown must be 0 or more, got {args.drilldown}")
@@ -185,5 +185,5 @@ def _without_commands(argv: Sequence[str]) -> list[str]:
     return out
 
 
-if __name__ == "__main__":  # `python -m experiments.report.cli`, as `python -m experiments.report`
+if __name__ == "__main__":  # `python -m experiments.compare.cli`, as `python -m experiments.compare`
     sys.exit(main())

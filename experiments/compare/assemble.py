@@ -14,9 +14,9 @@ import numpy as np
 import pandas as pd
 
 from experiments.evaluate.statistics import TEST_NAMES
-from experiments.report import analysis, plots
-from experiments.report.drilldown import DEFAULT_DRILLDOWN, DrilldownOptions, drilldown_blocks, suite_texts
-from experiments.report.render import (
+from experiments.compare import analysis, plots
+from experiments.compare.drilldown import DEFAULT_DRILLDOWN, DrilldownOptions, drilldown_blocks, suite_texts
+from experiments.compare.render import (
     Block,
     Code,
     Heading,
