@@ -561,7 +561,7 @@ def run_variant(gate: GateConfig, variant: str, overrides: Sequence[str], out_di
     answering for this one (`resume` off), whatever the overrides say. The embedding cache stays where
     it was: its key is complete (KEY_RULES["embeddings"]: every file of the model folder, library
     versions, backend, code, role, prompt, text), so no entry of another model state can answer; an
-    ONNX/OpenVINO export is checked against fp32 when loaded (retrieval/inference_backends.py).
+    ONNX/OpenVINO export is checked against fp32 when loaded (retrieval/backends.py).
     """
     from experiments.run.app import run_experiment
 

@@ -35,7 +35,7 @@ from typing import Any
 
 # The libraries whose versions change an embedding or a cross-encoder score for the same weights.
 MODEL_LIBRARIES = ("sentence-transformers", "transformers", "torch", "tokenizers")
-# ... and, for a model run by another runtime, that runtime's (retrieval/inference_backends.py).
+# ... and, for a model run by another runtime, that runtime's (retrieval/backends.py).
 BACKEND_LIBRARIES: Mapping[str, tuple[str, ...]] = {
     "torch": (),
     "onnx": ("onnxruntime", "onnx", "onnxscript"),
@@ -58,7 +58,7 @@ RETRIEVAL_LIBRARIES = (
 RUN_LIBRARIES = (*RETRIEVAL_LIBRARIES, "pandas")
 
 # Subfolders of a model folder that sentence-transformers reads only for its own onnx/openvino backends,
-# which memeval never asks for (retrieval/inference_backends.py exports from the torch weights instead).
+# which memeval never asks for (retrieval/backends.py exports from the torch weights instead).
 _UNREAD_MODEL_FOLDERS = frozenset({"onnx", "openvino"})
 
 
@@ -186,7 +186,7 @@ class KeyRule:
             )
         code, libraries = self.code, self.libraries
         if self.backend_dependent and parts["backend"] != "torch":
-            code += ("retrieval.inference_backends",)
+            code += ("retrieval.backends",)
             libraries += BACKEND_LIBRARIES[parts["backend"]]
         payload = {
             "cache": self.cache,
@@ -212,7 +212,7 @@ _COMPUTE = (
 )
 _BACKEND = (
     "the inference backend (a backend other than torch adds its runtime's versions and the source of "
-    "retrieval/inference_backends.py)"
+    "retrieval/backends.py)"
 )
 
 KEY_RULES: Mapping[str, KeyRule] = {
@@ -265,7 +265,7 @@ KEY_RULES: Mapping[str, KeyRule] = {
         _rule(
             "exports",
             "`<export_dir>/<model>-<key>-<kind>/` (ONNX, OpenVINO IR); each checked against fp32 when loaded",
-            ["retrieval.inference_backends"],
+            ["retrieval.backends"],
             ("torch", "transformers", *sorted({lib for libs in BACKEND_LIBRARIES.values() for lib in libs})),
             model=_MODEL,
             kind="bi-encoder or cross-encoder",

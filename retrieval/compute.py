@@ -17,7 +17,7 @@ import platform
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-# backend -> the precision it computes in (retrieval/inference_backends.py pins it in each runtime). int8: int8
+# backend -> the precision it computes in (retrieval/backends.py pins it in each runtime). int8: int8
 # weights (and, for openvino-int8, activations) in the quantized ops, fp32 in the rest.
 PRECISION = {
     "torch": "fp32",

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from retrieval import cache_io, progress
-from retrieval.inference_backends import accelerate, calibration_hash, check_backend, export_folder
+from retrieval.backends import accelerate, calibration_hash, check_backend, export_folder
 from retrieval.code_version import KEY_RULES, model_hash
 from retrieval.compute import (
     CUDA_BATCH_SIZE,
@@ -45,7 +45,7 @@ from retrieval.stage import FieldError
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 SHARD_TEXTS = 4096  # texts encoded (and persisted) per shard
 MAX_SHARDS = 64  # more shards than this are compacted into one on load
-EXPORT_DIR = ".memeval_cache/models"  # ONNX exports of local weights (retrieval/inference_backends.py)
+EXPORT_DIR = ".memeval_cache/models"  # ONNX exports of local weights (retrieval/backends.py)
 
 
 class ModelNotFoundError(RuntimeError):
@@ -138,7 +138,7 @@ class SentenceEncoder:
     device: str = "auto"
     cuda_batch_size: int = CUDA_BATCH_SIZE
     show_progress: bool = True
-    # Inference backend (retrieval/inference_backends.py): torch | onnx | onnx-int8 | openvino | openvino-bf16 |
+    # Inference backend (retrieval/backends.py): torch | onnx | onnx-int8 | openvino | openvino-bf16 |
     # openvino-int8. Part of the fingerprint and cache folder key: vectors of different backends never mix.
     backend: str = "torch"
     export_dir: str | None = EXPORT_DIR  # None (caching off): the default folder; exports are always kept

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from retrieval import cache_io
-from retrieval.inference_backends import accelerate, check_backend, export_folder
+from retrieval.backends import accelerate, check_backend, export_folder
 from retrieval.code_version import KEY_RULES, model_hash
 from retrieval.compute import (
     DeviceUnavailableError,
@@ -136,7 +136,7 @@ class CrossEncoderScorer:
     # on a shared, oversubscribed CPU more threads only wait on each other (reports/benchmarks/); torch's
     # setting is restored after each call, so other components are unaffected.
     threads: int | None = 1
-    # Inference backend (retrieval/inference_backends.py): torch | onnx | onnx-int8 | openvino | openvino-bf16. Part
+    # Inference backend (retrieval/backends.py): torch | onnx | onnx-int8 | openvino | openvino-bf16. Part
     # of the fingerprint, hence of the score cache folder: scores from different backends never mix.
     backend: str = "torch"
     export_dir: str | None = EXPORT_DIR  # None (caching off): the default folder; exports are always kept

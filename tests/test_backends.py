@@ -1,4 +1,4 @@
-"""Inference backends (retrieval/inference_backends.py): each backend gives the torch model's vectors and scores
+"""Inference backends (retrieval/backends.py): each backend gives the torch model's vectors and scores
 (int8 within a tolerance), is part of the fingerprint and cache key, exports once into its folder
 (also under parallel processes), and a missing runtime package is a clear error. Tiny random BERTs
 built here stand in for MiniLM and a trained reranker (exports take a second, not ten)."""
@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from retrieval import inference_backends
-from retrieval.inference_backends import BackendUnavailableError, check_backend
+from retrieval import backends
+from retrieval.backends import BackendUnavailableError, check_backend
 from retrieval.encoder import SentenceEncoder
 from retrieval.reranker import CrossEncoderScorer
 from tests.support import build_tiny_bert
@@ -71,7 +71,7 @@ def test_bi_encoder_backends_give_the_torch_vectors(tiny_bi, exports, backend, t
 def test_an_export_keeps_the_exporters_info_chatter_out_of_the_console(tiny_bi, tmp_path, caplog):
     """onnx_ir and onnxscript log ~100 INFO lines an export; under Hydra's INFO root logger they came
     before a run's results (issue 25). Their warnings still show."""
-    for name in inference_backends.EXPORT_LOGGERS:  # as a fresh process has them, whatever ran before here
+    for name in backends.EXPORT_LOGGERS:  # as a fresh process has them, whatever ran before here
         logging.getLogger(name).setLevel(logging.NOTSET)
     caplog.set_level(logging.INFO)
     encoder(tiny_bi, "onnx", tmp_path / "fresh_exports").encode(TEXTS, "document")
@@ -79,7 +79,7 @@ def test_an_export_keeps_the_exporters_info_chatter_out_of_the_console(tiny_bi, 
     chatter = [
         f"{r.name}: {r.getMessage()[:80]}"
         for r in caplog.records
-        if r.name.startswith(tuple(inference_backends.EXPORT_LOGGERS)) and r.levelno < logging.WARNING
+        if r.name.startswith(tuple(backends.EXPORT_LOGGERS)) and r.levelno < logging.WARNING
     ]
     assert not chatter
 
@@ -92,7 +92,7 @@ def test_openvino_int8_is_calibrated_on_the_texts_it_is_given(tiny_bi, exports, 
     assert vectors.shape == reference.shape and vectors.dtype == np.float32
     assert (vectors * reference).sum(axis=1).min() > 0.95
     folder = next(exports.glob(f"{tiny_bi.name}-*-bi-encoder"))
-    models = sorted(p.suffix for p in folder.glob(f"ov-int8-{inference_backends.calibration_hash(CALIBRATION)}-*"))
+    models = sorted(p.suffix for p in folder.glob(f"ov-int8-{backends.calibration_hash(CALIBRATION)}-*"))
     assert models == [".bin", ".xml"]
     assert (folder / "model-eager.onnx").is_file()
     # Other calibration texts: another model, another fingerprint, another cache folder.
@@ -141,13 +141,13 @@ def test_cross_encoder_backends_give_the_torch_scores(tiny_ce, exports, backend,
 
 
 def test_the_backend_is_part_of_the_fingerprint_and_the_cache_folders(tiny_bi, tiny_ce, exports, tmp_path):
-    encoders = [encoder(tiny_bi, b, exports, tmp_path) for b in inference_backends.BACKENDS]
-    assert len({e.fingerprint() for e in encoders}) == len(inference_backends.BACKENDS)
-    assert len({e._folder("document", "") for e in encoders}) == len(inference_backends.BACKENDS)
+    encoders = [encoder(tiny_bi, b, exports, tmp_path) for b in backends.BACKENDS]
+    assert len({e.fingerprint() for e in encoders}) == len(backends.BACKENDS)
+    assert len({e._folder("document", "") for e in encoders}) == len(backends.BACKENDS)
     # torch keeps the key it had before backends existed, so the shared fp32 cache stays valid
     assert "backend" not in encoders[0].fingerprint() and "backend=onnx-int8" in encoders[2].fingerprint()
     # openvino-int8 is for bi-encoders only (tested below)
-    ce_backends = [b for b in inference_backends.BACKENDS if b != "openvino-int8"]
+    ce_backends = [b for b in backends.BACKENDS if b != "openvino-int8"]
     scorers = [
         CrossEncoderScorer(model=str(tiny_ce), backend=b, cache_dir=str(tmp_path)) for b in ce_backends
     ]
@@ -159,7 +159,7 @@ def test_an_unknown_backend_or_a_missing_package_is_a_clear_error(tiny_bi, monke
     every = "torch, onnx, onnx-int8, openvino, openvino-bf16, openvino-int8"
     with pytest.raises(ValueError, match=f"backend must be one of {every}"):
         check_backend("tensorrt")
-    monkeypatch.setitem(inference_backends.PACKAGES, "onnx", [("memeval_no_such_runtime", "no-such-runtime")])
+    monkeypatch.setitem(backends.PACKAGES, "onnx", [("memeval_no_such_runtime", "no-such-runtime")])
     with pytest.raises(BackendUnavailableError, match="pip install no-such-runtime"):
         encoder(tiny_bi, "onnx", Path("unused"), None).encode(["x"], "document")
 

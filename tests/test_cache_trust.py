@@ -261,7 +261,7 @@ def test_a_damaged_finished_run_is_recomputed_with_a_warning(tmp_path, damage, m
 @pytest.fixture(scope="module")
 def tiny_ce_reference(tmp_path_factory):
     """The fp32 logits of a tiny real cross-encoder on the export check sample (all close to 0.004)."""
-    from retrieval.inference_backends import CHECK_PAIRS
+    from retrieval.backends import CHECK_PAIRS
     from retrieval.reranker import load_cross_encoder
 
     model = build_tiny_bert(tmp_path_factory.mktemp("ce_ref"), cross_encoder=True)
@@ -269,7 +269,7 @@ def tiny_ce_reference(tmp_path_factory):
 
 
 def test_a_degenerate_export_is_refused_and_a_faithful_one_kept(tiny_st_folder, tiny_ce_reference):
-    from retrieval.inference_backends import CHECK_TEXTS, DegenerateExportError, check_export, export_problem
+    from retrieval.backends import CHECK_TEXTS, DegenerateExportError, check_export, export_problem
 
     encoder = SentenceEncoder(model=str(tiny_st_folder), cache_dir=None, normalize=False, show_progress=False)
     reference = encoder.encode(list(CHECK_TEXTS), role="document").astype(np.float64)  # real fp32 outputs
@@ -290,7 +290,7 @@ def test_a_degenerate_export_is_refused_and_a_faithful_one_kept(tiny_st_folder, 
 
 @pytest.mark.slow
 def test_an_export_of_another_network_is_refused_when_loaded(tmp_path):
-    from retrieval.inference_backends import DegenerateExportError, export_folder
+    from retrieval.backends import DegenerateExportError, export_folder
     from retrieval.code_version import model_hash
     from retrieval.encoder import load_sentence_transformer
 

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from retrieval import compute
-from retrieval.inference_backends import BackendUnavailableError
+from retrieval.backends import BackendUnavailableError
 from retrieval.compute import compute_identity, cpu_isa, isa_class
 from retrieval.encoder import SentenceEncoder, load_sentence_transformer
 from retrieval.pipeline import Pipeline

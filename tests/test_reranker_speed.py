@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from experiments.benchmarks.reranker_speed import quantize
-from retrieval.inference_backends import _runtime, ensure_onnx
+from retrieval.backends import _runtime, ensure_onnx
 from tests.support import build_tiny_bert
 
 PAIRS = [

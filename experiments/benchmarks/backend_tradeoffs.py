@@ -3,7 +3,7 @@
     python -m experiments.benchmarks.backend_tradeoffs                            # all backends, defaults below
     python -m experiments.benchmarks.backend_tradeoffs --backends torch,onnx-int8 --cold-sample 64 --no-quality
 
-For each backend in `retrieval/inference_backends.py` (torch, onnx, onnx-int8, openvino, openvino-bf16,
+For each backend in `retrieval/backends.py` (torch, onnx, onnx-int8, openvino, openvino-bf16,
 openvino-int8), each in its pinned precision, in one process, in turn:
 - bi-encoder cold throughput: a fixed sample of BEAM 100K messages (seeded), encoded with no cache at the
   config's batch size and at each of `--cold-batches`; texts/s by wall clock and by the process's CPU

@@ -2,7 +2,7 @@
 
     python -m experiments.benchmarks.reranker_speed     # the trained reranker, 30 BEAM 100K reranks
 
-One process, the trained reranker's fp32 ONNX export (`retrieval/inference_backends.py`), and for each variant
+One process, the trained reranker's fp32 ONNX export (`retrieval/backends.py`), and for each variant
 the rerank of 16 BM25 candidates for each of `--queries` BEAM 100K questions, timed by wall clock and
 by the process's CPU time (all threads), with agreement to torch's scores on the same pairs:
 - fp32 ONNX Runtime and OpenVINO, with the runtime's default threads and with one;
@@ -30,7 +30,7 @@ import numpy as np
 
 from experiments.benchmarks.backend_tradeoffs import agreement, rerank_heads, timed
 from experiments.benchmarks.pipeline import load_note, machine, percentiles
-from retrieval.inference_backends import INPUTS, _runtime, ensure_onnx, export_folder
+from retrieval.backends import INPUTS, _runtime, ensure_onnx, export_folder
 from retrieval.encoder import EXPORT_DIR, model_revision
 
 

@@ -842,7 +842,7 @@ def generate(
 
 def sample_texts(n_messages: int = 240, seed: int = 0) -> list[str]:
     """BEAM-like texts of all lengths from one generated conversation, written nowhere else: e.g. the
-    calibration set of int8 quantization (retrieval/inference_backends.py), which must not be the benchmark's data.
+    calibration set of int8 quantization (retrieval/backends.py), which must not be the benchmark's data.
 
     The first half of the messages as they are, the second half joined three at a time (as long as
     BEAM's ~320-word messages, so the activations past 128 tokens are calibrated too), then every

@@ -149,7 +149,7 @@ def check_export(reference, exported, *, what: str) -> None:
     problem = export_problem(reference, exported)
     if problem is not None:
         raise DegenerateExportError(
-            f"refusing the export {what}: on its check sample (retrieval/inference_backends.py CHECK_TEXTS) it gives "
+            f"refusing the export {what}: on its check sample (retrieval/backends.py CHECK_TEXTS) it gives "
             f"{problem}, compared with the fp32 torch network. "
             "Delete it to export again, or use backend: torch (the fp32 reference)"
         )
