@@ -361,7 +361,8 @@ class CandidateBatch(_CandidateRows):
         return np.repeat(np.arange(len(self.bounds) - 1, dtype=dtype), np.diff(self.bounds))
 
     def minmax(self, values: np.ndarray) -> np.ndarray:
-        """`retrieval.fusion_arithmetic.minmax` of each query's values: the same arithmetic, every query at once."""
+        """`retrieval.fusion_arithmetic.minmax` of each query's values: the same arithmetic, every query
+        at once."""
         values = np.asarray(values)
         sizes = np.diff(self.bounds)
         starts = self.bounds[:-1][sizes > 0]

@@ -12,8 +12,8 @@ from experiments.evaluate.table import evaluate
 from experiments.suites.generators.graph_synth import graph_synth
 from experiments.suites.jsonl import load_suite, save_suite
 from experiments.suites.suite import SuiteError
-from retrieval.fusions.rrf import RRFFusion
 from retrieval.concept_graph import ScopeGraph, expand
+from retrieval.fusions.rrf import RRFFusion
 from retrieval.pipeline import Pipeline
 from retrieval.retrievers.bm25 import BM25Retriever
 from retrieval.retrievers.feedback import FeedbackRetriever

@@ -6,8 +6,8 @@ the table and every plot as an embedded PNG.
 from __future__ import annotations
 
 import json
-import subprocess
 import shutil
+import subprocess
 from dataclasses import replace
 from html.parser import HTMLParser
 from pathlib import Path
@@ -417,7 +417,9 @@ def test_reports_commit_markdown_and_figures_once():
     """reports/ holds each result once: report.md and the PNGs it links; index.html is generated on demand
     and git-ignored (docs/gate_and_reports.md, "One copy of each result")."""
     root = Path(__file__).resolve().parents[1]
-    listed = subprocess.run(["git", "ls-files", "reports"], cwd=root, capture_output=True, text=True, check=True)
+    listed = subprocess.run(
+        ["git", "ls-files", "reports"], cwd=root, capture_output=True, text=True, check=True
+    )
     files = [Path(f) for f in listed.stdout.split()]
     assert files and not [f for f in files if f.suffix in (".html", ".htm")]
     assert subprocess.run(["git", "check-ignore", "-q", "reports/any/index.html"], cwd=root).returncode == 0

@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from experiments.evaluate.statistics import holm, paired_randomization_test
 from experiments.compare import analysis, build_report
+from experiments.evaluate.statistics import holm, paired_randomization_test
 from experiments.study import PlanError, load_plan
 from experiments.track.finished_runs import RunRecord
 

@@ -15,8 +15,8 @@ from experiments.compare import analysis
 from experiments.compare.render import Paragraph, Table, to_markdown
 from experiments.run.compose import compose_config
 from experiments.study import SectionContext, load_plan
-from experiments.study.sections.targets import target_lines
 from experiments.study.sections import available_sections, resolve_section
+from experiments.study.sections.targets import target_lines
 from experiments.track.finished_runs import RunRecord
 
 WEIGHT = "stage.instruction_boost.weight"

@@ -145,8 +145,8 @@ def test_a_report_follows_jobs_that_reused_runs_whose_directories_are_gone(
     notes = [json.loads((j / "skipped.json").read_text()) for j in job_dirs(tmp_path / "second")[:2]]
     assert all(n["run_dir"] is None and n["mlflow_run_id"] and n["mlflow_uri"] == uri for n in notes)
 
-    from experiments.gate import load_run_dir  # the gate reads runs the same way
     from experiments.compare.cli import main as report
+    from experiments.gate import load_run_dir  # the gate reads runs the same way
 
     assert load_run_dir(job_dirs(tmp_path / "second")[0]).source == f"mlflow:{notes[0]['mlflow_run_id']}"
     argv = ["--name", "r", "--out-root", str(tmp_path / "reports"), "--run-dir", str(tmp_path / "second"),

@@ -1,7 +1,8 @@
 """Inference backends measured side by side: speed (wall and CPU time) and quality, on BEAM 100K.
 
-    python -m experiments.benchmarks.backend_tradeoffs                            # all backends, defaults below
-    python -m experiments.benchmarks.backend_tradeoffs --backends torch,onnx-int8 --cold-sample 64 --no-quality
+    python -m experiments.benchmarks.backend_tradeoffs          # all backends, defaults below
+    python -m experiments.benchmarks.backend_tradeoffs --backends torch,onnx-int8 --cold-sample 64 \
+        --no-quality
 
 For each backend in `retrieval/backends.py` (torch, onnx, onnx-int8, openvino, openvino-bf16,
 openvino-int8), each in its pinned precision, in one process, in turn:

@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from experiments.evaluate.statistics import TEST_NAMES
 from experiments.compare import analysis, plots
 from experiments.compare.drilldown import DEFAULT_DRILLDOWN, DrilldownOptions, drilldown_blocks, suite_texts
 from experiments.compare.render import (
@@ -28,6 +27,7 @@ from experiments.compare.render import (
     safe_filename,
     write,
 )
+from experiments.evaluate.statistics import TEST_NAMES
 from experiments.track.finished_runs import RunRecord, higher_is_better
 
 

@@ -27,8 +27,8 @@ from typing import Any
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.names import under_root
 from experiments.compare import analysis
+from experiments.names import under_root
 from experiments.study.plan import Row, StudyPlan, load_plan
 from experiments.track.finished_runs import (
     RunError,

@@ -73,7 +73,8 @@ def headline(source: Path, doc_dir: Path) -> str:
     text = source.read_text()
     section = text.split(HEADLINE_SECTION, 1)[1] if HEADLINE_SECTION in text else text
     table = _TABLE.search(section)
-    lines = [f"[report]({link})"]  # index.html is not committed (generated on demand; docs/gate_and_reports.md)
+    # index.html is not linked: it is not committed (generated on demand; docs/gate_and_reports.md)
+    lines = [f"[report]({link})"]
     if table:
         lines += ["", table[0].rstrip("\n")]
     return "\n".join(lines) + "\n"

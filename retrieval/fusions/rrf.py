@@ -1,6 +1,6 @@
 """The `rrf` fusion stage: reciprocal rank fusion of the channels, score = sum over channels of
-w / (k + rank) (retrieval.fusion_arithmetic.rrf_fuse); rank-based, so channels on different score scales need no
-calibration."""
+w / (k + rank) (retrieval.fusion_arithmetic.rrf_fuse); rank-based, so channels on different score
+scales need no calibration."""
 
 from __future__ import annotations
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from retrieval.fusion_arithmetic import minmax
 from retrieval.concept_graph import expand, scope_graphs
+from retrieval.fusion_arithmetic import minmax
 from retrieval.retrievers.graph import DEFAULT_WEIGHTS, relation_weight_problems
 from retrieval.stage import Range, RankStage
 from retrieval.types import Candidates, Query

@@ -21,8 +21,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from experiments.evaluate.statistics import bootstrap_ci, compare, holm
 from experiments.compare.render import Block, Heading, Paragraph, Table, code
+from experiments.evaluate.statistics import bootstrap_ci, compare, holm
 from experiments.study.sections import SectionContext, register_section
 from experiments.track.finished_runs import RunRecord
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from experiments.evaluate.statistics import compare, holm
 from experiments.compare.render import Block, Heading, Paragraph, Table, code
+from experiments.evaluate.statistics import compare, holm
 from experiments.study.sections import SectionContext, register_section
 
 
