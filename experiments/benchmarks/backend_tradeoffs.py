@@ -31,10 +31,14 @@ import resource
 import shlex
 import sys
 import time
+from dataclasses import replace
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from hydra.utils import instantiate
+from threadpoolctl import ThreadpoolController
 
 from experiments.benchmarks.pipeline import (
     add_wait_quiet,
@@ -44,9 +48,12 @@ from experiments.benchmarks.pipeline import (
     wait_for_quiet,
     wait_note,
 )
+from experiments.evaluate.metrics import per_query
 from experiments.run.app import load_suite_from_config
 from experiments.run.build import pipeline_from_config
-from retrieval.encoder import MINILM, resolve_model_path
+from experiments.run.compose import compose_config
+from retrieval.encoder import MINILM, load_sentence_transformer, resolve_model_path
+from retrieval.reuse import ProcessMemo
 
 BACKENDS = ("torch", "onnx-int8", "onnx", "openvino", "openvino-bf16", "openvino-int8")
 SUITE_OVERRIDES: list[str] = []  # --suite-path
@@ -65,17 +72,12 @@ def timed(fn):
 
 
 def compose(overrides: list[str]):
-    from experiments.run.compose import compose_config
-
     return compose_config(["suite=beam", "tracking=none", "progress=false", *SUITE_OVERRIDES, *overrides])
 
 
 def bi_encoder(backend: str, cache_dir: str | None):
-    from hydra.utils import instantiate
-
     cfg = compose([f"encoder.backend={backend}"])
     enc = instantiate(cfg.encoder, _convert_="all")
-    from dataclasses import replace
 
     return replace(enc, cache_dir=cache_dir, show_progress=False)
 
@@ -83,8 +85,6 @@ def bi_encoder(backend: str, cache_dir: str | None):
 def measure_bi_encoder(
     backend: str, texts: list[str], queries: list[str], batches: list[int]
 ) -> dict[str, Any]:
-    from retrieval.encoder import load_sentence_transformer
-
     enc = bi_encoder(backend, None)
     calibration = enc._calibration_texts()  # openvino-int8: generated texts; made before the clock starts
     (model, load_s, load_cpu) = timed(
@@ -131,8 +131,6 @@ def dense_quality(backend: str, work: Path) -> dict[str, Any]:
 
 def evaluate(cfg, pipeline) -> dict[str, Any]:
 
-    from experiments.evaluate.metrics import per_query
-
     suite = load_suite_from_config(cfg, memoise=True)
     output, wall, cpu = timed(
         lambda: pipeline.run(suite.memories, suite.queries, suite_hash=suite.content_hash, progress=False)
@@ -165,16 +163,12 @@ def rerank_heads(n_queries: int) -> list[tuple[str, list[str]]]:
 
 
 def measure_cross_encoder(backend: str, model: str, heads, trained: bool) -> dict[str, Any]:
-    from dataclasses import replace
-
-    from hydra.utils import instantiate
-
     cfg = compose(["variant=cross_encoder", f"stage.cross_encoder.scorer.model={model}"])
     scorer = replace(
         instantiate(cfg.stage.cross_encoder.scorer, _convert_="all"), backend=backend, cache_dir=None
     )
     if not trained:
-        import torch
+        import torch  # ~5 s to import: only the torch backend's cross-encoder needs it
 
         # The fresh head is seeded, so every backend exports the same weights; its exports go to a
         # folder of their own, never where a real run would look for the bundled MiniLM's exports.
@@ -201,8 +195,6 @@ def measure_cross_encoder(backend: str, model: str, heads, trained: bool) -> dic
 
 def dense_threads(sizes=(2_432, 38_058, 100_000), repeats: int = 200) -> list[dict[str, Any]]:
     """A query's matrix-vector product (384-d, float32) with the default BLAS threads and with one."""
-    from threadpoolctl import ThreadpoolController
-
     controller, rng, rows = ThreadpoolController(), np.random.default_rng(0), []
     for n in sizes:
         matrix = rng.standard_normal((n, 384), dtype=np.float32)
@@ -233,12 +225,6 @@ def spark_latency(backend: str, suite_path: str | None = None) -> dict[str, Any]
     corpus and indexes are built once by a warm-up query (a copy of the first question with another id
     and text) and shared through the process memo, as in a served system. Per query: wall and CPU ms of
     the whole `Pipeline.run` call."""
-    from dataclasses import replace
-
-    from experiments.evaluate.metrics import per_query
-    from experiments.run.compose import compose_config
-    from retrieval.reuse import ProcessMemo
-
     overrides = ["suite=spark25", "variant=spark_phase3", "tracking=none", "progress=false"]
     overrides += [f"encoder.backend={backend}", "encoder.cache_dir=null"]
     overrides += ["stage.cross_encoder.scorer.cache_dir=null"]
@@ -273,7 +259,7 @@ def spark_latency(backend: str, suite_path: str | None = None) -> dict[str, Any]
 
 
 def agreement(reference: list[list[float]], other: list[list[float]]) -> dict[str, float]:
-    from scipy.stats import spearmanr
+    from scipy.stats import spearmanr  # ~2.5 s to import: only the rank agreement needs it
 
     diffs, rhos, overlaps = [], [], []
     for a, b in zip(reference, other, strict=True):
@@ -343,7 +329,6 @@ def main(argv: list[str] | None = None) -> int:
     wait = wait_for_quiet(args.wait_quiet)
     info = machine()
     info["wait"] = wait
-    from importlib.metadata import version
 
     info["versions"].update({p: version(p) for p in ("onnxruntime", "openvino", "onnx", "transformers")})
     info["command"] = "python -m experiments.benchmarks.backend_tradeoffs " + shlex.join(

@@ -27,20 +27,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from hydra import compose, initialize_config_module
+from hydra.utils import instantiate
 
 from experiments.benchmarks.backend_tradeoffs import agreement, rerank_heads, timed
 from experiments.benchmarks.pipeline import load_note, machine, percentiles
+from experiments.training.reranker import first_stage_lists, split_by_conversation, training_pairs
 from retrieval.backends import INPUTS, _runtime, ensure_onnx, export_folder
 from retrieval.encoder import EXPORT_DIR, model_revision
 
 
 def calibration_pairs(n: int, seed: int = 1) -> list[tuple[str, str]]:
     """`n` of the trainer's own (query, memory) training pairs: BEAM 500K, bm25 hard negatives."""
-    from hydra import compose, initialize_config_module
-    from hydra.utils import instantiate
-
-    from experiments.training.reranker import first_stage_lists, split_by_conversation, training_pairs
-
     with initialize_config_module("experiments.conf", version_base="1.3"):
         cfg = compose("train_reranker", overrides=["tracking=none", "progress=false"])
     suite = instantiate(cfg.train_suite, _convert_="all")
@@ -52,6 +50,7 @@ def calibration_pairs(n: int, seed: int = 1) -> list[tuple[str, str]]:
 
 
 def quantize(fp32: Path, out: Path, tokenizer, pairs, max_length: int, matmul_only: bool) -> Path:
+    # onnxruntime.quantization imports onnx and its shape inference (~1 s): only static int8 needs them
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
@@ -102,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    import torch
+    import torch  # ~5 s (with sentence_transformers): only the measurement itself needs them
     from sentence_transformers import CrossEncoder
 
     info = machine()

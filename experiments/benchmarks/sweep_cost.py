@@ -36,6 +36,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from hydra import compose, initialize_config_dir
+
 from experiments import PROJECT_ROOT
 from experiments.benchmarks.pipeline import add_wait_quiet, wait_for_quiet, wait_note
 from experiments.run.compose import CONF_DIR
@@ -143,8 +145,6 @@ def _measure(
 
 def _compose_cpu_s(overrides: list[str], repeats: int = 5) -> float:
     """CPU seconds Hydra takes to compose this config once (Hydra's basic launcher: twice per job)."""
-    from hydra import compose, initialize_config_dir
-
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         compose("config", overrides=overrides, return_hydra_config=True)  # warm imports
         started = time.process_time()
