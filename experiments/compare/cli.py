@@ -114,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     tags = dict(t.split("=", 1) for t in args.tag)
     try:
         if args.sweep_dir:
-            from experiments.track.sweep_parent import PARENT_FILE, read_parent
+            from experiments.track.sweep_parent import PARENT_FILE, read_parent  # 85 modules: when asked for
 
             parent = read_parent(args.sweep_dir)
             if not parent:
@@ -165,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def drilldown_options(args: argparse.Namespace) -> DrilldownOptions | None:
-    from experiments.compare.drilldown import DrilldownOptions
+    from experiments.compare.drilldown import DrilldownOptions  # after parsing, as build_report below
 
     if args.drilldown < 0:
         raise ValueError(f"--drilldown must be 0 or more, got {args.drilldown}")
