@@ -51,7 +51,6 @@ from experiments.evaluate.statistics import (
 )
 from experiments.evaluate.table import query_cluster
 from experiments.exit_codes import ArgumentParser, console_script
-from experiments.run.app import load_suite_from_config, run_experiment
 from experiments.run.compose import CONF_DIR, compose_config
 from experiments.track.finished_runs import RunError, RunRecord, higher_is_better, load_run_dir
 from experiments.track.mlflow_tracker import git_commit
@@ -564,6 +563,8 @@ def run_variant(gate: GateConfig, variant: str, overrides: Sequence[str], out_di
     versions, backend, code, role, prompt, text), so no entry of another model state can answer; an
     ONNX/OpenVINO export is checked against fp32 when loaded (retrieval/backends.py).
     """
+    from experiments.run.app import run_experiment  # the run machinery: ~60 ms of --help's CPU if at the top
+
     fixed = [*gate.overrides, f"variant={variant}", "tracking=none", "progress=false"]
     cfg = compose_config([*fixed, *overrides])
     cfg.encoder.cache_dir = cfg.encoder.cache_dir  # resolved now, before `cache_dir` goes
@@ -596,6 +597,7 @@ def check_baseline_before_running(
             f"no baseline {path} for gate {gate.name!r} and variant {variant!r}; write one on purpose with "
             f"`memeval-gate {gate.name} {variant} --refresh`, or name one with --baseline"
         )
+    from experiments.run.app import load_suite_from_config  # as above
 
     baseline = Baseline.load(path)
     expected = baseline.suite_hash

@@ -47,7 +47,6 @@ from tqdm.auto import tqdm
 
 from experiments.evaluate.metrics import per_query
 from experiments.exit_codes import console_script
-from experiments.run.app import _discard_if_unused
 from experiments.run.build import pipeline_from_config
 from experiments.run.compose import CONF_DIR, answer_help
 from experiments.run.config_check import ConfigError
@@ -384,7 +383,10 @@ def run_app(cfg: DictConfig) -> float:
         summary = train(cfg, run_dir)
     except (SuiteError, PipelineConfigError, TrackingError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
-        _discard_if_unused(run_dir)  # as memeval-run: no empty run folder left
+        # as memeval-run: no empty run folder left (run.app imported here: its run machinery is not --help's)
+        from experiments.run.app import _discard_if_unused
+
+        _discard_if_unused(run_dir)
         sys.exit(2)
     return float(summary[f"val_{cfg.val_metric}_best"])
 
