@@ -6,6 +6,7 @@ tables, `plots` draws them, `render` writes reports/<name>/.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -53,8 +54,6 @@ def _suite_provenance(run: RunRecord) -> list[Block]:
         return []
     text = "; ".join(said) + "."
     if tags.get("errata"):
-        import json
-
         applied = json.loads(tags.get("errata_applied") or "[]")
         listed = "; ".join(f"{code(e['question'])} {code(e['field'])} ({md(e['source'])})" for e in applied)
         text += f" Errata: {md(tags['errata'])}: {listed or 'none'}."

@@ -18,9 +18,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from omegaconf import OmegaConf
 
 from experiments.compare.analysis import Comparison, biggest_changes
 from experiments.compare.render import Block, Heading, Paragraph, Table, code, md
+from experiments.run.app import load_suite_from_config
 from experiments.run.ranking import FIXED
 from experiments.track.finished_runs import RunError, RunRecord, higher_is_better
 
@@ -71,10 +73,6 @@ def clip(text: str, limit: int) -> str:
 
 def suite_texts(run: RunRecord) -> tuple[SuiteTexts | None, str]:
     """The suite of `run`, loaded from its recorded config: (texts, "") or (None, why not)."""
-    from omegaconf import OmegaConf
-
-    from experiments.run.app import load_suite_from_config
-
     if not run.config.get("suite"):
         return None, f"the run {code(run.source)} recorded no config to find its suite from"
     try:

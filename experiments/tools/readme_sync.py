@@ -22,6 +22,8 @@ import re
 import sys
 from pathlib import Path
 
+from hydra import compose, initialize_config_dir
+
 from experiments import PROJECT_ROOT
 
 ROOT = PROJECT_ROOT
@@ -41,8 +43,6 @@ def _demote(markdown: str, levels: int = 2) -> str:
 
 def variants_list(root: Path = ROOT) -> str:
     """Each variant's first comment line and its stages in the order they run (derived: stage_order)."""
-    from hydra import compose, initialize_config_dir
-
     rows = ["| variant | what it is | stages, in order |", "|---|---|---|"]
     with initialize_config_dir(config_dir=str(root / "conf"), version_base="1.3"):
         for path in sorted((root / "conf" / "variant").glob("*.yaml")):

@@ -11,20 +11,19 @@ import numpy as np
 import pandas as pd
 
 from experiments.compare.render import Block, Heading, Paragraph, Table, code
+from experiments.run.app import load_suite_from_config
+from experiments.study.live import (
+    interleaved_passes,
+    latency_summary,
+    latency_table,
+    query_encoding_ms,
+    row_run_config,
+)
 from experiments.study.sections import SectionContext, register_section
 
 
 @register_section("latency")
 def latency(ctx: SectionContext) -> list[Block]:
-    from experiments.run.app import load_suite_from_config
-    from experiments.study.live import (
-        interleaved_passes,
-        latency_summary,
-        latency_table,
-        query_encoding_ms,
-        row_run_config,
-    )
-
     heading = Heading("Query latency")
     if ctx.study is None:
         return [heading, Paragraph("Needs a study (rows to re-run).")]

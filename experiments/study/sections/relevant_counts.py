@@ -12,14 +12,13 @@ import numpy as np
 import pandas as pd
 
 from experiments.compare.render import Block, Heading, Paragraph, Table
+from experiments.run.app import load_suite_from_config
+from experiments.study.live import row_run_config
 from experiments.study.sections import SectionContext, register_section
 
 
 @register_section("relevant_counts")
 def relevant_counts(ctx: SectionContext) -> list[Block]:
-    from experiments.run.app import load_suite_from_config
-    from experiments.study.live import row_run_config
-
     heading = Heading("Relevant memories per question")
     if ctx.study is None:
         return [heading, Paragraph("Needs a study (the suite's judgements).")]
