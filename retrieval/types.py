@@ -390,7 +390,7 @@ class CandidateBatch(_CandidateRows):
         if len(starts) and len(score) == len(starts) * sizes.max():
             # Every query with rows has as many (the usual batch): one stable sort along each row of a
             # (query, rank) matrix instead of the two flat sorts below, the same order
-            # (tests/test_candidate_batch.py).
+            # (tests/retrieval/test_candidate_batch.py).
             order = np.argsort(-score.reshape(len(starts), -1), axis=1, kind="stable")
             order = (order + starts[:, None]).reshape(-1)
         else:

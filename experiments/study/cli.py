@@ -90,7 +90,7 @@ def run_app(cfg: DictConfig) -> None:
     command = "python -m experiments.study " + shlex.join(overrides)
     # The study machinery pulls in pandas and matplotlib, these error classes numpy and the pipeline
     # (~0.25 s of CPU for --help): imported once there is a study to run, so `--help` answers at once
-    # (tests/test_entry_points.py checks what the entry modules import).
+    # (tests/project/test_entry_points.py checks what the entry modules import).
     from experiments.run.config_check import ConfigError
     from experiments.study.plan import PlanError
     from experiments.suites.suite import SuiteError

@@ -22,6 +22,7 @@ from experiments.suites.jsonl import save_suite
 from experiments.suites.suite import Suite
 from experiments.track.finished_runs import load_run_dir
 from retrieval.types import Memory, Query
+from tests.support import REPO
 
 TOPICS = [
     "python formatter black line length", "postgres connection pool size", "kubernetes pod memory limit",
@@ -418,7 +419,7 @@ def test_strings_from_runs_are_escaped_for_html_and_markdown(runs, tmp_path):
 def test_reports_commit_markdown_and_figures_once():
     """reports/ holds each result once: report.md and the PNGs it links; index.html is generated on demand
     and git-ignored (docs/gate_and_reports.md, "One copy of each result")."""
-    root = Path(__file__).resolve().parents[1]
+    root = REPO
     listed = subprocess.run(
         ["git", "ls-files", "reports"], cwd=root, capture_output=True, text=True, check=True
     )

@@ -25,7 +25,7 @@ from experiments.suites.jsonl import save_suite
 from experiments.suites.suite import Suite
 from experiments.track.finished_runs import RunError, load_run_dir
 from retrieval.types import Memory, Query, RankedList
-from tests.test_report import TOPICS, run
+from tests.compare.test_report import TOPICS, run
 
 SCRIPT_ID = "<script>alert(1)</script>"
 QUOTE_ID = "q\"1'|x"

@@ -18,12 +18,12 @@ import pytest
 
 from experiments.run.app import build_pipeline, execute, load_suite_from_config
 from experiments.run.compose import compose_config
-from tests.support import LOCOMO
+from tests.support import DATA, LOCOMO
 from tests.upstream import locomo_evaluation as locomo_upstream
 from tests.upstream import longmemeval_retrieval as lme_upstream
 
-LOCOMO_FIXTURE = Path(__file__).parent / "data" / "locomo" / "locomo_fixture.json"  # its schema, in the repo
-EDGES = Path(__file__).parent / "data" / "longmemeval" / "longmemeval_official_edges.json"
+LOCOMO_FIXTURE = DATA / "locomo" / "locomo_fixture.json"  # its schema, in the repo
+EDGES = DATA / "longmemeval" / "longmemeval_official_edges.json"
 KS = (1, 3, 5, 10, 30, 50)  # run_retrieval.py:316
 TOLERANCE = 1e-9
 

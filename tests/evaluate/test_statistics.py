@@ -3,7 +3,6 @@
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -25,8 +24,7 @@ from experiments.evaluate.statistics import (
     wilcoxon_test,
     win_tie_loss,
 )
-
-REPO = Path(__file__).resolve().parents[1]
+from tests.support import REPO
 
 
 def _mean_difference(x, y, axis=-1):

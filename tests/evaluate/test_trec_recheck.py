@@ -18,7 +18,7 @@ from experiments.run.trec import MUST_NOT_QRELS, read_run, write_qrels, write_ru
 from retrieval.pipeline import Pipeline
 from retrieval.retrievers.bm25 import BM25Retriever
 from retrieval.types import RankedList
-from tests.test_must_not import must_not_suite
+from tests.evaluate.test_must_not import must_not_suite
 
 RECHECK = """
 import json, sys, pytrec_eval

@@ -32,7 +32,7 @@ from retrieval.types import Memory, scope_key
 from tests.support import REPO, tiny_suite
 
 ENV = {**os.environ, "MLFLOW_TRACKING_URI": "", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
-ADAPTER = "system.adapter._target_=tests.test_live_verdict.WordOverlap"
+ADAPTER = "system.adapter._target_=tests.live.test_live_verdict.WordOverlap"
 
 
 class WordOverlap:
@@ -328,7 +328,7 @@ def test_record_latency_is_the_services_and_a_replay_reports_the_recorded_latenc
 def test_a_resumed_record_run_against_memeval_serve_restarted_without_its_memories_never_mixes(
     tmp_path, suite_dir
 ):
-    from tests.test_live_serve import health, served
+    from tests.live.test_live_serve import health, served
 
     full, cassette = tmp_path / "full.jsonl", tmp_path / "c.jsonl"
     with served("variant=bm25") as (url, _):
@@ -347,7 +347,7 @@ def test_a_resumed_record_run_against_memeval_serve_restarted_without_its_memori
 
 @pytest.mark.slow
 def test_a_complete_record_run_against_memeval_serve_runs_with_the_server_stopped(tmp_path, suite_dir):
-    from tests.test_live_serve import health, served
+    from tests.live.test_live_serve import health, served
 
     cassette = tmp_path / "c.jsonl"
     with served("variant=bm25") as (url, _):

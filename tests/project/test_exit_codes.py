@@ -152,7 +152,7 @@ def test_an_error_that_is_not_bad_input_exits_1_with_its_traceback(monkeypatch, 
 
 
 def test_a_failed_sweep_job_exits_1_with_the_traceback_below_hydras_frames(tmp_path):
-    # A sweep runs its other jobs and exits 1 (tests/test_sweep_failures.py); the traceback starts at the
+    # A sweep runs its other jobs and exits 1 (tests/run/test_sweep_failures.py); the traceback starts at the
     # task function, as Hydra prints it, however console_script came to judge the error.
     missing = [str(tmp_path / "no-suite-1"), str(tmp_path / "no-suite-2")]
     args = ["-m", NONE, "progress=false", "suite=jsonl", f"suite.path={','.join(missing)}", "variant=bm25"]

@@ -6,13 +6,12 @@ allows, fails here: the lock is regenerated with `make lock` (docs/dependencies.
 from __future__ import annotations
 
 import tomllib
-from pathlib import Path
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support import REPO
 
 
 def locked_versions(text: str) -> dict[str, Version]:
@@ -49,8 +48,8 @@ def stale_problems(pyproject: dict, lock_text: str) -> list[str]:
 
 
 def test_the_lock_covers_every_requirement_of_pyproject_within_its_range():
-    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))
-    assert stale_problems(pyproject, (ROOT / "requirements.lock").read_text("utf-8")) == []
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text("utf-8"))
+    assert stale_problems(pyproject, (REPO / "requirements.lock").read_text("utf-8")) == []
 
 
 def test_a_stale_lock_is_reported():

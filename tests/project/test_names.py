@@ -26,9 +26,9 @@ from experiments.study import PlanError, load_plan
 from experiments.suites.jsonl import save_suite
 from experiments.suites.suite import Suite, SuiteError, check_suite
 from retrieval.types import Memory, Query
+from tests.study.test_study import good_plan
 from tests.support import REPO, tiny_suite
 from tests.sweep_support import write_tiny_suite
-from tests.test_study import good_plan
 
 
 @pytest.mark.parametrize(

@@ -103,7 +103,9 @@ def test_the_inline_memeval_commands_run_from_another_directory(tmp_path):
         if args[0].endswith(COMPOSE_ONLY) or "variant=system" in args or "suite=beam" in args:
             args.append("--cfg=job")  # minutes of BEAM work, or a live service: only that it composes
         if args[0].endswith("memeval-serve"):
-            args.append("--help")  # it would serve until stopped (tests/test_live_serve.py runs it for real)
+            args.append(
+                "--help"
+            )  # it would serve until stopped (tests/live/test_live_serve.py runs it for real)
         done = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, f"{command}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
     assert not (tmp_path / "reports").exists()  # nothing of the README's writes over committed reports
@@ -150,7 +152,7 @@ def test_every_readme_command_runs_from_another_directory(tmp_path):
 
 LIVE_PAGE = REPO / "docs" / "live_systems.md"
 # Where a live-system command's placeholder points when it is composed: a service address, the page's own
-# Python package (its section runs for real in tests/test_live_python_adapter.py), a sweep folder.
+# Python package (its section runs for real in tests/live/test_live_python_adapter.py), a sweep folder.
 LIVE_PLACEHOLDERS = {
     "<its URL>": "http://127.0.0.1:9",
     "~/my-store": str(REPO),
@@ -173,7 +175,7 @@ def test_every_live_systems_command_names_what_exists():
 @pytest.mark.slow
 def test_every_live_systems_command_composes_or_answers_its_help(tmp_path):
     """memeval-run and memeval-study commands compose their config (`--cfg=job`: their services are not up
-    here; tests/test_live_*.py run each section for real); every other memeval script answers --help."""
+    here; tests/live/test_live_*.py run each section for real); every other memeval script answers --help."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
     for command in live_commands():
         for placeholder, value in LIVE_PLACEHOLDERS.items():

@@ -3,7 +3,7 @@
 - SIGKILL in the middle of a sweep: every job that finished before the kill keeps its metrics.json
   byte for byte and its FINISHED MLflow run; the killed job has no FINISHED run; a re-run of the same
   command runs only the jobs that are missing (experiments.run.resume' resume) and leaves one FINISHED run
-  per configuration. (tests/test_sweeps_mlflow.py checks resume's bookkeeping; this checks integrity.)
+  per configuration. (tests/track/test_sweeps_mlflow.py checks resume's bookkeeping; this checks integrity.)
 - A store that does not answer (http://127.0.0.1:<closed port>): the run exits non-zero with an error
   naming the store and the run directory, and the results are on disk there. mlflow's HTTP client
   retries a refused connection 7 times with exponential backoff (minutes) by default; users (and this

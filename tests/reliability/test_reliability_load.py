@@ -4,7 +4,7 @@ a server that goes away mid-sweep costs no results.
 Starts `mlflow server --backend-store-uri sqlite:///... --artifacts-destination DIR --host 127.0.0.1
 --port N` on a free port (it answers after ~10 s; stopped with SIGTERM to its process group), and
 points MLFLOW_TRACKING_URI at it, as a team does with a shared store. Integration and slow: run with
-`python -m pytest -m integration tests/test_reliability_load.py`.
+`python -m pytest -m integration tests/reliability/test_reliability_load.py`.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ from experiments.suites.jsonl import save_suite
 from tests.support import BEAM_DIR, CACHE_DIR, REPO, tiny_suite
 
 # `system` scores a live memory service, which needs one running: its scope isolation (hits of another
-# scope counted and dropped) is tested against a real served variant in tests/test_live_system.py.
+# scope counted and dropped) is tested against a real served variant in tests/live/test_live_system.py.
 VARIANTS = sorted(p.stem for p in (CONF_DIR / "variant").glob("*.yaml") if p.stem != "system")
 
 

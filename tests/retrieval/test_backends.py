@@ -16,8 +16,8 @@ from retrieval import backends
 from retrieval.backends import BackendUnavailableError, check_backend
 from retrieval.encoder import SentenceEncoder
 from retrieval.reranker import CrossEncoderScorer
+from tests.retrieval.test_cross_encoder import build_tiny_cross_encoder
 from tests.support import build_tiny_bert
-from tests.test_cross_encoder import build_tiny_cross_encoder
 
 TEXTS = ["the cat sat on the mat", "a dog barked at the mailman " * 8, "quarterly budget review", "ok"]
 CALIBRATION = tuple(f"calibration text {i}: the team met about the budget " * (1 + i % 5) for i in range(24))

@@ -199,7 +199,7 @@ def test_no_cache_file_is_read_with_pickle():
 
 def run_job(tmp_path: Path, name: str, *overrides: str) -> dict:
     from experiments.run.app import run_experiment
-    from tests.test_caches import compose
+    from tests.retrieval.test_caches import compose
 
     cfg = compose(f"cache_dir={tmp_path / 'cache'}", "resume=true", *overrides)
     return run_experiment(cfg, tmp_path / name)
@@ -327,7 +327,7 @@ def test_a_changed_max_seq_length_fails_the_gate_with_a_warm_cache(tmp_path, mon
     assert stale["cache"]["embeddings"]["hits"] == 0  # nothing the old folder embedded answers
 
     from experiments.run.app import run_experiment
-    from tests.test_caches import compose
+    from tests.retrieval.test_caches import compose
 
     cold_cfg = compose("variant=dense", f"encoder.model={model}", "cache_dir=null", "resume=false")
     cold = run_experiment(cold_cfg, tmp_path / "cold")

@@ -32,8 +32,8 @@ from retrieval.retrievers.bm25 import BM25Retriever
 from retrieval.reuse import CandidateCache, ProcessMemo
 from retrieval.stage import RankStage
 from retrieval.types import Candidates
+from tests.retrieval.test_cross_encoder import build_tiny_cross_encoder
 from tests.support import REPO, tiny_suite
-from tests.test_cross_encoder import build_tiny_cross_encoder
 
 
 @dataclass(frozen=True, kw_only=True)

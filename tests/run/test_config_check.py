@@ -26,7 +26,7 @@ from retrieval.pipeline import PipelineConfigError
 from retrieval.retrievers.bm25 import BM25Retriever
 from retrieval.stage import FieldError, _canonical
 from retrieval.stages.cross_encoder import CrossEncoderRerank
-from tests.support import REPO
+from tests.support import DATA, REPO
 from tests.sweep_support import write_tiny_suite
 
 VARIANTS = sorted(p.stem for p in (CONF_DIR / "variant").glob("*.yaml"))
@@ -144,9 +144,9 @@ def test_every_shipped_suite_config_validates(suite, tmp_path, beam_synth_dir):
         "beam": [f"suite.path={beam_synth_dir}"],
     }.get(suite, [])
     if suite == "longmemeval":  # not shipped: the fixture in its schema stands in
-        extra = [f"suite.path={Path(__file__).parent / 'data' / 'longmemeval' / 'longmemeval_fixture.json'}"]
+        extra = [f"suite.path={DATA / 'longmemeval' / 'longmemeval_fixture.json'}"]
     if suite == "locomo":  # ../shared in the slow tier and the studies: a fixture in its schema here
-        extra = [f"suite.path={Path(__file__).parent / 'data' / 'locomo' / 'locomo_fixture.json'}"]
+        extra = [f"suite.path={DATA / 'locomo' / 'locomo_fixture.json'}"]
     assert problems_of(f"suite={suite}", *extra) == []
 
 

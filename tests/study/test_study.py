@@ -202,7 +202,8 @@ def test_the_exp05_acceptance_section_is_registered():
 
 
 def ability_counts(ctx: SectionContext) -> list[Block]:
-    """A report section defined outside the harness, named in a plan as tests.test_study:ability_counts."""
+    """A report section defined outside the harness, named in a plan as
+    tests.study.test_study:ability_counts."""
     n = len(ctx.comparison.values[ctx.primary])
     return [
         Paragraph(
@@ -284,7 +285,7 @@ def test_a_tiny_plan_runs_end_to_end_and_a_rerun_reuses_its_rows(tiny_dir, tmp_p
         "label": "ability",
         "sections": [
             {"name": "exp05_acceptance", "target": "if"},
-            {"name": "tests.test_study:ability_counts", "note": "from the plan"},
+            {"name": "tests.study.test_study:ability_counts", "note": "from the plan"},
         ],
     }
     (tmp_path / "conf" / "study" / "tiny_plan.yaml").write_text(yaml.safe_dump(plan))

@@ -214,7 +214,7 @@ def test_exp05_plans_keep_the_studys_rows_and_differ_only_in_suite():
 
 
 def test_exp05_variant_turns_the_boost_on_and_widens_its_markers_in_exp05_wide():
-    # its stage order: tests/test_variant_composition.py
+    # its stage order: tests/run/test_variant_composition.py
     cfg = compose_config(["suite=beam", "variant=exp05"])
     assert cfg.stage.instruction_boost.enabled is True
     wide = compose_config(["suite=beam", "variant=exp05_wide"])

@@ -10,6 +10,7 @@ import pytest
 
 from experiments.suites.beam import ABILITIES, evidence_ids, load_beam, strip_probe_marker
 from experiments.suites.suite import SuiteError
+from tests.support import DATA
 
 
 def test_counts_match_the_published_100k_tier(beam_suite):
@@ -108,7 +109,7 @@ def test_unknown_ability_and_missing_folder_are_clear_errors(beam_synth_dir, tmp
 
 # --- bad BEAM input: each problem named with its file and field, all of them at once
 
-BAD = Path(__file__).parent / "data" / "bad_suites"
+BAD = DATA / "bad_suites"
 BEAM_CASES = sorted(p.name for p in BAD.iterdir() if p.name.startswith("beam_"))
 
 

@@ -17,9 +17,10 @@ from experiments.suites.beam import load_beam
 from experiments.suites.locomo import load_locomo
 from experiments.suites.suite import SuiteError
 from experiments.track.finished_runs import load_run_dir
-from tests.test_granularity import beam_conversation
+from tests.suites.test_granularity import beam_conversation
+from tests.support import DATA
 
-FIXTURE = Path(__file__).parent / "data" / "locomo" / "locomo_fixture.json"
+FIXTURE = DATA / "locomo" / "locomo_fixture.json"
 ISSUE = "https://github.com/snap-research/locomo/issues/34"
 ERRATA = f"""\
 # two corrections to the LoCoMo fixture

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
 from experiments.suites.locomo import load_locomo
 from experiments.suites.suite import SuiteError
+from tests.support import DATA
 
-FIXTURE = Path(__file__).parent / "data" / "locomo" / "locomo_fixture.json"
+FIXTURE = DATA / "locomo" / "locomo_fixture.json"
 
 
 def test_turns_become_memories_with_dia_id_speaker_and_session_time():

@@ -15,7 +15,6 @@ non-abstention questions.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,8 +22,9 @@ import pytest
 from experiments.evaluate.metrics import per_query
 from experiments.suites.longmemeval import load_longmemeval
 from experiments.suites.suite import SuiteError
+from tests.support import DATA
 
-FIXTURE = Path(__file__).parent / "data" / "longmemeval" / "longmemeval_fixture.json"
+FIXTURE = DATA / "longmemeval" / "longmemeval_fixture.json"
 RAW = json.loads(FIXTURE.read_text())
 
 

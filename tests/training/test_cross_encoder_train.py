@@ -21,8 +21,8 @@ from experiments.training.reranker import (
     training_pairs,
 )
 from retrieval.reranker import CrossEncoderScorer
+from tests.retrieval.test_cross_encoder import build_tiny_cross_encoder
 from tests.support import tiny_suite
-from tests.test_cross_encoder import build_tiny_cross_encoder
 
 
 def compose_training(*overrides: str):
