@@ -229,9 +229,9 @@ def execute(
         suite, output, list(cfg.metrics), seed=cfg.seed,
         unit=cfg.get("statistics", {}).get("unit", "auto"), empty=cfg.get("empty_queries", "apart"),
     )  # fmt: skip
-    # Extra metrics.json sections (`run_reports` in the config: name -> function(suite, corpus) -> dict),
+    # Extra metrics.json sections (`extra_metrics` in the config: name -> function(suite, corpus) -> dict),
     # e.g. instruction-tagging coverage and precision: plug-ins, so the runner knows none of them.
-    for name, node in (cfg.get("run_reports") or {}).items():
+    for name, node in (cfg.get("extra_metrics") or {}).items():
         evaluation.metrics[str(name)] = instantiate(node)(suite, output.corpus)
     _system_section(evaluation.metrics, output, suite.k)
     return output, evaluation
