@@ -72,8 +72,8 @@ def _log_report(parent_run_id: str, cfg: DictConfig, out: Path) -> None:
     logged too, for report.md."""
     import mlflow  # ~4.5 s to import: only a tracked study logs its report
 
-    from experiments.compare.render import with_inline_images
-    from experiments.track.mlflow_tracker import resolve_uri
+    from experiments.compare.render import with_inline_images  # pandas, and the tracker's ~110 modules:
+    from experiments.track.mlflow_tracker import resolve_uri  # not for --help
 
     client = mlflow.MlflowClient(tracking_uri=resolve_uri(cfg.tracking.tracker.get("uri")))
     with tempfile.TemporaryDirectory(prefix="memeval-report-") as tmp:
