@@ -89,7 +89,7 @@ lock:
 	.venv-lock/bin/python -m pip install --quiet --upgrade pip
 	.venv-lock/bin/python -m pip install --quiet torch==2.13.0
 	.venv-lock/bin/python -m pip install --quiet -e ".[dev]"
-	{ sed -n '1,/^# tests\/test_lock.py/p' requirements.lock; \
+	{ sed -n '1,/^# tests\/project\/test_lock.py/p' requirements.lock; \
 	  .venv-lock/bin/python -m pip freeze --exclude-editable | grep -v '^-e'; } > requirements.lock.new
 	mv requirements.lock.new requirements.lock && rm -rf .venv-lock
 	git diff --stat requirements.lock

@@ -9,7 +9,7 @@
 Called by each entry point that composes (the Hydra apps' mains, experiments.run.compose.compose_config
 that the gate, reports, studies, the server, benchmarks and tests use). Idempotent: a second call replaces
 the same nodes and resolvers. Nothing here runs at import, and nothing is registered through Hydra's plugin
-discovery, which would run it in every Hydra app of the environment (tests/test_architecture.py).
+discovery, which would run it in every Hydra app of the environment (tests/project/test_architecture.py).
 """
 
 from __future__ import annotations

@@ -39,6 +39,7 @@ import pandas as pd
 import yaml
 
 from experiments import PROJECT_ROOT
+from experiments.compare.render import code, md
 from experiments.evaluate.metrics import over_own_queries, parse_metric
 from experiments.evaluate.statistics import (
     UNITS,
@@ -50,7 +51,6 @@ from experiments.evaluate.statistics import (
 )
 from experiments.evaluate.table import query_cluster
 from experiments.exit_codes import ArgumentParser, console_script
-from experiments.report.render import code, md
 from experiments.run.compose import compose_config
 from experiments.track.finished_runs import RunError, RunRecord, higher_is_better, load_run_dir
 from experiments.track.mlflow_tracker import git_commit
@@ -429,7 +429,7 @@ def _config_changes(before: Mapping[str, str], params: Mapping[str, str]) -> dic
 
 def _literal(value: object) -> str:
     """Data (a name, id, label, path, config value) as Markdown that renders exactly as the text: the
-    report's code span (experiments.report.render.code: nothing inside is emphasis, a link or HTML), or,
+    report's code span (experiments.compare.render.code: nothing inside is emphasis, a link or HTML), or,
     for text holding a backtick, its escaped text with `_` and `~` escaped too; `|` escaped, because GitHub
     splits a table row on it even inside a code span. Every piece of data in the summary goes through it."""
     text = code(value)
@@ -565,7 +565,7 @@ def run_variant(gate: GateConfig, variant: str, overrides: Sequence[str], out_di
     versions, backend, code, role, prompt, text), so no entry of another model state can answer; an
     ONNX/OpenVINO export is checked against fp32 when loaded (retrieval/backends.py).
     """
-    from experiments.run.app import run_experiment
+    from experiments.run.app import run_experiment  # the run machinery: ~60 ms of --help's CPU if at the top
 
     fixed = [*gate.overrides, f"variant={variant}", "tracking=none", "progress=false"]
     cfg = compose_config([*fixed, *overrides])
@@ -599,7 +599,7 @@ def check_baseline_before_running(
             f"no baseline {path} for gate {gate.name!r} and variant {variant!r}; write one on purpose with "
             f"`memeval-gate {gate.name} {variant} --refresh`, or name one with --baseline"
         )
-    from experiments.suites.load import load_suite_from_config
+    from experiments.suites.load import load_suite_from_config  # as above
 
     baseline = Baseline.load(path)
     expected = baseline.suite_hash

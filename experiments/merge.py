@@ -108,8 +108,8 @@ PARTIAL_TAG = "memeval.partial"
 PARTIAL_SECTION = "partial"  # metrics.json of a partial merge
 BY_LINE = ("run.trec", "qrels.tsv", MUST_NOT_QRELS)  # one query's lines together, in query order
 # metrics.json keys a run writes that the merge computes (or takes from the shards, for circumstances):
-# any other section is a run report (`run_reports`) or a live system's cost, computed from the whole
-# corpus, which no shard has.
+# any other section is an extra metrics section (`extra_metrics`) or a live system's cost, computed from
+# the whole corpus, which no shard has.
 _KNOWN_KEYS = frozenset(
     {
         "overall", "overall_ci95", "statistics", "empty_queries", "by_label", "n_queries", "scope_leaks",
@@ -402,7 +402,7 @@ def merged_metrics(
     out["timings"] = _combined([r.metrics.get("timings") for r in runs])  # work done per phase, summed
     peaks = [r.metrics.get("resource", {}).get("peak_rss_mb") for r in runs]
     out["resource"] = {"peak_rss_mb": max((p for p in peaks if p is not None), default=None)}  # the largest
-    wanted = list(config.get("run_reports") or {})
+    wanted = list(config.get("extra_metrics") or {})
     if wanted and partial is None:  # from the whole corpus: the suite read and ingested again
         out.update(whole_run_reports(config, first.section["whole_suite"]["content_hash"]))
     unmerged = sorted({k for r in runs for k in r.metrics if k not in _KNOWN_KEYS and k not in out})
@@ -422,7 +422,7 @@ def merged_metrics(
 
 
 def whole_run_reports(config: Mapping[str, Any], suite_hash: str) -> dict[str, Any]:
-    """The run's `run_reports` sections (name -> function(suite, corpus)) over the whole suite, read from
+    """The run's `extra_metrics` sections (name -> function(suite, corpus)) over the whole suite, read from
     the config's suite (relative paths from this folder, as the shards' jobs ran) and ingested by the
     variant's ingest stages; {} (the sections stay per shard) when that suite is not the one the shards
     cut, e.g. read from another folder."""
@@ -440,7 +440,7 @@ def whole_run_reports(config: Mapping[str, Any], suite_hash: str) -> dict[str, A
         return {}
     pipeline = pipeline_from_config(list(cfg.variant.stages), cfg.stage, depth=cfg.depth)
     corpus = Corpus(tuple(pipeline.ingest_memories(suite.memories)), suite.knowledge)
-    return {str(name): instantiate(node)(suite, corpus) for name, node in cfg.run_reports.items()}
+    return {str(name): instantiate(node)(suite, corpus) for name, node in cfg.extra_metrics.items()}
 
 
 def merge(

@@ -3,7 +3,7 @@
 Robertson's BM25 with negative IDF clipped to 0 over the same tokens, so they rank the same.
 
 A building block below the stages: the BM25, passage and feedback channels (retrieval/retrievers/) and
-the concept graphs (retrieval/graph.py) score with it.
+the concept graphs (retrieval/concept_graph.py) score with it.
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ hash of everything that produced the value:
 
 `KEY_RULES` lists, per cache, what its key covers; `KeyRule.key(**parts)` is the only way a cache makes
 its key, and refuses parts other than the ones its rule names, so the rule, the code and
-docs/caching.md (its table is `key_table()`, checked by tests/test_cache_keys.py) cannot drift apart.
+docs/caching.md (its table is `key_table()`, checked by tests/retrieval/test_cache_keys.py) cannot drift
+apart.
 Source hashes and library versions are computed once per process; a model folder is hashed once per
 process per (path, size and mtime of its files).
 """
@@ -278,7 +279,8 @@ KEY_RULES: Mapping[str, KeyRule] = {
 
 
 def key_table() -> str:
-    """The Markdown table of KEY_RULES that docs/caching.md holds (tests/test_cache_keys.py checks it)."""
+    """The Markdown table of KEY_RULES that docs/caching.md holds (tests/retrieval/test_cache_keys.py
+    checks it)."""
     lines = ["| cache | where | key covers |", "|---|---|---|"]
     for rule in KEY_RULES.values():
         covers = [f"source of `{', '.join(rule.code)}`"] if rule.code else []

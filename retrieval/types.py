@@ -361,7 +361,8 @@ class CandidateBatch(_CandidateRows):
         return np.repeat(np.arange(len(self.bounds) - 1, dtype=dtype), np.diff(self.bounds))
 
     def minmax(self, values: np.ndarray) -> np.ndarray:
-        """`retrieval.fusion.minmax` of each query's values: the same arithmetic, every query at once."""
+        """`retrieval.fusion_arithmetic.minmax` of each query's values: the same arithmetic, every query
+        at once."""
         values = np.asarray(values)
         sizes = np.diff(self.bounds)
         starts = self.bounds[:-1][sizes > 0]
@@ -389,7 +390,7 @@ class CandidateBatch(_CandidateRows):
         if len(starts) and len(score) == len(starts) * sizes.max():
             # Every query with rows has as many (the usual batch): one stable sort along each row of a
             # (query, rank) matrix instead of the two flat sorts below, the same order
-            # (tests/test_candidate_batch.py).
+            # (tests/retrieval/test_candidate_batch.py).
             order = np.argsort(-score.reshape(len(starts), -1), axis=1, kind="stable")
             order = (order + starts[:, None]).reshape(-1)
         else:

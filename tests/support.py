@@ -11,6 +11,7 @@ from experiments.suites.suite import Suite
 from retrieval.types import Memory, Query
 
 REPO = Path(__file__).resolve().parents[1]
+DATA = REPO / "tests" / "data"  # fixture files shared by the test folders
 # ../shared/beam beside the checkout (README.md, "Development"); MEMEVAL_BEAM_DIR points elsewhere.
 BEAM_DIR = Path(os.environ.get("MEMEVAL_BEAM_DIR", REPO.parent / "shared" / "beam"))
 LOCOMO = REPO.parent / "shared" / "locomo" / "locomo10_conv1-5.json"  # LoCoMo conversations 1-5

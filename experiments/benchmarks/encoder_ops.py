@@ -26,9 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from experiments.benchmarks.backends import bi_encoder, compose
+from experiments.benchmarks.backend_tradeoffs import bi_encoder, compose
 from experiments.benchmarks.pipeline import add_wait_quiet, load_note, machine, wait_for_quiet, wait_note
 from experiments.suites.load import load_suite_from_config
+from retrieval.encoder import load_sentence_transformer
 
 BACKENDS = ("torch", "openvino", "openvino-int8")
 CATEGORIES = ("linear layers", "attention", "layer norm", "everything else")
@@ -60,7 +61,7 @@ def openvino_category(node_type: str, fused_layers: str, rank: int) -> str:
 def long_messages(batch: int, seed: int) -> list[str]:
     """`batch` BEAM 100K messages (seeded) that fill the bi-encoder's 256 tokens."""
     suite = load_suite_from_config(compose([]), memoise=True)
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # ~2 s to import: only picking long messages needs it
 
     tokenizer = AutoTokenizer.from_pretrained(bi_encoder("torch", None).path)  # the model's own
     texts = [m.text for m in suite.memories]
@@ -71,10 +72,8 @@ def long_messages(batch: int, seed: int) -> list[str]:
 
 
 def profile_torch(texts: list[str], repeats: int) -> dict[str, Any]:
-    import torch
+    import torch  # ~5 s to import: only the profiled run needs it
     from torch.profiler import ProfilerActivity, profile
-
-    from retrieval.encoder import load_sentence_transformer
 
     enc = bi_encoder("torch", None)
     model = load_sentence_transformer(enc.path, enc.device)
@@ -102,9 +101,7 @@ def profile_torch(texts: list[str], repeats: int) -> dict[str, Any]:
 
 
 def profile_openvino(backend: str, texts: list[str], repeats: int) -> dict[str, Any]:
-    import openvino as ov
-
-    from retrieval.encoder import load_sentence_transformer
+    import openvino as ov  # ~1 s to import: only the OpenVINO profile needs it
 
     enc = bi_encoder(backend, None)
     model = load_sentence_transformer(

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from experiments.suites.beam import load_beam
-from retrieval.graph import scope_graphs
+from retrieval.concept_graph import scope_graphs
 from retrieval.retrievers.bm25 import BM25Retriever
 from retrieval.stages.graph_build import GraphBuild
 from retrieval.tokenize import tokenize

@@ -41,16 +41,35 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
+from functools import partial
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+import ir_measures
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from experiments import PROJECT_ROOT
-from experiments.benchmarks.pipeline_report import VARIANTS, write_report
+from experiments.benchmarks.pipeline_readme import VARIANTS, write_readme
+from experiments.evaluate.metrics import per_query
 from experiments.run.build import pipeline_from_config
 from experiments.run.compose import compose_config
+from experiments.suites.beam import load_beam
+from experiments.suites.generators.beam_synth import MAX_QUESTIONS_PER_ABILITY, generate
 from retrieval.compute import cpu_isa
+from retrieval.encoder import (
+    MINILM,
+    SentenceEncoder,
+    _write_npz,
+    load_sentence_transformer,
+    resolve_model_path,
+)
+from retrieval.reranker import load_cross_encoder
+from retrieval.retrievers.bm25 import BM25Retriever
+from retrieval.reuse import CandidateCache
+from retrieval.types import Corpus
 
 REPO = PROJECT_ROOT
 TRAINED_CE = REPO / "models" / "cross-encoder-beam500k"
@@ -143,8 +162,6 @@ def load_note(info: dict[str, Any]) -> str:
 
 
 def machine() -> dict[str, Any]:
-    from importlib.metadata import version
-
     cpu = next(
         (
             line.split(":", 1)[1].strip()
@@ -190,8 +207,6 @@ def _pipeline(variant: str, work: Path, ce_model: str | None):
 
 def _queries(suite, n: int) -> list:
     """`n` query executions: the suite's questions in order, cycled (distinct ids) when there are fewer."""
-    from dataclasses import replace
-
     base = list(suite.queries)
     return [replace(base[i % len(base)], id=f"{base[i % len(base)].id}#{i}") for i in range(n)]
 
@@ -203,9 +218,6 @@ def _key(text: str) -> str:
 # ------------------------------------------------------------------------------------------ prepare
 def prepare(path: Path, work: Path, *, embed_limit: int, cold_sample: int, shared_cache: Path) -> dict:
     """Fill WORK/embeddings with document and query vectors; measure cold embedding throughput."""
-    from experiments.suites.beam import load_beam
-    from retrieval.encoder import SentenceEncoder, _write_npz, load_sentence_transformer
-
     suite = load_beam(path)
     texts = list(dict.fromkeys(m.text for m in suite.memories))
     encoder = SentenceEncoder(cache_dir=str(work / "embeddings"), show_progress=False)
@@ -286,9 +298,6 @@ def _variant_numbers(output, wall_s: float) -> dict[str, Any]:
 
 
 def _bm25_side_by_side(suite, n_queries: int) -> dict[str, Any]:
-    from retrieval.retrievers.bm25 import BM25Retriever
-    from retrieval.types import Corpus
-
     corpus = Corpus(tuple(suite.memories))
     queries = list(suite.queries)[:n_queries]
     out: dict[str, Any] = {"queries": len(queries)}
@@ -331,10 +340,6 @@ def cpu_time_probes(suite, queries, work: Path, ce_model: str, ce_queries: int) 
     """The two latency targets again, timed in wall *and* process CPU time. CPU time is what a query
     costs whatever else runs on the machine: on an idle box its wall time is at most its CPU time
     (less when torch or BLAS use both cores), so it bounds the idle latency when the box is shared."""
-    from functools import partial
-
-    from retrieval.types import Corpus
-
     pipeline = _pipeline("hybrid", work, ce_model)
     corpus = Corpus(tuple(pipeline.ingest_memories(suite.memories)))
     indexes = [(r.channel, r.build(corpus)) for r in pipeline.retrievers]
@@ -345,7 +350,6 @@ def cpu_time_probes(suite, queries, work: Path, ce_model: str, ce_queries: int) 
     out = {"hybrid_query": _wall_and_cpu([partial(hybrid, q) for q in queries])}
     # OpenBLAS's default 2 threads for the dense matrix-vector product wait on each other when the
     # cores are shared; one BLAS thread shows what that costs.
-    from threadpoolctl import threadpool_limits
 
     with threadpool_limits(limits=1, user_api="blas"):
         out["hybrid_query_blas1"] = _wall_and_cpu([partial(hybrid, q) for q in queries])
@@ -358,7 +362,6 @@ def cpu_time_probes(suite, queries, work: Path, ce_model: str, ce_queries: int) 
     out["rerank_16"] = _wall_and_cpu([partial(stage.scorer.score, q, t) for q, t in heads])
     out["rerank_16"]["pairs_per_call"] = stage.top_n
     # What a rerank computes: a batch of 16 pairs padded to its longest pair (at most max_length tokens).
-    from retrieval.reranker import load_cross_encoder
 
     tokenizer = load_cross_encoder(stage.scorer.path, stage.scorer.max_length, stage.scorer.device).tokenizer
     lengths = [
@@ -377,10 +380,6 @@ def cpu_time_probes(suite, queries, work: Path, ce_model: str, ce_queries: int) 
 def measure(
     path: Path, work: Path, *, n_queries: int, ce_model: str, bm25_queries: int, ce_queries: int
 ) -> dict:
-    from experiments.suites.beam import load_beam
-    from retrieval.reranker import load_cross_encoder
-    from retrieval.reuse import CandidateCache
-
     t = time.perf_counter()
     suite = load_beam(path)
     result: dict[str, Any] = {
@@ -436,10 +435,6 @@ def measure(
 def metrics_vs_ir_measures(n_queries: int = 10_000, depth: int = 100, seed: int = 0) -> dict[str, Any]:
     """One seeded graded run of `n_queries` queries: time and compare experiments.evaluate.metrics and
     ir_measures."""
-    import ir_measures
-
-    from experiments.evaluate.metrics import per_query
-
     rng = np.random.default_rng(seed)
     qrels, run, scored = {}, {}, {}
     for i in range(n_queries):
@@ -478,8 +473,6 @@ def metrics_vs_ir_measures(n_queries: int = 10_000, depth: int = 100, seed: int 
 # ------------------------------------------------------------------------------------------ orchestration
 def synth_folder(work: Path, n_messages: int, seed: int) -> Path:
     """One beam_synth conversation of `n_messages` (written once, reused by later runs)."""
-    from experiments.suites.generators.beam_synth import MAX_QUESTIONS_PER_ABILITY, generate
-
     folder = work / "data" / f"synth-{n_messages}-seed{seed}"
     if not (folder / "1" / "probing_questions" / "probing_questions.json").is_file():
         tmp = folder.with_name(folder.name + ".tmp")
@@ -531,9 +524,7 @@ def cross_encoder_model(work: Path) -> tuple[str, str]:
         return str(TRAINED_CE), "trained (models/cross-encoder-beam500k)"
     folder = work / "ce-minilm-untrained-head"
     if not (folder / "config.json").is_file():
-        from sentence_transformers import CrossEncoder
-
-        from retrieval.encoder import MINILM, resolve_model_path
+        from sentence_transformers import CrossEncoder  # pulls in torch (~5 s): only to save this model once
 
         CrossEncoder(resolve_model_path(MINILM), num_labels=1, max_length=128).save(str(folder))
     return str(folder), "MiniLM-L6 weights with an untrained head (same architecture: same latency)"
@@ -543,7 +534,7 @@ def _write(results: dict[str, Any], out: Path, note: str) -> None:
 
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(results, indent=2))
-    write_report(results, out / "README.md", note=note)
+    write_readme(results, out / "README.md", note=note)
 
 
 def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:

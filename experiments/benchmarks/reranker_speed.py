@@ -27,20 +27,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from hydra.utils import instantiate
 
-from experiments.benchmarks.backends import agreement, rerank_heads, timed
+from experiments.benchmarks.backend_tradeoffs import agreement, rerank_heads, timed
 from experiments.benchmarks.pipeline import load_note, machine, percentiles
+from experiments.run.compose import compose_config
+from experiments.training.reranker import first_stage_lists, split_by_conversation, training_pairs
 from retrieval.backends import INPUTS, _runtime, ensure_onnx, export_folder
 from retrieval.encoder import EXPORT_DIR, model_revision
 
 
 def calibration_pairs(n: int, seed: int = 1) -> list[tuple[str, str]]:
     """`n` of the trainer's own (query, memory) training pairs: BEAM 500K, bm25 hard negatives."""
-    from hydra.utils import instantiate
-
-    from experiments.run.compose import compose_config
-    from experiments.training.reranker import first_stage_lists, split_by_conversation, training_pairs
-
     cfg = compose_config(["tracking=none", "progress=false"], config_name="train_reranker")
     suite = instantiate(cfg.train_suite, _convert_="all")
     split = split_by_conversation(suite, cfg.val_fraction, cfg.seed)
@@ -51,6 +49,7 @@ def calibration_pairs(n: int, seed: int = 1) -> list[tuple[str, str]]:
 
 
 def quantize(fp32: Path, out: Path, tokenizer, pairs, max_length: int, matmul_only: bool) -> Path:
+    # onnxruntime.quantization imports onnx and its shape inference (~1 s): only static int8 needs them
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
@@ -101,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    import torch
+    import torch  # ~5 s (with sentence_transformers): only the measurement itself needs them
     from sentence_transformers import CrossEncoder
 
     info = machine()

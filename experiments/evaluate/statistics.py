@@ -20,8 +20,8 @@ what paired difference a suite of this size and clustering can detect.
 Determinism: every random draw comes from a `numpy.random.Generator` seeded by the caller, sums are
 numpy's own single-threaded reductions, a resample mean is one BLAS dot product (its own row, whatever
 the thread count), and chunk sizes depend only on the input size, so the same inputs and seed give
-bit-identical results in any process, on one core or many (tests/test_statistics.py runs it with 1 and 2
-BLAS threads). Another CPU's BLAS kernels may round a bound's last bit differently.
+bit-identical results in any process, on one core or many (tests/evaluate/test_statistics.py runs it
+with 1 and 2 BLAS threads). Another CPU's BLAS kernels may round a bound's last bit differently.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ _CHUNK_ELEMENTS = 1 << 22
 _CACHED_ELEMENTS = 1 << 22
 # Resamples per block of the mean products: a block small enough to stay in the CPU cache is read from
 # there by every column after the first, instead of each column streaming the whole count matrix (a mean
-# is its own row's dot product, so the block size does not change it: tests/test_statistics.py).
+# is its own row's dot product, so the block size does not change it: tests/evaluate/test_statistics.py).
 _BLOCK_ROWS = 256
 # Bootstrap intervals of means already computed in this process (values, resamples, seed, confidence): the
 # last 512 are kept (bootstrap_cis).

@@ -106,7 +106,8 @@ def per_query_table(
     with `empty="zero"`, trec_eval's convention, they score 0 and are).
 
     Built as one frame from columns aligned with the suite's queries: joined piece by piece, the frame
-    was most of a sweep job's evaluation (tests/test_evaluate_table.py compares it with those joins)."""
+    was most of a sweep job's evaluation (tests/evaluate/test_evaluate_table.py compares it with those
+    joins)."""
     queries = suite.queries
     ids = [q.id for q in queries]
     by_id = {r.query_id: r for r in output.ranked}

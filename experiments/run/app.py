@@ -68,7 +68,7 @@ from retrieval.reuse import CandidateCache, ProcessMemo, process_memo
 from retrieval.systems.protocol import SystemError_
 
 if TYPE_CHECKING:  # evaluation needs pandas and scipy (~2 s to import): imported when a run evaluates, so
-    # `memeval-run --help` and a config error answer at once (tests/test_entry_points.py checks the imports)
+    # `memeval-run --help` and a config error answer at once (tests/project/test_entry_points.py checks)
     from experiments.evaluate.table import Evaluation
 
 
@@ -128,9 +128,9 @@ def execute(
         suite, output, list(cfg.metrics), seed=cfg.seed,
         unit=cfg.get("statistics", {}).get("unit", "auto"), empty=cfg.get("empty_queries", "apart"),
     )  # fmt: skip
-    # Extra metrics.json sections (`run_reports` in the config: name -> function(suite, corpus) -> dict),
+    # Extra metrics.json sections (`extra_metrics` in the config: name -> function(suite, corpus) -> dict),
     # e.g. instruction-tagging coverage and precision: plug-ins, so the runner knows none of them.
-    for name, node in (cfg.get("run_reports") or {}).items():
+    for name, node in (cfg.get("extra_metrics") or {}).items():
         evaluation.metrics[str(name)] = instantiate(node)(suite, output.corpus)
     _system_section(evaluation.metrics, output, suite.k)
     return output, evaluation

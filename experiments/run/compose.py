@@ -128,8 +128,8 @@ class Composer:
     """The configs of many override lists (a sweep's jobs, a study's rows) for one Hydra composition per
     distinct set of the overrides that shape it (`shapes_composition`): configs that differ only in values
     (`stage.x.weight=0,0.1,...`) share one composition, then get their values set as Hydra sets them
-    (`apply_values`): the same configs as Hydra's own, at a fraction of the cost (tests/test_sweeps.py and
-    tests/test_study.py compare them).
+    (`apply_values`): the same configs as Hydra's own, at a fraction of the cost (tests/run/test_sweeps.py and
+    tests/study/test_study.py compare them).
 
     `compose(shaping overrides)` composes one: compose_config (a study) or the launcher's config loader (a
     sweep). `given`, a config composed already from `given_overrides` (a sweep's master config: its command
@@ -174,7 +174,7 @@ class Composer:
 def config_copy(cfg: DictConfig) -> DictConfig:
     """`copy.deepcopy(cfg)`, made by a pickle round trip: C code where OmegaConf's deepcopy is Python
     code node by node (a sweep copies each job's config), and the same tree, every node's value, type,
-    flags and metadata (tests/test_configs.py walks both). A config holding something pickle cannot take
+    flags and metadata (tests/run/test_configs.py walks both). A config holding something pickle cannot take
     is deep-copied. In memory only: these bytes never touch a file, so nothing planted can reach
     `pickle.loads` here (with copy.deepcopy the tracked sweep went over its 2x-one-run target:
     reports/benchmarks/sweep_cost.md)."""
@@ -234,7 +234,7 @@ def yaml_text(container: Any) -> str:
     """`OmegaConf.to_yaml` of a config already turned into a container (to_container), through libyaml's
     emitter when PyYAML has it (C, not Python: a sweep job writes its config every run). The representers are
     OmegaConf's (a string that would read back as a number or bool is quoted); a long string may be folded
-    at other places, and the YAML reads back the same (tests/test_configs.py)."""
+    at other places, and the YAML reads back the same (tests/run/test_configs.py)."""
     dumper = _dumper()
     return yaml.dump(container, default_flow_style=False, allow_unicode=True, sort_keys=False, Dumper=dumper)
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from experiments.suites.suite import Suite
 from retrieval.pipeline import Pipeline, RunOutput
 
-if TYPE_CHECKING:  # pandas and scipy: imported when a run evaluates (tests/test_entry_points.py)
+if TYPE_CHECKING:  # pandas and scipy: imported when a run evaluates (tests/project/test_entry_points.py)
     from experiments.evaluate.table import Evaluation
 
 # The console table's count column, e.g. 24/25: the means are over the answerable queries (docs/metrics.md);
@@ -48,7 +48,7 @@ def print_results(
 def results_table(evaluation: Evaluation, metrics: list[str], label: str | None) -> str:
     """Overall and per-label means, one row each, as console text: labels left, answerable/all query
     counts, numbers right-aligned with 3 decimals, NaN for a mean with no query to average. pandas printed
-    the same text (tests/test_results_table.py) at a real share of a sweep job's cost (each prints one);
+    the same text (tests/run/test_results_table.py) at a real share of a sweep job's cost (each prints one);
     where it would have dropped a column's common trailing zeros or switched to exponents for values
     under 0.001, this keeps 3 decimals."""
     summary = evaluation.metrics

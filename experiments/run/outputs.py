@@ -30,7 +30,7 @@ from experiments.track.mlflow_tracker import MlflowTracker, resolve_uri
 from experiments.track.sweep_parent import job_failed
 from retrieval.pipeline import RunOutput
 
-if TYPE_CHECKING:  # pandas and scipy: imported when a run evaluates (tests/test_entry_points.py)
+if TYPE_CHECKING:  # pandas and scipy: imported when a run evaluates (tests/project/test_entry_points.py)
     from experiments.evaluate.table import Evaluation
 
 

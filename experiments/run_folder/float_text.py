@@ -3,7 +3,7 @@
 Python's `repr(float)` (the shortest text that reads back to the same float), one number at a time, was most
 of a sweep job's write time. orjson prints the same shortest round-trip digits in C, but in its
 own layout outside [1e-4, 1e16) (`0.00005` for `5e-05`, `1e-6` for `1e-06`) and `null` for NaN and
-infinities: those numbers, rare among scores, are printed by `repr` itself. tests/test_run_files.py
+infinities: those numbers, rare among scores, are printed by `repr` itself. tests/run/test_run_files.py
 compares the two on millions of floats and on every edge case.
 """
 

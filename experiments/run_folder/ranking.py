@@ -48,7 +48,7 @@ def write_ranking(
         columns += [c for c in r.columns if c not in columns]
     # Built column by column over all queries, then joined into lines: cell by cell (and csv.writer's
     # per-cell work), this file was the largest part of a sweep job's write time. The text is exactly what
-    # csv.writer writes (tests/test_run_files.py compares the two on hostile ids and cells).
+    # csv.writer writes (tests/run/test_run_files.py compares the two on hostile ids and cells).
     keeps: list[list[int]] = []
     fixed: list[list[str]] = [[], [], [], []]
     for r in ranked:

@@ -5,8 +5,8 @@ Those tools re-sort by score and break ties by document id, which would reorder 
 candidates (RRF produces many ties), and trec_eval (pytrec_eval too) stores a score as a C float, so
 scores that differ below float32 resolution tie for it. So a score that does not sit clearly below the
 one above it is written 2e-6 (relative) lower: a re-check sees exactly the order the harness ranked and
-scored (tests/test_trec_recheck.py), and a written score differs from the harness's only where it tied
-or nearly tied, in the sixth significant digit. Reading a run file (`read_run`, the trec_run channel)
+scored (tests/evaluate/test_trec_recheck.py), and a written score differs from the harness's only where it
+tied or nearly tied, in the sixth significant digit. Reading a run file (`read_run`, the trec_run channel)
 ranks the other way round, as trec_eval does: scores compared as float32, ties by document id.
 
 A must-not judgement (a grade below 0) crashes trec_eval-family tools (pytrec_eval segfaults on -2), so

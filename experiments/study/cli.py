@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+import tempfile
 from pathlib import Path
 
 import hydra
@@ -24,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from experiments.config_setup import setup
 from experiments.exit_codes import console_script
+from experiments.names import UnsafeNameError, under_root
 from experiments.run.compose import CONF_DIR, answer_help
 
 REPORTS_DIR = "reports"  # the committed reports, relative to the working directory (the checkout)
@@ -31,7 +33,7 @@ REPORTS_DIR = "reports"  # the committed reports, relative to the working direct
 
 def run(cfg: DictConfig, command: str, name: str | None = None) -> Path:
     """Run the plan `cfg.study` (named `name`, its file name, unless it states one); write its report."""
-    from experiments.names import under_root
+    # pandas and matplotlib come with these: imported once there is a study to run (--help stays fast)
     from experiments.study.experiment import SuiteResults, run_plan
     from experiments.study.plan import PlanError, load_plan
     from experiments.study.report import write_report
@@ -60,8 +62,6 @@ def run(cfg: DictConfig, command: str, name: str | None = None) -> Path:
 def report_dir(cfg: DictConfig, study: str) -> Path:
     """Where a study's report goes: `output_dir` if given, the committed reports/<study>/ with
     `refresh=true`, else <runs_root>/<study>/ (an output folder, beside the rows' runs)."""
-    from experiments.names import under_root
-
     if cfg.get("output_dir"):
         return Path(cfg.output_dir)
     return under_root(REPORTS_DIR if cfg.get("refresh") else cfg.runs_root, study)
@@ -71,12 +71,10 @@ def _log_report(parent_run_id: str, cfg: DictConfig, out: Path) -> None:
     """The report's files under the study's parent run, `report/`. MLflow shows an HTML artifact alone,
     so the index.html logged there has its figures inlined (render.with_inline_images); the PNGs are
     logged too, for report.md."""
-    import tempfile
+    import mlflow  # ~4.5 s to import: only a tracked study logs its report
 
-    import mlflow
-
-    from experiments.report.render import with_inline_images
-    from experiments.track.mlflow_tracker import resolve_uri
+    from experiments.compare.render import with_inline_images  # pandas, and the tracker's ~110 modules:
+    from experiments.track.mlflow_tracker import resolve_uri  # not for --help
 
     client = mlflow.MlflowClient(tracking_uri=resolve_uri(cfg.tracking.tracker.get("uri")))
     with tempfile.TemporaryDirectory(prefix="memeval-report-") as tmp:
@@ -91,9 +89,9 @@ def _log_report(parent_run_id: str, cfg: DictConfig, out: Path) -> None:
 def run_app(cfg: DictConfig) -> None:
     overrides = [str(o) for o in HydraConfig.get().overrides.task]
     command = "python -m experiments.study " + shlex.join(overrides)
-    # The study machinery pulls in pandas and matplotlib: imported once there is a study to run, so
-    # `--help` answers at once (tests/test_entry_points.py checks what the entry modules import).
-    from experiments.names import UnsafeNameError
+    # The study machinery pulls in pandas and matplotlib, these error classes numpy and the pipeline
+    # (~0.25 s of CPU for --help): imported once there is a study to run, so `--help` answers at once
+    # (tests/project/test_entry_points.py checks what the entry modules import).
     from experiments.run.config_check import ConfigError
     from experiments.study.plan import PlanError
     from experiments.suites.suite import SuiteError

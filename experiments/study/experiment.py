@@ -28,8 +28,8 @@ from typing import Any
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
+from experiments.compare import analysis
 from experiments.names import under_root
-from experiments.report import analysis
 from experiments.run.compose import Composer, compose_config, run_config
 from experiments.study.plan import Row, StudyPlan, load_plan
 from experiments.track.finished_runs import (

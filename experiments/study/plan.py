@@ -24,10 +24,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from experiments.compare.drilldown import DrilldownOptions
 from experiments.evaluate.metrics import parse_metric
 from experiments.evaluate.statistics import TEST_NAMES, UNITS
 from experiments.names import name_problem
-from experiments.report.drilldown import DrilldownOptions
 from experiments.track.finished_runs import LOWER_IS_BETTER
 
 ROW_NAME = re.compile(r"[A-Za-z0-9_.+\-]+")
@@ -187,7 +187,7 @@ def _overrides(value: Any, where: str) -> tuple[str, ...]:
 
 
 def _short(key: str) -> str:
-    """How the report names a swept key (experiments.report.analysis labels runs the same way)."""
+    """How the report names a swept key (experiments.compare.analysis labels runs the same way)."""
     return ".".join(key.split(".")[-2:]) if key.startswith("stage.") else key
 
 

@@ -1,4 +1,4 @@
-"""A study's report: the comparison report (experiments.report.build_report) plus the plan's sections.
+"""A study's report: the comparison report (experiments.compare.build_report) plus the plan's sections.
 
 Last step of a study: `Experiment` returned the compared rows; this writes reports/<study>/report.md,
 index.html and the plots, with the command that produced them, and the plan's named sections (plug-ins
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from experiments.report.analysis import Comparison
-from experiments.report.build import build_report
-from experiments.report.render import Block, Code, Heading, Paragraph, Table, code, md, write
+from experiments.compare.analysis import Comparison
+from experiments.compare.assemble import build_report
+from experiments.compare.render import Block, Code, Heading, Paragraph, Table, code, md, write
 from experiments.study.experiment import StudyResult, SuiteResults
 from experiments.study.plan import Section
 from experiments.study.sections import SectionContext, resolve_section

@@ -28,6 +28,7 @@ from experiments.names import name_problem
 # The largest cutoff (a suite's k, a metric's @k, a run's depth, a stage's top_n): one bound, kept where the
 # stages' ranges use it too.
 from retrieval.stage import MAX_CUTOFF
+from retrieval.types import RELATION_TYPES
 
 MAX_TEXT_CHARS = 1_000_000
 ASCII_INT = re.compile(r"-?[0-9]+")
@@ -274,8 +275,6 @@ def json_problems(err: Exception, text: str) -> list[tuple[int | None, str | Non
 
 def relation_type_problem(value: Any) -> str | None:
     """One of the nine concept-graph relation types (retrieval.types.RELATION_TYPES)."""
-    from retrieval.types import RELATION_TYPES
-
     if value not in RELATION_TYPES:
         return f"must be one of {', '.join(RELATION_TYPES)}, got {_show(value)}"
     return None

@@ -31,6 +31,7 @@ import yaml
 
 from experiments.names import name_problem
 from experiments.suites import fields
+from experiments.suites.errata import apply_errata
 from experiments.suites.files import MAX_FILE_BYTES, FileTooLarge, read_suite_file, size_text
 from experiments.suites.suite import (
     MAX_PROBLEMS,
@@ -427,8 +428,6 @@ def load_suite(path: str | Path, *, name: str | None = None, errata: str | None 
         },
     )
     if errata:
-        from experiments.suites.errata import apply_errata
-
         suite = apply_errata(suite, errata)
         check_suite(suite, files={"suite": "suite.yaml"})
     return suite

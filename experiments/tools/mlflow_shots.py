@@ -27,6 +27,9 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+import numpy as np
+from PIL import Image
+
 from experiments import PROJECT_ROOT
 
 WEIGHTS = "0,0.2,0.35"
@@ -86,7 +89,7 @@ def make_runs(work: Path, uri: str, env: dict[str, str]) -> None:
 
 def pages(uri: str) -> dict[str, str]:
     """Name -> the UI's route (after `#`) for each screenshot."""
-    import mlflow
+    import mlflow  # ~4.5 s to import: only finding the runs to show needs it
 
     client = mlflow.MlflowClient(tracking_uri=uri)
     experiment = client.get_experiment_by_name("memeval")
@@ -147,8 +150,6 @@ def shoot(chromium: str, url: str, out: Path, size: str, budget_ms: int) -> None
 def assistant_panel_left(image) -> int | None:
     """Where the UI's assistant panel begins (it takes the right of every page), or None: the first
     column from the right, past the page's margin, that is page background from 15% to 85% of the height."""
-    import numpy as np
-
     pixels = np.asarray(image.convert("RGB")).astype(int)
     height, width, _ = pixels.shape
     background = pixels[height // 2, 2]  # the sidebar's margin
@@ -159,8 +160,6 @@ def assistant_panel_left(image) -> int | None:
 
 def shrink(raw: Path, out: Path, width: int) -> None:
     """`raw` without the assistant panel, at `width` pixels wide, as a palette PNG."""
-    from PIL import Image
-
     with Image.open(raw) as image:
         page = image.convert("RGB")
         page = page.crop((0, 0, assistant_panel_left(page) or page.width, page.height))

@@ -78,13 +78,13 @@ def _retarget(markdown: str, source_dir: Path, doc_dir: Path) -> str:
 def headline(source: Path, doc_dir: Path) -> str:
     """Links to one report and its headline table, as a results page shows it."""
     link = os.path.relpath(source, doc_dir)
-    html = os.path.relpath(source.parent / "index.html", doc_dir)
     if not source.is_file():
         return f"*(missing: {link})*\n"
     text = source.read_text()
     section = text.split(HEADLINE_SECTION, 1)[1] if HEADLINE_SECTION in text else text
     table = _TABLE.search(section)
-    lines = [f"[report]({link}) · [html]({html})"]
+    # index.html is not linked: it is not committed (generated on demand; docs/gate_and_reports.md)
+    lines = [f"[report]({link})"]
     if table:
         lines += ["", table[0].rstrip("\n")]
     return "\n".join(lines) + "\n"

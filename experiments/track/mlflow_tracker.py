@@ -30,11 +30,11 @@ from typing import Any
 import numpy as np
 
 # mlflow (~1 s to import) is imported inside the functions that talk to a store: `memeval-run --help`,
-# a config error and a run with tracking=none never pay for it (tests/test_entry_points.py).
+# a config error and a run with tracking=none never pay for it (tests/project/test_entry_points.py).
 from experiments.evaluate.metrics import metric_name_for_mlflow
 
 MAX_PARAM_CHARS = 500  # long values are truncated in params; the full config is an artifact
-# MLflow's own limits (mlflow.utils.validation; tests/test_names.py checks they still agree), checked
+# MLflow's own limits (mlflow.utils.validation; tests/project/test_names.py checks they still agree), checked
 # before a run (experiments.run.config_check, experiments.names) rather than met after it.
 MAX_EXPERIMENT_NAME_CHARS = 500
 MAX_KEY_CHARS = 250  # a param, tag or metric key
@@ -774,7 +774,7 @@ _KEY_EXAMPLES: dict[str, Any] = {
 
 
 def key_table() -> str:
-    """The key rule as a Markdown table (docs/sweeps.md shows it; tests/test_mlflow_keys.py keeps it so)."""
+    """The key rule as a Markdown table (docs/sweeps.md shows it; tests/track/test_mlflow_keys.py keeps it)."""
     rows = ["| key (config, label) | MLflow key | why |", "|---|---|---|"]
     keys = [k for k, _ in _flat_items(_KEY_EXAMPLES)]
     for key, safe in zip(keys, mlflow_params(_KEY_EXAMPLES), strict=True):

@@ -20,7 +20,7 @@ from experiments.track.mlflow_tracker import (
 )
 from experiments.track.run_params import run_params
 
-if TYPE_CHECKING:  # pandas and scipy: imported when a run evaluates (tests/test_entry_points.py)
+if TYPE_CHECKING:  # pandas and scipy: imported when a run evaluates (tests/project/test_entry_points.py)
     from experiments.evaluate.table import Evaluation
 
 

@@ -65,7 +65,7 @@ def training_table(
 def fit(
     x: np.ndarray, y: np.ndarray, sources: Sequence[str], c: float, provenance: dict
 ) -> LinearFusionModel:
-    from sklearn.linear_model import LogisticRegression
+    from sklearn.linear_model import LogisticRegression  # seconds to import (scipy): only fitting needs it
 
     if len(set(y.tolist())) < 2:
         raise ValueError("the training candidates need both relevant and non-relevant memories")

@@ -49,12 +49,13 @@ from experiments.config_setup import setup
 from experiments.evaluate.metrics import per_query
 from experiments.exit_codes import console_script
 from experiments.run.build import pipeline_from_config
-from experiments.run.compose import answer_help
+from experiments.run.compose import CONF_DIR, answer_help
 from experiments.run.config_check import ConfigError
 from experiments.suites.suite import Suite, SuiteError
 from experiments.track.mlflow_tracker import MlflowTracker, TrackingError, git_commit, mlflow_params
 from retrieval.encoder import EXPORT_DIR, resolve_model_path
 from retrieval.pipeline import PipelineConfigError
+from retrieval.reranker import load_cross_encoder
 from retrieval.reuse import CandidateCache
 from retrieval.types import Query
 
@@ -170,7 +171,7 @@ def training_pairs(
 
 def validation_ndcg(model, suite: Suite, queries, lists, metric: str, cfg: DictConfig) -> float:
     """`metric` of the validation queries' first-stage top N reordered by the model's scores."""
-    import torch
+    import torch  # ~5 s to import: only training and validating need it, not --help
 
     run = {}
     ids = [m.id for m in suite.memories]
@@ -199,7 +200,7 @@ def first_stage_ndcg(suite: Suite, queries, lists, metric: str) -> float:
 
 
 def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
-    import torch
+    import torch  # ~5 s with sentence_transformers and transformers: not for --help
     from sentence_transformers import CrossEncoder
     from transformers import get_linear_schedule_with_warmup
 
@@ -321,7 +322,6 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     }
     if cfg.get("export_backend") and cfg.export_backend != "torch":
         # Export once now (same folder the stage looks in), so the first rerank does not pay for it.
-        from retrieval.reranker import load_cross_encoder
 
         with Budget.timer() as export_s:
             export_dir = cfg.export_dir or EXPORT_DIR
@@ -362,8 +362,6 @@ def setting_problems(cfg: DictConfig) -> list[str]:
     """Settings whose value is not of the kind of their shipped default: a number, a bool, a string, a
     mapping, a list (`epochs=abc`, `progress=1`, `train_suite=x`), found before the training suite is read;
     null is accepted (several settings mean "none" by it)."""
-    from experiments.run.compose import CONF_DIR
-
     shipped = yaml.safe_load((CONF_DIR / "train_reranker.yaml").read_text())
     values = OmegaConf.to_container(cfg, resolve=True)
     problems = []

@@ -7,7 +7,7 @@ the launch takes the configs it validated. Jobs of a sweep that differ only in v
 (`stage.x.weight=0,0.1,...`) share one composition of what shapes the config (group choices, `hydra.*`,
 deletions: experiments.run.compose.Composer, which composes a study's rows too), then get their values set
 exactly as Hydra sets them, and the few Hydra fields that name the job's overrides
-(`hydra.overrides.task`, `hydra.job.override_dirname`) as Hydra writes them. tests/test_sweeps.py compares
+(`hydra.overrides.task`, `hydra.job.override_dirname`) as Hydra writes them. tests/run/test_sweeps.py compares
 every job's config, Hydra node included, with Hydra's own composition.
 
 Each job then runs through `run_job` below: Hydra's own, with its config copies and YAML files made
@@ -16,7 +16,8 @@ cheaper (what it changes is listed there).
 Selected in conf/config.yaml (`override hydra/launcher: memeval`, conf/hydra/launcher/memeval.yaml); any
 sweeper works with it (basic, Optuna), and `hydra/launcher=joblib` or `=slurm` work as before (they compose
 in their workers). Hydra imports this module in every Hydra app of the environment (its plugin discovery):
-at import it defines classes and imports only Hydra and OmegaConf, never memeval (tests/test_architecture.py).
+at import it defines classes and imports only Hydra and OmegaConf, never memeval
+(tests/project/test_architecture.py).
 """
 
 import gc
@@ -161,7 +162,7 @@ def run_job(
     - `.hydra/config.yaml`, `hydra.yaml`, `overrides.yaml` are written by libyaml's emitter with OmegaConf's
       representers (experiments.run.compose.yaml_text): the same YAML, read back, as Hydra's files.
     Hydra's `chdir` (a deprecated default) is left to Hydra: a job that asks for it runs through Hydra's own.
-    tests/test_sweeps.py compares every file and return with the basic launcher's.
+    tests/run/test_sweeps.py compares every file and return with the basic launcher's.
     """
     from hydra import version
     from hydra.core.utils import run_job as hydras_run_job
@@ -238,7 +239,7 @@ def _hydra_view(config: DictConfig) -> DictConfig:
 def _copy_without_hydra(config: DictConfig) -> DictConfig:
     """`copy.deepcopy(config)` with its `hydra` key deleted, as Hydra makes the task's config, without
     copying the Hydra node (two thirds of the config) only to delete it (and copied by `config_copy`, the
-    same tree faster). tests/test_sweeps.py compares the two."""
+    same tree faster). tests/run/test_sweeps.py compares the two."""
     from experiments.run.compose import config_copy
 
     content = config.__dict__["_content"]

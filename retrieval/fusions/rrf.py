@@ -1,12 +1,12 @@
 """The `rrf` fusion stage: reciprocal rank fusion of the channels, score = sum over channels of
-w / (k + rank) (retrieval.fusion.rrf_fuse); rank-based, so channels on different score scales need no
-calibration."""
+w / (k + rank) (retrieval.fusion_arithmetic.rrf_fuse); rank-based, so channels on different score
+scales need no calibration."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from retrieval.fusion import Channels, _candidates, rrf_fuse
+from retrieval.fusion_arithmetic import Channels, _candidates, rrf_fuse
 from retrieval.stage import Fusion, Range
 from retrieval.types import Candidates, Corpus
 

@@ -1,11 +1,11 @@
 """The `weighted` fusion stage: a weighted sum of per-query min-max normalised channel scores
-(retrieval.fusion.weighted_fuse); a memory a channel did not return contributes 0 from it."""
+(retrieval.fusion_arithmetic.weighted_fuse); a memory a channel did not return contributes 0 from it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from retrieval.fusion import Channels, _candidates, weighted_fuse
+from retrieval.fusion_arithmetic import Channels, _candidates, weighted_fuse
 from retrieval.stage import Fusion, Range
 from retrieval.types import Candidates, Corpus
 

@@ -5,7 +5,7 @@ A memory's score is the sum over reached concepts of the concept's score (BM25, 
 seed is 1, times the relation weights along its path) over 1 + ln(its number of memories): a concept
 linking many memories says little about any one of them, and one linking more than `max_memories`
 is skipped. Concepts come from the suite
-(`concepts.jsonl`, `relations.jsonl`) and from the graph_build ingest stage (retrieval/graph.py).
+(`concepts.jsonl`, `relations.jsonl`) and from the graph_build ingest stage (retrieval/concept_graph.py).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from retrieval.graph import ScopeGraph, expand, scope_graphs
+from retrieval.concept_graph import ScopeGraph, expand, scope_graphs
 from retrieval.stage import Range, Retriever, top_n
 from retrieval.tokenize import tokenize
 from retrieval.types import RELATION_TYPES, Corpus, Query

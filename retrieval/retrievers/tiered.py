@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from retrieval.fusion import rrf_fuse
+from retrieval.fusion_arithmetic import rrf_fuse
 from retrieval.retrievers.bm25 import BM25Retriever
 from retrieval.retrievers.dense import DenseRetriever
 from retrieval.stage import Range, Retriever, top_n

@@ -20,7 +20,7 @@ from typing import Literal
 
 import numpy as np
 
-from retrieval.fusion import minmax
+from retrieval.fusion_arithmetic import minmax
 from retrieval.reranker import CrossEncoderScorer
 from retrieval.stage import MAX_CUTOFF, Range, RankStage
 from retrieval.types import Candidates, Query

@@ -6,7 +6,7 @@ at 0; unknown age -> no decay. The importance weight multiplies outside the rece
 important memory can outrank a fresher one. Memories with no importance level use
 `default_importance` (null: weight 1, never access-decayed). Access counts (`access`): `none`,
 `metadata` (suite access_count / access_history) or `replay` (the injected AccessLedger; see
-retrieval/decay.py for why the state lives there). Columns kept: age_days, recency,
+retrieval/aging.py for why the state lives there). Columns kept: age_days, recency,
 access_count, importance_weight, decay.
 """
 
@@ -17,7 +17,7 @@ from typing import Literal
 
 import numpy as np
 
-from retrieval.decay import (
+from retrieval.aging import (
     DEFAULT_WEIGHTS,
     AccessLedger,
     created_days,
@@ -59,7 +59,7 @@ class TimeDecay(RankStage):
             return metadata_access(candidates.corpus, candidates.index, query)
         if self.access == "replay":
             if self.ledger is None:
-                raise ValueError("decay.access=replay needs a ledger (retrieval.decay.AccessLedger)")
+                raise ValueError("decay.access=replay needs a ledger (retrieval.aging.AccessLedger)")
             return self.ledger.counts(candidates.corpus, candidates.index)
         raise ValueError(f"decay.access must be none, metadata or replay, not {self.access!r}")
 

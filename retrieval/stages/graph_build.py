@@ -6,7 +6,7 @@ scope's memories, so neither one-off words nor everyday words become concepts). 
 key terms of the same memory in at least `min_cooccurrence` memories are `related_to`; a concept is
 `part_of` the session (`session_field` in the memory's metadata, e.g. BEAM's batch) it appears in.
 The result is written as annotations (`graph_concepts`: the memory's concept names;
-`graph_relations`: the relations first evidenced by this memory); retrieval/graph.py assembles them.
+`graph_relations`: the relations first evidenced by this memory); retrieval/concept_graph.py assembles them.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Scores are first min-max scaled within the query (`score_norm`), so the decay means the same on
 any scale (RRF scores of the top 10 differ by a few percent; BM25 scores by a factor of ten).
 For each of the `top_k` best candidates, the concepts it is linked to are expanded `depth` hops
-through typed relations (retrieval/graph.py); every other memory those concepts link gets
+through typed relations (retrieval/concept_graph.py); every other memory those concepts link gets
 `decay` x path weight x the candidate's scaled score, kept as the `graph` column (the best over parents).
 A concept linking more than `max_memories` memories (a session, a common word) is not followed.
 A memory already in the list keeps the larger of its score and that; one not yet there is added
@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from retrieval.fusion import minmax
-from retrieval.graph import expand, scope_graphs
+from retrieval.concept_graph import expand, scope_graphs
+from retrieval.fusion_arithmetic import minmax
 from retrieval.retrievers.graph import DEFAULT_WEIGHTS, relation_weight_problems
 from retrieval.stage import Range, RankStage
 from retrieval.types import Candidates, Query

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from retrieval.decay import DECAYING_LEVELS, DEFAULT_WEIGHTS, importance_weight, metadata_access
+from retrieval.aging import DECAYING_LEVELS, DEFAULT_WEIGHTS, importance_weight, metadata_access
 from retrieval.stage import Range, RankStage
 from retrieval.types import Candidates, Query
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from retrieval.encoder import SentenceEncoder
-from retrieval.fusion import minmax
+from retrieval.fusion_arithmetic import minmax
 from retrieval.stage import Range, RankStage
 from retrieval.types import Candidates, Query
 

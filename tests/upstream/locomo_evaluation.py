@@ -1,4 +1,4 @@
-"""LoCoMo's retrieval-recall scoring, verbatim where marked, for tests/test_official_scorers.py only.
+"""LoCoMo's retrieval-recall scoring, verbatim where marked, for tests/evaluate/test_official_scorers.py only.
 
 Provenance: github.com/snap-research/LoCoMo at commit 3eb6f2c585f5e1699204e3c3bdf7adc5c28cb376,
 - `eval_question_answering`: task_eval/evaluation.py:189-241, the answer-F1 lines (201-225) left out (they

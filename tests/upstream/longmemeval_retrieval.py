@@ -1,4 +1,4 @@
-"""LongMemEval's retrieval scoring, verbatim, for tests/test_official_scorers.py only.
+"""LongMemEval's retrieval scoring, verbatim, for tests/evaluate/test_official_scorers.py only.
 
 Provenance: github.com/xiaowu0162/LongMemEval at commit 9e0b455f4ef0e2ab8f2e582289761153549043fc,
 - `dcg`, `ndcg`, `evaluate_retrieval`, `evaluate_retrieval_turn2session`: src/retrieval/eval_utils.py (whole);

@@ -263,7 +263,7 @@ class _Rows:
 
     def table(self, qrels: Qrels, grades: np.ndarray) -> pd.DataFrame:
         """The metrics of `grades` (queries x ranks, zero-padded: the qrels grade of each ranked document)."""
-        import pandas as pd
+        import pandas as pd  # ~0.6 s: only a table needs it (memeval-run --help parses metric names)
 
         # A negative grade (a must-not memory) gains nothing, as in trec_eval; clip once for the whole run.
         # Only harm@k reads the raw grades.

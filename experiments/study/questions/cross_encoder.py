@@ -14,14 +14,13 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.report.render import Block, Heading, Paragraph, code
+from experiments.compare.render import Block, Heading, Paragraph, code
+from experiments.study.live import rerun, row_run_config
 from experiments.study.sections import SectionContext, register_section
 
 
 @register_section("rerank_model")
 def rerank_model(ctx: SectionContext) -> list[Block]:
-    from experiments.study.live import row_run_config
-
     if ctx.study is None:
         return []
     row = str(ctx.options.get("row", ctx.study.plan.rows[-1].name))
@@ -52,8 +51,6 @@ def rerank_model(ctx: SectionContext) -> list[Block]:
 
 @register_section("rerank_latency")
 def rerank_latency(ctx: SectionContext) -> list[Block]:
-    from experiments.study.live import rerun
-
     if ctx.study is None:
         return []
     row, stage = str(ctx.options.get("row", "weighted")), str(ctx.options.get("stage", "cross_encoder"))

@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from experiments.compare.render import Block, Heading, Paragraph, Table, md
 from experiments.evaluate.statistics import bootstrap_ci, holm, paired_randomization_test, win_tie_loss
-from experiments.report.render import Block, Heading, Paragraph, Table, md
 from experiments.study.sections import SectionContext, register_section
 
 

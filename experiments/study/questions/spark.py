@@ -21,10 +21,14 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from experiments.compare.render import Block, Heading, Paragraph, Table, code
 from experiments.evaluate.statistics import bootstrap_ci, compare, holm
-from experiments.report.render import Block, Heading, Paragraph, Table, code
+from experiments.study.live import query_encoding_ms, rerun, row_run_config
 from experiments.study.sections import SectionContext, register_section
 from experiments.track.finished_runs import RunRecord
+from retrieval.stages.action_domain import ActionDomainClassifier
+from retrieval.stages.advisory_tiers import AdvisoryTiers
+from retrieval.stages.intent_route import IntentRouter
 
 REPORTED = ("P@5", "noise@5", "nDCG@5", "R@5")
 
@@ -90,8 +94,6 @@ def _target(value: float, rule: str) -> str:
 
 @register_section("spark_phases")
 def spark_phases(ctx: SectionContext) -> list[Block]:
-    from experiments.study.live import query_encoding_ms, rerun, row_run_config
-
     if ctx.study is None:
         return [Heading("spark25 phases"), Paragraph("Needs a study (rows to re-run).")]
     runs = ctx.comparison.run_by_label
@@ -244,8 +246,6 @@ def _ablation(runs: Mapping[str, RunRecord], phase: str, seed: int, alpha: float
 
 
 def _tier_check(suite, output, phase: str) -> str:
-    from retrieval.stages.advisory_tiers import AdvisoryTiers
-
     tiers = {m.id: m.annotations["search_tier"] for m in AdvisoryTiers()(suite.memories)}
     relevant = {mid for judged in suite.qrels.values() for mid, grade in judged.items() if grade > 0}
     escalated = sum("archive" in set(r.columns.get("tier", ())) for r in output.ranked)
@@ -261,9 +261,6 @@ def _tier_check(suite, output, phase: str) -> str:
 
 
 def _rules_check(suite) -> list[Block]:
-    from retrieval.stages.action_domain import ActionDomainClassifier
-    from retrieval.stages.intent_route import IntentRouter
-
     classifier = ActionDomainClassifier()
     labelled = [m for m in suite.memories if m.metadata.get("action_domain")]
     pairs = pd.DataFrame(

@@ -13,9 +13,18 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from experiments.compare.render import Block, Heading, Paragraph, Table, code
 from experiments.evaluate.statistics import compare, holm
-from experiments.report.render import Block, Heading, Paragraph, Table, code
+from experiments.study.live import (
+    interleaved_passes,
+    latency_summary,
+    latency_table,
+    query_encoding_ms,
+    row_run_config,
+)
 from experiments.study.sections import SectionContext, register_section
+from experiments.suites.load import load_suite_from_config
+from retrieval.aging import epoch_days
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:
@@ -120,10 +129,6 @@ def _label_table(ctx: SectionContext, order: list[str], label: str, metric: str)
 
 def evidence_age(ctx: SectionContext) -> str:
     """Median age in days (query now - created_at) of relevant memories and of all in-scope memories."""
-    from experiments.study.live import row_run_config
-    from experiments.suites.load import load_suite_from_config
-    from retrieval.decay import epoch_days
-
     suite = load_suite_from_config(row_run_config(ctx.study, ctx.comparison.baseline))
     created = {m.id: epoch_days(m.created_at) for m in suite.memories}
     by_scope: dict[str, list[float]] = {}
@@ -146,15 +151,6 @@ def evidence_age(ctx: SectionContext) -> str:
 @register_section("tier_cost")
 def tier_cost(ctx: SectionContext) -> list[Block]:
     """Per-query retrieval time, high-order tiers on vs off, re-timed live over interleaved repeats."""
-    from experiments.study.live import (
-        interleaved_passes,
-        latency_summary,
-        latency_table,
-        query_encoding_ms,
-        row_run_config,
-    )
-    from experiments.suites.load import load_suite_from_config
-
     if ctx.study is None:
         return [Heading("Cost of searching high-order tiers"), Paragraph("Needs a study (rows to re-run).")]
     repeats = int(ctx.options.get("repeats", 7))

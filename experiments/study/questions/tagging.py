@@ -29,11 +29,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from experiments.report.render import Block, Heading, Paragraph, Table
+from experiments.compare.render import Block, Heading, Paragraph, Table
 from experiments.shipped_data import shipped_dataset
 from experiments.study.sections import SectionContext, register_section
+from experiments.suites.beam import load_beam
 from experiments.suites.suite import Suite
-from retrieval.stages.instruction_tagging import INSTRUCTION
+from retrieval.stages.instruction_tagging import INSTRUCTION, WIDE_MARKERS, InstructionTagging
 from retrieval.types import Corpus, Memory
 
 JUDGEMENTS = shipped_dataset("exp05_tagging_judgements") / "beam_100K.tsv"
@@ -139,9 +140,6 @@ def draw_sample(memories: list[Memory], per_role: Mapping[str, int], seed: int) 
 
 
 def main() -> None:
-    from experiments.suites.beam import load_beam
-    from retrieval.stages.instruction_tagging import WIDE_MARKERS, InstructionTagging
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sample = sub.add_parser("sample", help="draw the judgement sample (verdicts left empty)")

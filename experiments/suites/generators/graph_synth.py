@@ -38,6 +38,7 @@ from types import MappingProxyType
 import numpy as np
 import yaml
 
+from experiments.suites.jsonl import save_suite
 from experiments.suites.suite import Suite, check_suite
 from retrieval.types import Concept, Feedback, Knowledge, Memory, Query, Relation
 
@@ -221,8 +222,6 @@ def graph_synth(
 
 
 def main(argv: list[str] | None = None) -> None:
-    from experiments.suites.jsonl import save_suite
-
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("out")
     parser.add_argument("--conversations", type=int, default=6)

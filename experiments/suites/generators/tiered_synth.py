@@ -27,6 +27,7 @@ from types import MappingProxyType
 
 import numpy as np
 
+from experiments.suites.jsonl import save_suite
 from experiments.suites.suite import Suite, check_suite
 from retrieval.types import Memory, Query
 
@@ -234,8 +235,6 @@ def tiered_synth(
 
 
 def main(argv: list[str] | None = None) -> None:
-    from experiments.suites.jsonl import save_suite
-
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("out")
     parser.add_argument("--observations", type=int, default=1000, help="observations per scope")

@@ -1,0 +1,218 @@
+"""Every command the README shows works as written (issue 25: "every README command copy-pastes").
+
+- The "Three common tasks" block runs, as a user would type it: the installed console scripts, from a
+  directory outside the repository, in order (the report reads the sweep the command before it made).
+  BEAM is read from the shared copy instead of ../shared/beam.
+- Every other command in the text names what exists: a console script in `.venv/bin/` (with its path,
+  as the README says to type it), a Makefile target, a module; the memeval ones run (a placeholder such
+  as `<its TREC run file>` gets a real file) or, when they would take minutes, compose their config.
+- The README's list of console scripts is pyproject.toml's.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from tests.support import BEAM_DIR, CACHE_DIR, REPO, doc_commands
+
+SCRIPTS = set(tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"])
+# What a placeholder in a README command stands for when the test runs it.
+PLACEHOLDERS = {
+    "<its TREC run file>": str(REPO / "datasets" / "spark25" / "runs" / "bm25.trec"),
+    "<its URL>": "http://127.0.0.1:9",  # a live service's address: such a command is only composed (below)
+}
+# README commands that take minutes or start a server: checked by composing their config instead.
+COMPOSE_ONLY = ("memeval-study",)
+
+
+def inline_commands(page: Path = REPO / "README.md") -> list[str]:
+    """A page's inline `code` spans outside code blocks that are commands (they contain a space)."""
+    text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+    spans = re.findall(r"`([^`]+)`", text.replace("\n", " "))
+    return [s for s in spans if " " in s and re.match(r"(\.venv/bin/|make |python |memeval-|\.ci/)", s)]
+
+
+def readme_commands() -> list[str]:
+    text = (REPO / "README.md").read_text()
+    block = text.split("## Three common tasks", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    joined = block.replace("\\\n", " ")  # continuation lines
+    return [line.strip() for line in joined.splitlines() if line.strip().startswith(".venv/bin/")]
+
+
+def test_the_readme_lists_every_console_script():
+    text = " ".join((REPO / "README.md").read_text().split())
+    listed = re.search(r"work from any directory \(([^;)]*)", text)
+    assert listed, "the README's sentence listing the console scripts is gone"
+    assert set(re.findall(r"`(memeval-[\w-]+)`", listed[1])) == SCRIPTS
+
+
+def test_every_inline_command_names_what_exists():
+    commands = inline_commands()
+    assert any(c.startswith(".venv/bin/memeval-study") for c in commands)
+    assert_names_what_exists(commands)
+
+
+def assert_names_what_exists(commands: list[str]) -> None:
+    """Each command is typed as the README types it and names something that exists."""
+    targets = set(re.findall(r"^([\w-]+):", (REPO / "Makefile").read_text(), flags=re.M))
+    for command in commands:
+        first, *rest = without_assignments(shlex.split(command))
+        # A memeval command is typed with its path, as every README command is (no bare `memeval-study`).
+        assert not first.startswith("memeval-"), f"{command!r}: write .venv/bin/{first}"
+        if first.startswith(".venv/bin/"):
+            name = first.removeprefix(".venv/bin/")
+            # memeval's own, or a dependency's script (mlflow, chroma) that `make setup` installs there
+            assert name in SCRIPTS or (Path(sys.executable).parent / name).is_file(), command
+        elif first == "make":
+            assert rest[0].split("=")[0] in targets or "=" in rest[0], f"{command!r}: no Makefile target"
+        elif first == "python":
+            assert rest[0] == "-m" and importlib.util.find_spec(rest[1]), command
+        elif first.startswith(".ci/"):
+            assert (REPO / first).is_file(), command
+        else:
+            raise AssertionError(f"{command!r}: not a command this project ships")
+
+
+def without_assignments(args: list[str]) -> list[str]:
+    """A command's words after its leading `NAME=value` environment assignments (PYTHONPATH=...)."""
+    while args and re.match(r"[A-Z_]+=", args[0]):
+        args = args[1:]
+    return args
+
+
+@pytest.mark.slow
+def test_the_inline_memeval_commands_run_from_another_directory(tmp_path):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    for command in inline_commands():
+        if not command.startswith(".venv/bin/memeval-"):
+            continue
+        for placeholder, value in PLACEHOLDERS.items():
+            command = command.replace(placeholder, value)
+        assert "<" not in command, f"{command!r}: a placeholder this test does not know"
+        args = shlex.split(command)
+        args[0] = str(Path(sys.executable).parent / args[0].rsplit("/", 1)[1])
+        if args[0].endswith(COMPOSE_ONLY) or "variant=system" in args or "suite=beam" in args:
+            args.append("--cfg=job")  # minutes of BEAM work, or a live service: only that it composes
+        if args[0].endswith("memeval-serve"):
+            args.append(
+                "--help"
+            )  # it would serve until stopped (tests/live/test_live_serve.py runs it for real)
+        done = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, f"{command}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+    assert not (tmp_path / "reports").exists()  # nothing of the README's writes over committed reports
+
+
+def test_memeval_report_help_states_its_default_baseline(capsys):
+    from experiments.compare.cli import parse_args
+
+    with pytest.raises(SystemExit):
+        parse_args(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "see README" not in text and "the `baseline` or `hybrid` variant" in text
+
+
+@pytest.mark.slow
+def test_the_readme_shows_the_three_tasks():
+    scripts = {shlex.split(c)[0].rsplit("/", 1)[1] for c in readme_commands()}
+    assert scripts == {"memeval-run", "memeval-gate", "memeval-report"}
+
+
+@pytest.mark.slow
+def test_every_readme_command_runs_from_another_directory(tmp_path):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    env.pop("GITHUB_STEP_SUMMARY", None)
+    sweep_dir = None
+    for command in readme_commands():
+        args = shlex.split(re.sub(r"#.*$", "", command))
+        args[0] = str(Path(sys.executable).parent / args[0].rsplit("/", 1)[1])
+        args = [a.replace("../shared/beam", str(BEAM_DIR)) for a in args]
+        if args[-1].startswith("multirun/<time>"):
+            assert sweep_dir is not None, "the report command needs the sweep the README ran before it"
+            args[-1] = str(sweep_dir)
+        if "memeval-run" in args[0]:  # the shared embedding cache, as the test suite's other runs use
+            args.append(f"encoder.cache_dir={CACHE_DIR / 'embeddings'}")
+        done = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, f"{command}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+        if "-m" in args:
+            sweeps = sorted((tmp_path / "multirun").iterdir())
+            sweep_dir = sweeps[-1]
+    assert (tmp_path / "reports" / "my_sweep" / "report.md").is_file()
+
+
+# --- docs/live_systems.md: every command typed with its path, each composed or run ----------------------
+
+LIVE_PAGE = REPO / "docs" / "live_systems.md"
+# Where a live-system command's placeholder points when it is composed: a service address, the page's own
+# Python package (its section runs for real in tests/live/test_live_python_adapter.py), a sweep folder.
+LIVE_PLACEHOLDERS = {
+    "<its URL>": "http://127.0.0.1:9",
+    "~/my-store": str(REPO),
+    "multirun/<time>": "multirun",
+}
+# Options and overrides that name where a command writes; each such place must be ignored by git.
+WRITES = re.compile(r"^(?:system\.cassette|hydra\.run\.dir|--baseline-dir|--out-root|--state-dir|--path)[= ]")
+
+
+def live_commands() -> list[str]:
+    return doc_commands(LIVE_PAGE.read_text()) + inline_commands(LIVE_PAGE)
+
+
+def test_every_live_systems_command_names_what_exists():
+    commands = live_commands()
+    assert len(commands) >= 20
+    assert_names_what_exists(commands)
+
+
+@pytest.mark.slow
+def test_every_live_systems_command_composes_or_answers_its_help(tmp_path):
+    """memeval-run and memeval-study commands compose their config (`--cfg=job`: their services are not up
+    here; tests/live/test_live_*.py run each section for real); every other memeval script answers --help."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    for command in live_commands():
+        for placeholder, value in LIVE_PLACEHOLDERS.items():
+            command = command.replace(placeholder, value)
+        args = without_assignments(shlex.split(re.sub(r"\s*&$", "", command)))
+        name = args[0].rsplit("/", 1)[-1]
+        if name not in SCRIPTS:
+            continue  # python -m, chroma, uvicorn: named above; started for real by their tests
+        args[0] = str(Path(sys.executable).parent / name)
+        if name in ("memeval-run", "memeval-study"):  # a sweep composes as its first point
+            args = [first_point(a) for a in args if a != "-m"] + ["--cfg=job"]
+        else:
+            args = [args[0], "--help"]
+        done = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, f"{command}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+
+
+def first_point(override: str) -> str:
+    """A sweep override (`key=a,b,c`) as its first value (`key=a`); anything else as it is."""
+    key, sep, value = override.partition("=")
+    return f"{key}={value.split(',')[0]}" if sep and "," in value and not value.startswith("[") else override
+
+
+def test_what_the_documented_commands_write_is_ignored_by_git():
+    """Working files of the README's and live_systems.md's commands never show as untracked: each place
+    they write (cassettes, run folders, baselines, reports) is ignored by git."""
+    written = []
+    for command in readme_commands() + live_commands():
+        args = without_assignments(shlex.split(re.sub(r"\s*&$", "", re.sub(r"#.*$", "", command))))
+        for i, arg in enumerate(args):
+            if WRITES.match(arg):
+                written.append(arg.split("=", 1)[1] if "=" in arg else args[i + 1])
+        if args[0].endswith("memeval-report") and "--out-root" not in args:
+            written.append(f"reports/{args[args.index('--name') + 1]}/report.md")
+        if args[0].endswith("memeval-gate") and "--refresh" in args and "--baseline-dir" not in args:
+            written.append(f"reports/baselines/{args[1]}-{args[2]}.json")
+    assert "outputs/cassettes/candidate.jsonl" in written  # the CI replay's cassette is one the page records
+    for path in written:
+        ignored = subprocess.run(["git", "check-ignore", "-q", "--no-index", path], cwd=REPO)
+        assert ignored.returncode == 0, f"{path}: written by a documented command, not ignored by git"
