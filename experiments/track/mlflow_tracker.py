@@ -774,7 +774,7 @@ _KEY_EXAMPLES: dict[str, Any] = {
 
 
 def key_table() -> str:
-    """The key rule as a Markdown table (docs/sweeps.md shows it; tests/track/test_mlflow_keys.py keeps it)."""
+    """The key rule as a Markdown table (docs/sweeps.md; tests/track/test_mlflow_keys.py keeps it)."""
     rows = ["| key (config, label) | MLflow key | why |", "|---|---|---|"]
     keys = [k for k, _ in _flat_items(_KEY_EXAMPLES)]
     for key, safe in zip(keys, mlflow_params(_KEY_EXAMPLES), strict=True):
