@@ -72,7 +72,7 @@ def test_the_runner_imports_nothing_study_specific():
 
 # The system under test (retrieval/) is layered: its core modules (retrieval/*.py: types, the stage
 # protocol, the flow, shared arithmetic) sit under the stage folders, which sit under the harness.
-STAGE_FOLDERS = ("retrieval.retrievers", "retrieval.fusions", "retrieval.stages", "retrieval.systems")
+STAGE_FOLDERS = ("retrieval.retrievers", "retrieval.fusions", "retrieval.stages")
 
 
 def test_generic_report_sections_read_score_columns_not_stages():
@@ -81,7 +81,7 @@ def test_generic_report_sections_read_score_columns_not_stages():
     edges = _module_imports()
     generic = ("experiments.study.plugins", "experiments.report", "experiments.study.report")
     found = {
-        m: sorted(t for t in ts if t.startswith(STAGE_FOLDERS))
+        m: sorted(t for t in ts if t.startswith((*STAGE_FOLDERS, "experiments.systems")))
         for m, ts in edges.items()
         if m.startswith(generic)
     }
@@ -92,6 +92,33 @@ def test_the_system_under_test_imports_nothing_from_the_harness():
     edges = _module_imports()
     upward = {m: sorted(t for t in ts if t.startswith("experiments")) for m, ts in edges.items()}
     assert {m: ts for m, ts in upward.items() if m.startswith("retrieval") and ts} == {}
+
+
+def test_the_live_adapters_are_on_the_harness_side():
+    # An adapter measures another memory system: it is an instrument of the harness, not a part of the
+    # system under test. Every class that ingests into a service and waits for it (the MemorySystem
+    # protocol), and every `live` channel, is defined under experiments/systems/.
+    found = []
+    for path in [*(REPO / "retrieval").rglob("*.py"), *(REPO / "experiments").rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            methods = {f.name for f in node.body if isinstance(f, ast.FunctionDef)}
+            live = any(
+                isinstance(a, ast.Assign | ast.AnnAssign)
+                and "live"
+                in [
+                    t.id
+                    for t in (a.targets if isinstance(a, ast.Assign) else [a.target])
+                    if isinstance(t, ast.Name)
+                ]
+                and isinstance(a.value, ast.Constant)
+                and a.value.value is True
+                for a in node.body
+            )
+            if live or {"ingest", "wait_until_searchable"} <= methods:
+                found.append(f"{path.relative_to(REPO).parent}: {node.name}")
+    assert found and all(where.startswith("experiments/systems:") for where in found), found
 
 
 def test_the_system_under_test_does_not_know_hydra():

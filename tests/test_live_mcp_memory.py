@@ -13,8 +13,8 @@ import shutil
 import pytest
 from omegaconf import OmegaConf
 
-from retrieval.systems.mcp import McpSystem
-from retrieval.systems.protocol import SearchRequest
+from experiments.systems.mcp import McpSystem
+from experiments.systems.protocol import SearchRequest
 from tests.live_services import memeval_run
 from tests.support import REPO, tiny_suite
 

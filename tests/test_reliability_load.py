@@ -148,7 +148,8 @@ def test_four_joblib_workers_log_44_runs_to_a_real_server_and_every_run_and_metr
     assert len(on_disk) == N_JOBS
     assert len(children) == N_JOBS and all(r.info.status == "FINISHED" for r in children)
     assert sorted(r.data.params["stage.bm25.k1"] for r in children) == sorted(
-        param_text(float(k)) for k in K1_VALUES  # one spelling: 1.0 is logged as 1
+        param_text(float(k))
+        for k in K1_VALUES  # one spelling: 1.0 is logged as 1
     )
     assert len({r.data.tags[CONFIG_HASH_TAG] for r in children}) == N_JOBS
     # every metric arrived: each run holds the same keys, and its values are the ones on disk

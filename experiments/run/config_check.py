@@ -28,11 +28,11 @@ from omegaconf.errors import OmegaConfBaseException
 from experiments.evaluate.metrics import parse_metric
 from experiments.names import name_problem
 from experiments.run.build import pipeline_from_config
+from experiments.systems.protocol import MemorySystem
 from retrieval.field_types import value_problems
 from retrieval.pipeline import Pipeline, PipelineConfigError
 from retrieval.reuse import ProcessMemo
 from retrieval.stage import MAX_CUTOFF
-from retrieval.systems.protocol import MemorySystem
 
 RESUME_CHOICES = ("auto", True, False)
 # Keys of a suite config node that say how reports show the suite, not how to load it.
@@ -41,7 +41,7 @@ SUITE_REPORT_KEYS = ("report_label", "primary")
 SUITE_META_KEYS = frozenset(
     {"_target_", "_convert_", "_recursive_", "_partial_", "_args_", *SUITE_REPORT_KEYS}
 )
-# What a live system's class must offer (retrieval/systems/protocol.py's MemorySystem).
+# What a live system's class must offer (experiments/systems/protocol.py's MemorySystem).
 PROTOCOL_METHODS = tuple(
     name for name, value in vars(MemorySystem).items() if not name.startswith("_") and callable(value)
 )
@@ -287,7 +287,7 @@ def system_problems(cfg: DictConfig) -> list[str]:
     if lacking:
         out.append(
             f"system.adapter._target_: {target} has no {', '.join(lacking)} (the protocol of "
-            "retrieval/systems/protocol.py: reset, ingest, wait_until_searchable, search, close)"
+            "experiments/systems/protocol.py: reset, ingest, wait_until_searchable, search, close)"
         )
     parameters = inspect.signature(cls).parameters.values()
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):

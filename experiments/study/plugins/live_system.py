@@ -1,7 +1,7 @@
 """`live_system` report section: what each live memory system cost, beside its quality.
 
 Reads the `system` section of each run's metrics.json (experiments/run/app.py, from
-retrieval/retrievers/system.py): per-query wall latency at the service (network and retries included),
+experiments/systems/retriever.py): per-query wall latency at the service (network and retries included),
 ingest throughput, time until searchable, errors, timeouts, retries, 429s, returned ids not in the suite,
 scope leaks, and the words of the returned texts at the suite's k. A run with no live channel shows "-".
 """
