@@ -1,7 +1,8 @@
-"""Live memory systems under test: adapters that put a memory *service* behind one retrieval channel.
+"""Adapters to live memory systems under test: the harness's instruments, not part of the system under test.
 
-A service (an HTTP API, an MCP tool server, a Python library such as mem0) implements the small
-`MemorySystem` protocol in `protocol.py`; `experiments.systems.retriever.SystemRetriever` wraps any of
-them as a channel, so fusion, rank stages, metrics, statistics, studies, sweeps and the gate apply
-unchanged.
+A memory system memeval measures but does not contain (an HTTP API, an MCP tool server, a Python library
+such as mem0) implements the small `MemorySystem` protocol in `protocol.py`; `retriever.SystemRetriever`
+(the `system` stage) wraps any of them as a channel, so fusion, rank stages, metrics, statistics,
+studies, sweeps and the gate apply unchanged. `retrieval/` needs only the `Retriever` base class and its
+optional index hooks (retrieval/stage.py); it imports nothing from here (tests/test_architecture.py).
 """
