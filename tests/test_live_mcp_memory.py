@@ -26,7 +26,7 @@ if not (shutil.which("node") and shutil.which("npx")):
 
 
 def adapter() -> McpSystem:
-    """conf/system/mcp_memory.yaml's adapter as a run composes it (it starts the server with a fresh graph)."""
+    """conf/system/mcp_memory.yaml's adapter as a run composes it (it starts a fresh graph)."""
     cfg = compose_config(["tracking=none", "variant=system", "system=mcp_memory"])
     return instantiate(cfg.system.adapter, _convert_="all")
 
