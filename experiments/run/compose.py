@@ -107,6 +107,10 @@ def config_groups() -> dict[str, list[str]]:
 
     groups["stage"] = sorted({*groups.get("stage", []), *STAGE_CLASSES})
     groups["stage/dataclass"] = sorted(STAGE_CLASSES)
+    # And the `system` group's bases, built from the live adapters' classes (experiments/systems/nodes.py).
+    from experiments.systems.nodes import ADAPTERS
+
+    groups["system/dataclass"] = sorted(["channel", *ADAPTERS])
     return {group: sorted(options) for group, options in sorted(groups.items())}
 
 
