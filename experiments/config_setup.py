@@ -3,7 +3,8 @@
     from experiments.config_setup import setup
     setup()
 
-- the `stage` config group's nodes, built from the stage classes (experiments/run/stage_nodes.py);
+- the `stage` config group's nodes, built from the stage classes (experiments/run/stage_nodes.py), and the
+  `system` group's bases, built from the live adapters' classes (experiments/systems/nodes.py);
 - the OmegaConf resolvers the YAML files use, below.
 
 Called by each entry point that composes (the Hydra apps' mains, experiments.run.compose.compose_config
@@ -20,12 +21,14 @@ from experiments import PROJECT_ROOT
 from experiments.exit_codes import RULE
 from experiments.run.stage_nodes import register_stage_nodes
 from experiments.shipped_data import shipped_dataset
+from experiments.systems.nodes import register_system_nodes
 
 
 def setup() -> None:
     """Register the stage nodes and the resolvers (again, harmlessly, when called twice)."""
     register_resolvers()
     register_stage_nodes()
+    register_system_nodes()
 
 
 def register_resolvers() -> None:

@@ -36,9 +36,12 @@ from retrieval.code_version import KEY_RULES, source_hash
 from retrieval.reuse import CandidateCache, ProcessMemo, Reuse, ScopedPrefix, scope_digests
 from retrieval.stage import (
     BatchRankStage,
+    ChecksQueries,
     Fusion,
     IngestStage,
+    Prefetches,
     RankStage,
+    Reports,
     Retriever,
     Stage,
 )
@@ -66,7 +69,7 @@ class RunOutput:
     # latencies were all measured in this run: the `cache` section of metrics.json.
     cache: Mapping[str, Any] = field(default_factory=dict)
     # What a channel's index reports of its own cost (a live system's latency, ingest, errors...), by
-    # channel: only indexes with a `report()` (retrieval/retrievers/system.py) have one.
+    # channel: only indexes with a `report()` (experiments/systems/retriever.py) have one.
     channel_reports: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -155,7 +158,7 @@ class Pipeline:
         """The channels answered by a live system (a retriever whose `live` is true): their answers may
         change while their config does not, so such a pipeline is never answered from the candidate
         cache or the process memo, only from the service (or its cassette, through the channel)."""
-        return tuple(r.channel for r in self.retrievers if getattr(r, "live", False))
+        return tuple(r.channel for r in self.retrievers if r.live)
 
     def ingest_memories(self, memories: Sequence[Memory]) -> list[Memory]:
         out = list(memories)
@@ -329,14 +332,14 @@ class Pipeline:
             indexes[retriever.channel] = reuse.made("index", (*ingest_key, retriever.fingerprint()), build)
             build_ms[f"index_{retriever.channel}"] = (time.perf_counter() - t) * 1000
             # An index built from outside data (a TREC run file) checks the queries it will be asked.
-            if callable(getattr(indexes[retriever.channel], "check_queries", None)):
+            if isinstance(indexes[retriever.channel], ChecksQueries):
                 indexes[retriever.channel].check_queries(queries)
         # An index that answers from a service asks it for every query at once, concurrently
         # (`prefetch`), and then times each query by its own wall latency (`latency_ms`), not by the
         # lookup of the prefetched answer.
         measured = {}
         for channel, index in indexes.items():
-            if callable(getattr(index, "prefetch", None)):
+            if isinstance(index, Prefetches):
                 index.prefetch(queries)
                 measured[channel] = index.latency_ms
         out = {}
@@ -345,7 +348,7 @@ class Pipeline:
             phases.phase("search", done, len(queries), places[done])
             out[query.id] = self._search(query, corpus, indexes, measured)
         for channel, index in indexes.items():
-            if channel_reports is not None and callable(getattr(index, "report", None)):
+            if channel_reports is not None and isinstance(index, Reports):
                 channel_reports[channel] = index.report()
         return out
 

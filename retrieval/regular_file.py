@@ -1,6 +1,6 @@
 """Reading an input file safely: only regular files, at most a size cap, never blocking.
 
-A suite's files (experiments/suites/files.py) and a live system's cassette (retrieval/systems/cassette.py)
+A suite's files (experiments/suites/files.py) and a live system's cassette (experiments/systems/cassette.py)
 are read through `read_regular_file`. A FIFO named `queries.jsonl` would block `open()` until a writer
 came, and a file that links to `/dev/zero` would be read until memory ran out: so the file is opened
 without blocking, checked with fstat on the open descriptor (no race with a swapped path), refused unless

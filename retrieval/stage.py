@@ -21,7 +21,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -155,11 +155,40 @@ class ChannelIndex(Protocol):
         ...
 
 
+# The optional hooks of an index, each asked by the pipeline (retrieval/pipeline.py) of the indexes that
+# have it, by `isinstance`: an index offers a hook by defining its methods, it need not name the protocol.
+@runtime_checkable
+class ChecksQueries(Protocol):
+    """An index built from outside data (a TREC run file) checks the queries it will be asked, once."""
+
+    def check_queries(self, queries: Sequence[Query]) -> None: ...
+
+
+@runtime_checkable
+class Prefetches(Protocol):
+    """An index answered by a service (a live system's channel) asks it for every query at once,
+    concurrently, and times each query by its own wall latency at the service, not by the lookup."""
+
+    def prefetch(self, queries: Sequence[Query]) -> None: ...
+
+    def latency_ms(self, query: Query) -> float: ...
+
+
+@runtime_checkable
+class Reports(Protocol):
+    """An index that reports its own cost (a live system's latency, ingest, errors), kept in
+    `RunOutput.channel_reports`."""
+
+    def report(self) -> dict[str, Any]: ...
+
+
 @dataclass(frozen=True, kw_only=True)
 class Retriever(Stage):
-    """One retrieval channel; `channel` names its score column (bm25, dense...)."""
+    """One retrieval channel; `channel` names its score column (bm25, dense...). A `live` channel is answered
+    by a service whose answers may change while its config does not: never from a cache or memo."""
 
     ranges = {"top_n": Range(ge=1, le=MAX_CUTOFF)}
+    live: ClassVar[bool] = False
     channel: str
     top_n: int = 100
 

@@ -87,7 +87,7 @@ RELATION_TYPES = (
 
 
 # The canonical record of a memory: what suites are saved as, hashed by and validated on, and what a live
-# memory system is sent at ingest (retrieval/systems).
+# memory system is sent at ingest (experiments/systems).
 def memory_record(m: Memory) -> dict[str, Any]:
     record: dict[str, Any] = {"id": m.id, "text": m.text, "scope": dict(m.scope)}
     optional = {

@@ -47,6 +47,8 @@ from experiments.run_folder import CASSETTE_TAG, CODE_VERSION_TAG, CONFIG_HASH_T
 from experiments.shards import SHARD_SECTION, shard_suite
 from experiments.suites.load import load_suite_from_config
 from experiments.suites.suite import Problem, Suite, SuiteError
+from experiments.systems.outputs import live_section
+from experiments.systems.protocol import LiveSystemError
 from experiments.track.mlflow_tracker import (
     MlflowTracker,
     TrackingError,
@@ -65,7 +67,6 @@ from retrieval.encoder import ModelNotFoundError
 from retrieval.pipeline import Pipeline, PipelineConfigError, RunOutput
 from retrieval.progress import PhaseCallback
 from retrieval.reuse import CandidateCache, ProcessMemo, process_memo
-from retrieval.systems.protocol import SystemError_
 
 if TYPE_CHECKING:  # evaluation needs pandas and scipy (~2 s to import): imported when a run evaluates, so
     # `memeval-run --help` and a config error answer at once (tests/project/test_entry_points.py checks)
@@ -132,7 +133,7 @@ def execute(
     # e.g. instruction-tagging coverage and precision: plug-ins, so the runner knows none of them.
     for name, node in (cfg.get("extra_metrics") or {}).items():
         evaluation.metrics[str(name)] = instantiate(node)(suite, output.corpus)
-    _system_section(evaluation.metrics, output, suite.k)
+    live_section(evaluation.metrics, output.channel_reports, suite.k)
     return output, evaluation
 
 
@@ -283,41 +284,7 @@ def _tags(
     }
 
 
-# --- The live-system section: what a run with a live channel adds to metrics.json, its folder and tags ---
-
-
-# The live-system figures that also go to MLflow (as `system.<name>` beside the overall metrics).
-_SYSTEM_METRICS = (
-    "latency_ms_p50",
-    "latency_ms_p95",
-    "ingest_per_s",
-    "until_searchable_s",
-    "errors",
-    "timeouts",
-    "retries",
-    "rate_limited",
-    "unknown_ids",
-    "scope_leaks",
-    "returned_words_at_k_mean",
-)
-
-
-def _system_section(metrics: dict[str, Any], output: RunOutput, k: int) -> None:
-    """A live system's cost (retrieval/retrievers/system.py) as metrics.json's `system` section, its
-    numbers also in `overall` as `system.<name>` (so MLflow and reports have them), its notes printed."""
-    from retrieval.retrievers.system import cost_section
-
-    sections = {ch: cost_section(r, k) for ch, r in output.channel_reports.items() if r.get("mode")}
-    if not sections:
-        return
-    metrics["system"] = next(iter(sections.values())) if len(sections) == 1 else sections
-    for channel, section in sections.items():
-        prefix = "system." if len(sections) == 1 else f"system.{channel}."
-        for name in _SYSTEM_METRICS:
-            if isinstance(section.get(name), (int, float)):
-                metrics["overall"][prefix + name] = float(section[name])
-        for note in section["notes"]:
-            print(f"  {channel}: {note}")
+# --- The live-system section: what a run with a live channel adds to its folder and tags ---
 
 
 def _keep_cassettes(output: RunOutput, run_dir: Path) -> None:
@@ -380,7 +347,7 @@ def run_app(cfg: DictConfig) -> float | None:
         PipelineConfigError,
         TrackingError,
         ModelNotFoundError,
-        SystemError_,  # a live system unreachable at start, a replay miss, a malformed answer
+        LiveSystemError,  # a live system unreachable at start, a replay miss, a malformed answer
     ) as err:
         print(f"error: {err}", file=sys.stderr)
         if not multirun:

@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from experiments.config_setup import register_resolvers, setup
 from experiments.run.build import stage_order
 from experiments.run.stage_nodes import stage_classes
+from experiments.systems.nodes import ADAPTERS
 
 # conf/ at the top of the checkout, shipped as the package experiments.conf (pyproject's package-dir):
 # the package's folder is the config folder in a checkout, an editable install and a wheel alike.
@@ -197,6 +198,8 @@ def config_groups() -> dict[str, list[str]]:
     # The stage nodes built from the classes are options as well (experiments/run/stage_nodes.py).
     groups["stage"] = sorted({*groups.get("stage", []), *stage_classes()})
     groups["stage/dataclass"] = sorted(stage_classes())
+    # And the `system` group's bases, built from the live adapters' classes (experiments/systems/nodes.py).
+    groups["system/dataclass"] = sorted(["channel", *ADAPTERS])
     return {group: sorted(options) for group, options in sorted(groups.items())}
 
 

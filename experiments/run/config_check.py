@@ -30,17 +30,17 @@ from omegaconf.errors import OmegaConfBaseException
 from experiments.evaluate.metrics import parse_metric
 from experiments.names import name_problem
 from experiments.suites.load import SUITE_REPORT_KEYS
+from experiments.systems.protocol import MemorySystem
 from experiments.track.mlflow_tracker import MAX_EXPERIMENT_NAME_CHARS, MAX_KEY_CHARS, flatten
 from retrieval.field_types import value_problems
 from retrieval.stage import MAX_CUTOFF
-from retrieval.systems.protocol import MemorySystem
 
 RESUME_CHOICES = ("auto", True, False)
 # Keys of a suite config node that are not loader arguments.
 SUITE_META_KEYS = frozenset(
     {"_target_", "_convert_", "_recursive_", "_partial_", "_args_", *SUITE_REPORT_KEYS}
 )
-# What a live system's class must offer (retrieval/systems/protocol.py's MemorySystem).
+# What a live system's class must offer (experiments/systems/protocol.py's MemorySystem).
 PROTOCOL_METHODS = tuple(
     name for name, value in vars(MemorySystem).items() if not name.startswith("_") and callable(value)
 )
@@ -283,7 +283,7 @@ def system_problems(cfg: DictConfig) -> list[str]:
     if lacking:
         out.append(
             f"system.adapter._target_: {target} has no {', '.join(lacking)} (the protocol of "
-            "retrieval/systems/protocol.py: reset, ingest, wait_until_searchable, search, close)"
+            "experiments/systems/protocol.py: reset, ingest, wait_until_searchable, search, close)"
         )
     parameters = inspect.signature(cls).parameters.values()
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):

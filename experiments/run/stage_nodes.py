@@ -29,8 +29,10 @@ from hydra.core.config_store import ConfigStore
 from retrieval.stage import Stage
 
 # The packages whose modules define the stage classes (one stage per file): each `Stage` subclass defined
-# there is the option `<its name>` of the `stage` group.
+# there is the option `<its name>` of the `stage` group. The live-system channel is the harness's (an
+# instrument, not the system under test), in one module of experiments/systems/.
 STAGE_PACKAGES = ("retrieval.retrievers", "retrieval.fusions", "retrieval.stages")
+STAGE_MODULES = ("experiments.systems.retriever",)
 
 
 @functools.cache
@@ -38,14 +40,17 @@ def stage_classes() -> dict[str, type[Stage]]:
     """Every stage class of STAGE_PACKAGES by its `name`, sorted by name (a module of the packages imported
     once; a name given twice is an error)."""
     found: dict[str, type[Stage]] = {}
-    for package in map(importlib.import_module, STAGE_PACKAGES):
-        for info in pkgutil.iter_modules(package.__path__, f"{package.__name__}."):
-            module = importlib.import_module(info.name)
-            for cls in vars(module).values():
-                if isinstance(cls, type) and issubclass(cls, Stage) and cls.__module__ == module.__name__:
-                    if cls.name in found:
-                        raise TypeError(f"two stage classes are named {cls.name!r}: {found[cls.name]}, {cls}")
-                    found[cls.name] = cls
+    names = [
+        info.name
+        for package in map(importlib.import_module, STAGE_PACKAGES)
+        for info in pkgutil.iter_modules(package.__path__, f"{package.__name__}.")
+    ]
+    for module in map(importlib.import_module, [*names, *STAGE_MODULES]):
+        for cls in vars(module).values():
+            if isinstance(cls, type) and issubclass(cls, Stage) and cls.__module__ == module.__name__:
+                if cls.name in found:
+                    raise TypeError(f"two stage classes are named {cls.name!r}: {found[cls.name]}, {cls}")
+                found[cls.name] = cls
     return dict(sorted(found.items()))
 
 

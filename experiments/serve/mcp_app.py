@@ -4,7 +4,7 @@
     memeval-serve --mcp http --port 8765 variant=hybrid    (streamable HTTP at http://127.0.0.1:8765/mcp)
 
 Where it sits: the same `MemoryService` core as the HTTP face (experiments/serve/service.py), exposed
-with the official `mcp` SDK's `MCPServer` as four tools, so `retrieval/systems/mcp.py` (the MCP
+with the official `mcp` SDK's `MCPServer` as four tools, so `experiments/systems/mcp.py` (the MCP
 adapter) is tested against a real MCP server, and a team's MCP memory server and memeval's reference
 variants go through the very same client path:
 

@@ -1,4 +1,4 @@
-"""Chroma through its own server (`chroma run`) and official client (retrieval/systems/chroma.py).
+"""Chroma through its own server (`chroma run`) and official client (experiments/systems/chroma.py).
 
 The integration tests start the real server on a free loopback port. With memeval's own encoder as its
 embeddings, Chroma must rank exactly as `variant=dense` on spark25 and on BEAM 100K conversation 1: the
@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from experiments.systems.chroma import ChromaSystem
+from experiments.systems.protocol import LiveSystemError, SearchRequest
 from retrieval.encoder import SentenceEncoder
-from retrieval.systems.chroma import ChromaSystem
-from retrieval.systems.protocol import SearchRequest, SystemError_
+from retrieval.stage import FieldError
 from tests.live_services import free_port, memeval_run, ranking_differences, rankings, started
 from tests.support import CACHE_DIR, tiny_suite
 
@@ -48,9 +49,15 @@ def chroma_port(tmp_path_factory):
 def test_a_chroma_server_down_at_start_is_named_before_any_work():
     system = ChromaSystem(encoder=SentenceEncoder(cache_dir=None), port=free_port())
     with pytest.raises(
-        SystemError_, match=r"the Chroma server at http://127.0.0.1:\d+ is not reachable .*chroma run"
+        LiveSystemError, match=r"the Chroma server at http://127.0.0.1:\d+ is not reachable .*chroma run"
     ):
         system.check_available()
+
+
+def test_a_bad_chroma_config_names_each_field():
+    with pytest.raises(FieldError) as err:
+        ChromaSystem(encoder=SentenceEncoder(cache_dir=None), port=70000, ingest_batch=0)
+    assert [field for field, _ in err.value.problems] == ["port", "ingest_batch"]
 
 
 @pytest.mark.integration

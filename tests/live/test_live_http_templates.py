@@ -1,4 +1,4 @@
-"""What real vector-store APIs need from the YAML adapter (retrieval/systems/http.py), against a small
+"""What real vector-store APIs need from the YAML adapter (experiments/systems/http.py), against a small
 loopback service shaped like one (Chroma's REST API is the model):
 
 - a `setup` call per scope whose answer is captured (a server-made collection id) and used in later
@@ -21,10 +21,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from experiments.evaluate.table import scope_leaks
+from experiments.systems.http import HttpSystem
+from experiments.systems.protocol import LiveSystemError, SearchRequest
+from experiments.systems.retriever import SystemRetriever
 from retrieval.pipeline import Pipeline
-from retrieval.retrievers.system import SystemRetriever
-from retrieval.systems.http import HttpSystem
-from retrieval.systems.protocol import SearchRequest, SystemError_
+from retrieval.stage import FieldError
 from tests.support import tiny_suite
 
 
@@ -191,7 +193,8 @@ def test_a_collection_api_runs_end_to_end_through_setup_parallel_arrays_and_an_i
     assert {meta["scope"] for _, meta in stored.values()} == {"c2"}
     assert {json.dumps(meta["whole"]) for _, meta in stored.values()} == {'{"conversation": "c2"}'}
     report = output.channel_reports["system"]
-    assert report["unknown_ids"] == report["scope_leaks"] == report["hits_without_text"] == 0
+    assert report["unknown_ids"] == report["hits_without_text"] == 0
+    assert int(scope_leaks(suite, output).sum()) == 0
 
 
 def test_setup_runs_once_per_scope_and_again_after_a_reset(service):
@@ -212,7 +215,7 @@ def test_setup_runs_once_per_scope_and_again_after_a_reset(service):
 def test_without_the_after_ingest_call_nothing_becomes_searchable(service):
     system = collection_adapter(service.url)
     endpoints = {k: v for k, v in system.endpoints.items() if k != "after_ingest"}
-    with pytest.raises(SystemError_, match=r"scope \{'conversation': 'c1'\}: 0 of 5 memories searchable"):
+    with pytest.raises(LiveSystemError, match=r"scope \{'conversation': 'c1'\}: 0 of 5 memories searchable"):
         run_tiny(collection_adapter(service.url, endpoints=endpoints))
 
 
@@ -221,7 +224,7 @@ def test_parallel_arrays_of_different_lengths_name_the_query_and_the_paths(servi
     scope = {"conversation": "c1"}
     system.ingest(scope, [m for m in tiny_suite().memories if m.scope == scope])
     with pytest.raises(
-        SystemError_, match=r"query q7: parallel arrays of different lengths: .*'ids\[0\]': 5.*'scores': 1"
+        LiveSystemError, match=r"query q7: parallel arrays of different lengths: .*'ids\[0\]': 5.*'scores': 1"
     ):
         system.search(SearchRequest("q7", "code snippets", scope, 10))
 
@@ -230,13 +233,13 @@ def test_a_parallel_array_that_is_not_a_list_is_named(service):
     system = collection_adapter(service.url, results={"ids": "ids[0][0]"})
     scope = {"conversation": "c1"}
     system.ingest(scope, [m for m in tiny_suite().memories if m.scope == scope])
-    with pytest.raises(SystemError_, match=r"query q7: JSON path 'ids\[0\]\[0\]' is not a list"):
+    with pytest.raises(LiveSystemError, match=r"query q7: JSON path 'ids\[0\]\[0\]' is not a list"):
         system.search(SearchRequest("q7", "code snippets", scope, 10))
 
 
 def test_a_memories_field_that_a_memory_lacks_is_named(service):
     system = collection_adapter(service.url, memory={"id": "{id}", "text": "{text}"})  # no `meta`
-    with pytest.raises(SystemError_, match=r"\{memories.meta\}, item 0: JSON path 'meta': no key 'meta'"):
+    with pytest.raises(LiveSystemError, match=r"\{memories.meta\}, item 0: JSON path 'meta': no key 'meta'"):
         system.ingest({"conversation": "c1"}, list(tiny_suite().memories[:2]))
 
 
@@ -258,6 +261,15 @@ def test_a_setup_value_nobody_captures_is_a_config_error(change, problem):
         endpoints["setup"] = {**endpoints["setup"], **change}
     with pytest.raises(ValueError, match=problem):
         collection_adapter("http://127.0.0.1:9", endpoints=endpoints)
+
+
+def test_a_bad_http_config_names_each_field():
+    endpoints = {**collection_adapter("http://127.0.0.1:9").endpoints, "forget": {"path": "/f"}}
+    with pytest.raises(FieldError) as err:
+        collection_adapter("http://127.0.0.1:0", endpoints=endpoints, retries=-1, timeout_s=0)
+    problems = dict(err.value.problems)
+    assert sorted(problems) == ["base_url", "endpoints.forget", "retries", "timeout_s"]
+    assert problems["retries"] == "must be >= 0, got -1" and "port 0" in problems["base_url"]
 
 
 def test_results_are_either_a_list_of_hits_or_parallel_arrays():

@@ -11,12 +11,13 @@ import json
 import shutil
 
 import pytest
-from omegaconf import OmegaConf
+from hydra.utils import instantiate
 
-from retrieval.systems.mcp import McpSystem
-from retrieval.systems.protocol import SearchRequest
+from experiments.run.compose import compose_config
+from experiments.systems.mcp import McpSystem
+from experiments.systems.protocol import SearchRequest
 from tests.live_services import memeval_run
-from tests.support import REPO, tiny_suite
+from tests.support import tiny_suite
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
@@ -25,11 +26,9 @@ if not (shutil.which("node") and shutil.which("npx")):
 
 
 def adapter() -> McpSystem:
-    """conf/system/mcp_memory.yaml's adapter (it starts the server with a fresh graph)."""
-    node = OmegaConf.load(REPO / "conf" / "system" / "mcp_memory.yaml").adapter
-    values = OmegaConf.to_container(node, resolve=True)
-    values.pop("_target_")
-    return McpSystem(**values)
+    """conf/system/mcp_memory.yaml's adapter as a run composes it (it starts a fresh graph)."""
+    cfg = compose_config(["tracking=none", "variant=system", "system=mcp_memory"])
+    return instantiate(cfg.system.adapter, _convert_="all")
 
 
 def test_the_server_stores_suite_ids_and_finds_substrings():

@@ -1,4 +1,4 @@
-"""mem0 as a live memory system (retrieval/systems/mem0.py): offline, no LLM, suite ids in and out.
+"""mem0 as a live memory system (experiments/systems/mem0.py): offline, no LLM, suite ids in and out.
 
 The slow tests start a real mem0 (MiniLM embedder, local Qdrant in a temporary folder) on the tiny
 two-scope suite: it stores what it is given, returns suite ids, keeps scopes apart, ignores a repeated
@@ -10,9 +10,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from experiments.systems.mem0 import Mem0System, _scope_user_id
+from experiments.systems.protocol import LiveSystemError, MemorySystem, SearchRequest
 from retrieval.encoder import SentenceEncoder
-from retrieval.systems.mem0 import Mem0System, _scope_user_id
-from retrieval.systems.protocol import MemorySystem, SearchRequest, SystemError_
+from retrieval.stage import FieldError
 from tests.support import tiny_suite
 
 
@@ -28,14 +29,15 @@ def test_unknown_override_is_refused_before_mem0_starts():
     request = SearchRequest(
         query_id="q7", text="x", scope={"conversation": "c1"}, k=3, overrides={"boost": 1}
     )
-    with pytest.raises(SystemError_, match=r"query 'q7'.*\['boost'\]"):
+    with pytest.raises(LiveSystemError, match=r"query 'q7'.*\['boost'\]"):
         system.search(request)
-    assert "memory" not in system._state  # refused before any model or store was loaded
+    assert system.state.memory is None  # refused before any model or store was loaded
 
 
-def test_threshold_outside_mem0_range_is_a_config_error():
-    with pytest.raises(ValueError, match="threshold"):
-        Mem0System(threshold=-0.5)
+def test_threshold_outside_mem0_range_is_a_config_error_naming_the_field():
+    with pytest.raises(FieldError) as err:
+        Mem0System(threshold=-0.5, embed_batch_size=0)
+    assert [field for field, _ in err.value.problems] == ["threshold", "embed_batch_size"]
 
 
 @pytest.fixture(scope="module")

@@ -126,7 +126,7 @@ def test_a_class_without_the_whole_protocol_is_named(on_path, tmp_path, monkeypa
 
 def test_forgetting_system_python_names_the_http_keys_and_the_fix(on_path):
     (problem,) = _problems(["system.adapter._target_=my_store.FtsStore"])
-    assert "my_store.FtsStore takes no backoff_s, base_url, endpoints" in problem
+    assert "my_store.FtsStore takes no backoff_s, base_url, ca_file, endpoints" in problem
     assert "system=python system.adapter._target_=my_store.FtsStore" in problem
 
 

@@ -25,10 +25,11 @@ from omegaconf import OmegaConf
 
 from experiments.run.compose import compose_config
 from experiments.suites.jsonl import save_suite
-from retrieval.systems.http import HttpSystem, read_hits
-from retrieval.systems.mcp import McpSystem
-from retrieval.systems.protocol import SearchRequest, SystemError_
-from retrieval.systems.stats import SystemStats
+from experiments.systems.http import HttpSystem
+from experiments.systems.mcp import McpSystem
+from experiments.systems.protocol import LiveSystemError, SearchRequest
+from experiments.systems.stats import SystemStats
+from experiments.systems.templates import read_hits
 from tests.hostile_service import HostileService
 from tests.support import REPO, tiny_suite
 
@@ -116,7 +117,7 @@ def test_a_key_holding_a_line_break_is_refused_naming_the_variable_never_the_val
     with _service() as service:
         adapter = _adapter(service.url, headers={"Authorization": f"Bearer {{env:{KEY_VAR}}}"})
         for call in (adapter.check_available, lambda: adapter.search(_request())):
-            with pytest.raises(SystemError_, match=f"{KEY_VAR} holds a line break") as caught:
+            with pytest.raises(LiveSystemError, match=f"{KEY_VAR} holds a line break") as caught:
                 call()
             shown = "".join(traceback.format_exception(caught.value))
             assert KEY not in shown and "X-Injected" not in shown
@@ -129,7 +130,7 @@ def test_a_service_echoing_its_headers_gets_the_key_redacted_from_the_error_and_
     monkeypatch.setenv(KEY_VAR, KEY)
     with _service("echo_headers") as service:
         adapter = _adapter(service.url, headers={"Authorization": f"Bearer {{env:{KEY_VAR}}}"})
-        with pytest.raises(SystemError_, match="answered HTTP 400") as caught:
+        with pytest.raises(LiveSystemError, match="answered HTTP 400") as caught:
             adapter.search(_request())
         assert service.seen[-1][2]["Authorization"] == f"Bearer {KEY}"  # the key was sent, and echoed
         assert KEY not in str(caught.value) and f"Bearer {{env:{KEY_VAR}}}" in str(caught.value)
@@ -222,7 +223,7 @@ def test_a_slow_loris_answer_ends_at_timeout_s_not_at_its_last_byte(tmp_path, su
     with _service("slow_loris") as service:
         adapter = _adapter(service.url)
         started = time.monotonic()
-        with pytest.raises(SystemError_, match=r"query c1:q0: no answer within 2 s"):
+        with pytest.raises(LiveSystemError, match=r"query c1:q0: no answer within 2 s"):
             adapter.search(_request())
         assert time.monotonic() - started <= TIMEOUT_S + 1
         assert adapter.stats.snapshot()["timeouts"] == 1
@@ -237,7 +238,7 @@ def test_a_50_mb_answer_is_refused_at_the_cap_naming_the_query_and_read_no_furth
     with _service("big") as service:
         adapter = _adapter(service.url)
         started = time.monotonic()
-        with pytest.raises(SystemError_, match=r"query c1:q0: .* over system.adapter.max_response_bytes"):
+        with pytest.raises(LiveSystemError, match=r"query c1:q0: .* over system.adapter.max_response_bytes"):
             adapter.search(_request())
         assert time.monotonic() - started <= TIMEOUT_S + 1
         time.sleep(0.2)  # the server notices the hang-up
@@ -338,7 +339,7 @@ def test_https_works_at_the_start_up_check_and_after_it_with_the_configured_head
     with _service(tls=tls) as service:
         assert service.url.startswith("https://")
         untrusted = _adapter(service.url, headers=headers)
-        with pytest.raises(SystemError_, match="not reachable .*CERTIFICATE_VERIFY_FAILED"):
+        with pytest.raises(LiveSystemError, match="not reachable .*CERTIFICATE_VERIFY_FAILED"):
             untrusted.check_available()
         adapter = _adapter(service.url, headers=headers, ca_file=str(cert))
         adapter.check_available()
@@ -378,8 +379,8 @@ def test_nan_and_infinite_scores_are_exit_2_naming_the_query(tmp_path, suite_dir
 
 
 def test_the_health_answer_names_the_service_and_never_echoes_a_secret(monkeypatch):
-    from retrieval.systems import secrets
-    from retrieval.systems.http import _service_identity
+    from experiments.systems import secrets
+    from experiments.systems.http import _service_identity
 
     monkeypatch.setenv("MEMEVAL_TEST_KEY", "s3cr3t-value")
     secrets.env_value("MEMEVAL_TEST_KEY", "header X-Key")  # read as a header value: now a known secret

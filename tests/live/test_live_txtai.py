@@ -55,5 +55,6 @@ def test_txtai_ranks_exactly_as_dense_on_spark25(tmp_path):
         )
     assert ranking_differences(txtai / "run.trec", dense / "run.trec", tolerance=1e-6) == []
     assert len(rankings(txtai / "run.trec")) == 25
-    cost = json.loads((txtai / "metrics.json").read_text())["system"]
-    assert cost["memories_ingested"] == 306 and cost["errors"] == 0 and cost["scope_leaks"] == 0
+    metrics = json.loads((txtai / "metrics.json").read_text())
+    cost = metrics["system"]
+    assert cost["memories_ingested"] == 306 and cost["errors"] == 0 and metrics["scope_leaks"] == 0

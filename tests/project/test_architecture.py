@@ -72,7 +72,7 @@ def test_the_runner_imports_nothing_study_specific():
 
 # The system under test (retrieval/) is layered: its core modules (retrieval/*.py: types, the stage
 # protocol, the flow, shared arithmetic) sit under the stage folders, which sit under the harness.
-STAGE_FOLDERS = ("retrieval.retrievers", "retrieval.fusions", "retrieval.stages", "retrieval.systems")
+STAGE_FOLDERS = ("retrieval.retrievers", "retrieval.fusions", "retrieval.stages")
 
 
 def test_generic_report_sections_read_score_columns_not_stages():
@@ -81,7 +81,7 @@ def test_generic_report_sections_read_score_columns_not_stages():
     edges = _module_imports()
     generic = ("experiments.study.sections", "experiments.compare", "experiments.study.report")
     found = {
-        m: sorted(t for t in ts if t.startswith(STAGE_FOLDERS))
+        m: sorted(t for t in ts if t.startswith((*STAGE_FOLDERS, "experiments.systems")))
         for m, ts in edges.items()
         if m.startswith(generic)
     }
@@ -92,6 +92,33 @@ def test_the_system_under_test_imports_nothing_from_the_harness():
     edges = _module_imports()
     upward = {m: sorted(t for t in ts if t.startswith("experiments")) for m, ts in edges.items()}
     assert {m: ts for m, ts in upward.items() if m.startswith("retrieval") and ts} == {}
+
+
+def _sets_live(node: ast.ClassDef) -> bool:
+    """`live = True` (or `live: ClassVar[bool] = True`) in the class body: a channel a live system answers."""
+    for stmt in node.body:
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [getattr(stmt, "target", None)]
+        named = any(isinstance(t, ast.Name) and t.id == "live" for t in targets)
+        value = getattr(stmt, "value", None)
+        if named and isinstance(value, ast.Constant) and value.value is True:
+            return True
+    return False
+
+
+def test_the_live_adapters_are_on_the_harness_side():
+    # An adapter measures another memory system: it is an instrument of the harness, not a part of the
+    # system under test. Every class that ingests into a service and waits for it (the MemorySystem
+    # protocol), and every `live` channel, is defined under experiments/systems/.
+    found = []
+    for path in [*(REPO / "retrieval").rglob("*.py"), *(REPO / "experiments").rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            methods = {f.name for f in node.body if isinstance(f, ast.FunctionDef)}
+            if _sets_live(node) or {"ingest", "wait_until_searchable"} <= methods:
+                found.append(f"{path.relative_to(REPO).parent}: {node.name}")
+    assert "experiments/systems: SystemRetriever" in found and "experiments/systems: HttpSystem" in found
+    assert [where for where in found if not where.startswith("experiments/systems:")] == []
 
 
 def test_the_system_under_test_does_not_know_hydra():

@@ -74,7 +74,7 @@ STAGES = {
     "retrieval_gate": "retrieval.stages.retrieval_gate.RetrievalGate",
     "rrf": "retrieval.fusions.rrf.RRFFusion",
     "score_floor": "retrieval.stages.score_floor.ScoreFloor",
-    "system": "retrieval.retrievers.system.SystemRetriever",
+    "system": "experiments.systems.retriever.SystemRetriever",
     "tag_boost": "retrieval.stages.tag_boost.TagBoost",
     "tier_fusion": "retrieval.fusions.tier_fusion.TierFusion",
     "tiered": "retrieval.retrievers.tiered.TieredRetriever",

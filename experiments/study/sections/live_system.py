@@ -1,9 +1,9 @@
 """`live_system` report section: what each live memory system cost, beside its quality.
 
-Reads the `system` section of each run's metrics.json (experiments/run/app.py, from
-retrieval/retrievers/system.py): per-query wall latency at the service (network and retries included),
-ingest throughput, time until searchable, errors, timeouts, retries, 429s, returned ids not in the suite,
-scope leaks, and the words of the returned texts at the suite's k. A run with no live channel shows "-".
+Reads the `system` section of each run's metrics.json (experiments/systems/outputs.py): per-query wall
+latency at the service (network and retries included), ingest throughput, time until searchable, errors,
+timeouts, retries, 429s, returned ids not in the suite, and the words of the returned texts at the suite's
+k; and the run's own `scope_leaks` (counted once, for every run). A run with no live channel shows "-".
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ COLUMNS = {
     "retries": "retries",
     "rate_limited": "429s",
     "unknown_ids": "unknown ids",
-    "scope_leaks": "leaks",
+    "scope_leaks": "leaks",  # the run's own count (metrics.json's top level), not the system section's
     "returned_words_at_k_mean": "words@k",
 }
 
@@ -41,6 +41,8 @@ def cost_table(comparison) -> pd.DataFrame:
     rows = {}
     for label, run in comparison.run_by_label.items():
         system = run.summary.get("system") or {}
+        if system:
+            system = {**system, "scope_leaks": run.summary.get("scope_leaks")}
         rows[label] = {title: _cell(system.get(key)) for key, title in COLUMNS.items()}
     return pd.DataFrame.from_dict(rows, orient="index")
 

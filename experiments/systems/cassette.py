@@ -49,8 +49,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from experiments.systems.protocol import Hit, LiveSystemError, MemorySystem, SearchRequest
 from retrieval.regular_file import MAX_FILE_BYTES, check_regular, read_regular_file
-from retrieval.systems.protocol import Hit, MemorySystem, SearchRequest, SystemError_
 from retrieval.types import Memory, memory_record, scope_key
 
 FORMAT = "memeval-cassette/2"
@@ -97,10 +97,12 @@ class Cassette:
             data = read_regular_file(self.path, MAX_FILE_BYTES, what="a cassette")
         except FileNotFoundError:
             if not writable:
-                raise SystemError_(f"replay: cassette {self.path} does not exist (system.cassette)") from None
+                raise LiveSystemError(
+                    f"replay: cassette {self.path} does not exist (system.cassette)"
+                ) from None
             return
         except OSError as err:
-            raise SystemError_(f"cassette {self.path} {err.strerror} (system.cassette)") from None
+            raise LiveSystemError(f"cassette {self.path} {err.strerror} (system.cassette)") from None
         self._read(data, torn_tail_allowed=True)
         if self.dropped_tail and self.writable:  # cut the torn line, so appends start on a clean line
             tmp = self.path.with_name(self.path.name + ".tmp")
@@ -144,7 +146,7 @@ class Cassette:
                 return
             raise self._corrupt(number, "checksum mismatch or not JSON")
         if entry.get("format") != FORMAT:
-            raise SystemError_(
+            raise LiveSystemError(
                 f"{self.path}:{number}: cassette line of format {entry.get('format')!r}; this memeval reads "
                 f"{FORMAT!r}: re-record it (system.mode=record)"
             )
@@ -156,8 +158,8 @@ class Cassette:
         self._lines += 1
         self._size += len(raw) + 1
 
-    def _corrupt(self, number: int, why: str) -> SystemError_:
-        return SystemError_(
+    def _corrupt(self, number: int, why: str) -> LiveSystemError:
+        return LiveSystemError(
             f"{self.path}:{number}: cassette line is corrupt ({why}); a cassette is only ever appended to: "
             "re-record it"
         )
@@ -173,16 +175,16 @@ class Cassette:
             try:
                 fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o644)
             except OSError as err:
-                raise SystemError_(f"cassette {self.path}: cannot write it ({err.strerror})") from None
+                raise LiveSystemError(f"cassette {self.path}: cannot write it ({err.strerror})") from None
             try:
                 try:
                     check_regular(fd, self.path)
                 except OSError as err:
-                    raise SystemError_(f"cassette {self.path} {err.strerror} (system.cassette)") from None
+                    raise LiveSystemError(f"cassette {self.path} {err.strerror} (system.cassette)") from None
                 fcntl.flock(fd, fcntl.LOCK_EX)  # released when fd closes
                 size = os.fstat(fd).st_size
                 if size < self._size:
-                    raise SystemError_(f"cassette {self.path} shrank while this run recorded into it")
+                    raise LiveSystemError(f"cassette {self.path} shrank while this run recorded into it")
                 if size > self._size:  # another run appended: take its lines in, chain after them
                     self._read(os.pread(fd, size - self._size, self._size), torn_tail_allowed=False)
                 entry["chain"] = _chained(self.head, entry["sha256"])
@@ -257,7 +259,7 @@ class RecordedSystem:
                 self.answered["cassette"] += 1
             return found["response"], float(found["elapsed_ms"]), True
         if self.replay:
-            raise SystemError_(
+            raise LiveSystemError(
                 f"replay miss: {what} ({op}) is not in cassette {self.cassette.path}; record it first "
                 "(system.mode=record) with the same adapter config and overrides"
             )

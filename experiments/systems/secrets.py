@@ -10,7 +10,7 @@ error, a hit's text), so every message the adapters raise and every hit text the
   never the value;
 - `register(NAME)` makes a variable's value a known secret (adapters register theirs when built);
 - `redact(text)` replaces every known secret's value, as sent and as JSON would escape it, by
-  `{env:NAME}`; `SystemError_` redacts its message with it, so no adapter error can carry a value;
+  `{env:NAME}`; `LiveSystemError` redacts its message with it, so no adapter error can carry a value;
 - `quote(text, limit)` is what an error may quote of a service's text: redacted *before* it is cut, so a
   cut never leaves part of a secret.
 

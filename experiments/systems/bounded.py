@@ -1,6 +1,6 @@
 """One HTTP exchange that a live service cannot stretch: bounded in time and in bytes, never redirected.
 
-Where it sits: the HTTP adapter (retrieval/systems/http.py) makes its kept-alive connections with
+Where it sits: the HTTP adapter (experiments/systems/http.py) makes its kept-alive connections with
 `connect` and sends every request through `exchange`.
 
 - **Time**: the whole exchange (sending, the status line, the headers, the body) ends by its deadline.
@@ -131,22 +131,26 @@ def exchange(
     )
 
 
-def url_problems(key: str, url: object) -> list[str]:
-    """What is wrong with a service URL (module docstring), each naming `key`; never quotes a password."""
+def url_problems(key: str, url: object) -> list[tuple[str, str]]:
+    """(key, problem) for what is wrong with a service URL (module docstring); never quotes a password."""
     text = str(url)
     try:
         parsed = urllib.parse.urlsplit(text)
         if parsed.username is not None or parsed.password is not None:
             return [
-                f"{key}: holds a user name or password before '@'; memeval never sends credentials in a "
-                "URL (the config, and so config.yaml, would hold them): send them as a header from the "
-                'environment, e.g. headers: {Authorization: "Bearer {env:MY_API_KEY}"} (docs/live_systems.md)'
+                (
+                    key,
+                    "holds a user name or password before '@'; memeval never sends credentials in a URL (the "
+                    "config, and so config.yaml, would hold them): send them as a header from the "
+                    'environment, e.g. headers: {Authorization: "Bearer {env:MY_API_KEY}"} '
+                    "(docs/live_systems.md)",
+                )
             ]
         if parsed.scheme not in ("http", "https") or not parsed.hostname:
-            return [f"{key}: expected http(s)://host[:port][/prefix], got {text!r}"]
+            return [(key, f"expected http(s)://host[:port][/prefix], got {text!r}")]
         port = parsed.port
     except ValueError as err:  # a port that is not a number or out of range, a bad IPv6 literal
-        return [f"{key}: {err} in {text!r} (a port is 1 to 65535)"]
+        return [(key, f"{err} in {text!r} (a port is 1 to 65535)")]
     if port == 0:
-        return [f"{key}: port 0 in {text!r} (a port is 1 to 65535)"]
+        return [(key, f"port 0 in {text!r} (a port is 1 to 65535)")]
     return []

@@ -12,16 +12,17 @@ corpus indices and scores, so fusion, rank stages, metrics, reports and the gate
 What the service returns is checked, never trusted silently, and never moves a hit below it up: an id the
 suite does not hold keeps its rank as a hit no qrels judge relevant (a foreign row of the corpus, written
 to run.trec as the id the service gave; counted: "12 returned ids are not in the suite"); a memory of
-another scope than the query's keeps its rank too and is a leak (counted here, and in the run's
-top-level `scope_leaks`); a repeated id keeps its first rank. A score that is NaN, infinite or not a
-number is an error naming the query.
+another scope than the query's keeps its rank too and is a leak (counted once, by the run's top-level
+`scope_leaks`: experiments/evaluate/table.py); a repeated id keeps its first rank. A score that is NaN,
+infinite or not a number is an error naming the query.
 `report()` is the cost: latency p50/p95, ingest throughput, time until searchable, errors, timeouts,
-retries, unknown ids, leaks and the words of the returned texts (the `system` section of metrics.json).
+retries, unknown ids and the returned texts (experiments/systems/outputs.py makes the `system` section of
+metrics.json of it).
 
 Caching: a system channel is `live`: its answers may change while its config does not (the service is
 redeployed), so the pipeline never answers it from the candidate cache or the process memo, in any
 mode. A replay (`mode=replay`) is answered by its cassette, which is itself the record
-(retrieval/systems/cassette.py); a record run re-asks only what its cassette lacks.
+(experiments/systems/cassette.py); a record run re-asks only what its cassette lacks.
 """
 
 from __future__ import annotations
@@ -40,9 +41,9 @@ from typing import Any, Literal
 
 import numpy as np
 
+from experiments.systems.cassette import FORMAT, Cassette, RecordedSystem
+from experiments.systems.protocol import Hit, LiveSystemError, MemorySystem, SearchRequest
 from retrieval.stage import Range, Retriever, fingerprint_of
-from retrieval.systems.cassette import FORMAT, Cassette, RecordedSystem
-from retrieval.systems.protocol import Hit, MemorySystem, SearchRequest, SystemError_
 from retrieval.types import Corpus, Query
 
 Mode = Literal["live", "record", "replay"]
@@ -61,17 +62,11 @@ def _service_identity(system: Any) -> dict[str, str]:
     return identity() if callable(identity) else {}
 
 
-def words(text: str | None) -> int:
-    """Whitespace-separated words of a returned text: the size of the context an agent would pay for."""
-    return len(text.split()) if text else 0
-
-
 class _SystemIndex:
     def __init__(self, corpus: Corpus, retriever: SystemRetriever):
         self._retriever = retriever
         self._corpus = corpus
         self._position = {str(mid): i for i, mid in enumerate(corpus.ids)}
-        self._scope_of = [m.scope_key for m in corpus.memories]
         system: Any = retriever.system
         self._recorded: RecordedSystem | None = None
         if retriever.mode != "live":
@@ -89,7 +84,7 @@ class _SystemIndex:
         self._latency: dict[str, float] = {}
         self._latency_recorded = 0  # queries whose latency is the cassette's (answered from it)
         self._texts: dict[str, list[str | None]] = {}
-        self._problems = {"unknown_ids": 0, "scope_leaks": 0, "duplicate_ids": 0, "hits_without_text": 0}
+        self._problems = {"unknown_ids": 0, "duplicate_ids": 0, "hits_without_text": 0}
         self._unknown_examples: list[str] = []
         self._lock = threading.Lock()
         self._ingest_s = 0.0
@@ -142,7 +137,6 @@ class _SystemIndex:
         scores: list[float] = []
         texts: list[str | None] = []  # kept as they came: words are counted at the suite's k only
         foreign: list[tuple[int, str, str | None]] = []  # (place in `index`, id, text)
-        scope = query.scope_key
         seen: set[str] = set()
         problems = dict.fromkeys(self._problems, 0)
         examples = []
@@ -160,8 +154,6 @@ class _SystemIndex:
                 examples.append(f"{query.id}: {hit.id}")
                 foreign.append((len(index), hit_id, hit.text))
                 position = -1  # its foreign row, made below for all of them at once
-            elif self._scope_of[position] != scope:
-                problems["scope_leaks"] += 1
             index.append(position)
             scores.append(score)
             texts.append(hit.text)
@@ -199,7 +191,8 @@ class _SystemIndex:
         return self._latency.get(query.id, math.nan)
 
     def report(self) -> dict[str, Any]:
-        """What the system cost and what it returned wrong (see `cost_section` for metrics.json)."""
+        """What the system cost and what it returned wrong (outputs.py makes metrics.json's `system` section
+        of it)."""
         latency = np.array(list(self._latency.values()), dtype=np.float64)
         stats = getattr(self._retriever.system, "stats", None)
         counts = (
@@ -227,7 +220,7 @@ class _SystemIndex:
             },
             **self._problems,
             "unknown_id_examples": list(self._unknown_examples),
-            "texts_per_query": dict(self._texts),  # reduced to words at k by `cost_section`
+            "texts_per_query": dict(self._texts),  # reduced to words at k in outputs.py
         }
         if self._recorded is not None:
             recorded = np.array(self._recorded.recorded_latency_ms(), dtype=np.float64)
@@ -259,40 +252,11 @@ def _finite_score(query: Query, rank: int, hit: Hit) -> float:
     except (TypeError, ValueError):
         score = math.nan
     if not math.isfinite(score):
-        raise SystemError_(
+        raise LiveSystemError(
             f"query {query.id}: result {rank} (id {hit.id!r}) has score {hit.score!r}; a score must be a "
             "finite number, or absent (the service's order is then its ranking)"
         )
     return score
-
-
-def cost_section(report: Mapping[str, Any], k: int) -> dict[str, Any]:
-    """The `system` section of metrics.json from a channel's `report()`: per-query lists reduced, the
-    returned texts' words at the suite's cutoff k (mean and p95 per query), and a plain-words summary."""
-    texts = report.get("texts_per_query", {}).values()
-    words_at_k = np.array([sum(words(t) for t in top[:k]) for top in texts], dtype=np.float64)
-    out = {key: value for key, value in report.items() if key != "texts_per_query"}
-    out["k"] = k
-    out["returned_words_at_k_mean"] = float(words_at_k.mean()) if len(words_at_k) else None
-    out["returned_words_at_k_p95"] = float(np.percentile(words_at_k, 95)) if len(words_at_k) else None
-    notes = []
-    if report.get("unknown_ids"):
-        notes.append(f"{report['unknown_ids']} returned ids are not in the suite (counted as not relevant)")
-    if report.get("scope_leaks"):
-        notes.append(
-            f"{report['scope_leaks']} returned memories belong to another scope (leaks: kept at their rank, "
-            "counted as not relevant)"
-        )
-    if report.get("duplicate_ids"):
-        notes.append(f"{report['duplicate_ids']} returned ids repeat an earlier one (kept once)")
-    if report.get("latency_source") == "recorded":
-        notes.append("latency is the service's as recorded in the cassette (a replay asks no service)")
-    elif report.get("latency_source") == "measured and recorded":
-        notes.append("latency: measured for the queries asked now, as recorded for those the cassette held")
-    if report.get("hits_without_text"):
-        notes.append(f"{report['hits_without_text']} results came without text (0 words counted)")
-    out["notes"] = notes
-    return out
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -320,7 +284,7 @@ class SystemRetriever(Retriever):
     def check_available(self) -> None:
         """Before any work: a live service answers its health check; a cassette is whole and a regular file
         (a replay's exists). A record run asks its service only when something is not in the cassette
-        (retrieval/systems/cassette.py), so a complete cassette needs no service."""
+        (experiments/systems/cassette.py), so a complete cassette needs no service."""
         if self.mode != "live":
             if self.mode == "replay" or os.path.lexists(self.cassette or ""):
                 Cassette(self.cassette or "", writable=False)
@@ -348,4 +312,4 @@ class SystemRetriever(Retriever):
         return _SystemIndex(corpus, self)
 
 
-__all__ = ["SystemError_", "SystemRetriever", "cost_section"]
+__all__ = ["LiveSystemError", "SystemRetriever"]

@@ -25,18 +25,38 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
+from experiments.systems.protocol import Hit, LiveSystemError, SearchRequest
 from retrieval.encoder import SentenceEncoder
-from retrieval.systems.protocol import Hit, SearchRequest, SystemError_
+from retrieval.stage import FieldError, Range, range_problems
 from retrieval.types import Memory, scope_key
 
 POSITION = "memeval_position"  # metadata key: a record's place in its scope's ingest order (ties)
 
 
+class ChromaState:
+    """What a ChromaSystem holds while it runs (never config): the client (made on first use), the
+    collections by scope key, and the lock over both and the encoder."""
+
+    def __init__(self) -> None:
+        self.client: Any = None
+        self.collections: dict[str, Any] = {}
+        self.lock = threading.Lock()
+
+
 @dataclass(frozen=True, kw_only=True)
 class ChromaSystem:
-    """A Chroma server through `chromadb.HttpClient`; fields are the adapter's config."""
+    """A Chroma server through `chromadb.HttpClient`; fields are the adapter's config, `state` its run-time
+    state (a `ChromaState`)."""
+
+    ranges: ClassVar[Mapping[str, Range]] = {
+        "port": Range(ge=1, le=65535),
+        "ef_search": Range(ge=1),
+        "ef_construction": Range(ge=1),
+        "ingest_batch": Range(ge=1),
+        "searchable_timeout_s": Range(ge=0),
+    }
 
     encoder: SentenceEncoder
     host: str = "127.0.0.1"
@@ -46,9 +66,12 @@ class ChromaSystem:
     ef_construction: int = 200
     ingest_batch: int = 1000  # records per upsert (Chroma caps a batch at its max_batch_size)
     searchable_timeout_s: float = 60.0
-    # Per-process state (not config): the client, the collections by scope key, and their lock.
-    _state: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
+    state: ChromaState = field(default_factory=ChromaState, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        problems = range_problems({name: getattr(self, name) for name in self.ranges}, self.ranges)
+        if problems:
+            raise FieldError(problems)
 
     def fingerprint(self) -> str:
         """What Chroma answers by (the cassette key): embeddings and index settings, not the address."""
@@ -57,13 +80,13 @@ class ChromaSystem:
 
     @property
     def client(self) -> Any:
-        with self._lock:
-            if "client" not in self._state:
-                import chromadb
+        with self.state.lock:
+            if self.state.client is None:
+                import chromadb  # optional (the `chroma` extra), and slow to import
 
                 settings = chromadb.Settings(anonymized_telemetry=False)  # no events off this machine
-                self._state["client"] = chromadb.HttpClient(host=self.host, port=self.port, settings=settings)
-            return self._state["client"]
+                self.state.client = chromadb.HttpClient(host=self.host, port=self.port, settings=settings)
+            return self.state.client
 
     def _name(self, scope: Mapping[str, str]) -> str:
         return f"{self.collection_prefix}-{hashlib.sha256(scope_key(scope).encode()).hexdigest()[:32]}"
@@ -71,8 +94,8 @@ class ChromaSystem:
     def _collection(self, scope: Mapping[str, str]) -> Any:
         """The scope's collection, made on first use (cosine space, exhaustive ef_search)."""
         key = scope_key(scope)
-        with self._lock:
-            found = self._state.setdefault("collections", {}).get(key)
+        with self.state.lock:
+            found = self.state.collections.get(key)
         if found is None:
             found = self._call(
                 f"collection of scope {dict(scope)}",
@@ -89,23 +112,23 @@ class ChromaSystem:
                     embedding_function=None,  # embeddings come from memeval's encoder
                 ),
             )
-            with self._lock:
-                self._state["collections"][key] = found
+            with self.state.lock:
+                self.state.collections[key] = found
         return found
 
     def _embed(self, texts: Sequence[str], role: str) -> Any:
-        with self._lock:  # the encoder's cache and model are not made for concurrent callers
+        with self.state.lock:  # the encoder's cache and model are not made for concurrent callers
             return self.encoder.encode(list(texts), role=role)
 
     @staticmethod
     def _call(what: str, call: Any) -> Any:
-        """A client call; Chroma's errors (HTTP, connection, its own) become SystemError_ naming `what`."""
+        """A client call; Chroma's errors (HTTP, connection, its own) become LiveSystemError naming `what`."""
         try:
             return call()
-        except SystemError_:
+        except LiveSystemError:
             raise
         except Exception as err:  # noqa: BLE001 (chromadb raises httpx errors, ValueError, ChromaError...)
-            raise SystemError_(f"chroma {what}: {type(err).__name__}: {err}") from None
+            raise LiveSystemError(f"chroma {what}: {type(err).__name__}: {err}") from None
 
     # ---- the protocol ---------------------------------------------------------------------------
     def check_available(self) -> None:
@@ -113,15 +136,15 @@ class ChromaSystem:
         try:
             self.client.heartbeat()
         except Exception as err:  # noqa: BLE001
-            raise SystemError_(
+            raise LiveSystemError(
                 f"the Chroma server at http://{self.host}:{self.port} is not reachable "
                 f"({type(err).__name__}: {err}); start it (.venv/bin/chroma run --host {self.host} "
                 f"--port {self.port} --path DIR) or set system.adapter.port (nothing was run)"
             ) from None
 
     def reset(self, scope: Mapping[str, str]) -> None:
-        with self._lock:
-            self._state.setdefault("collections", {}).pop(scope_key(scope), None)
+        with self.state.lock:
+            self.state.collections.pop(scope_key(scope), None)
         names = self._call("list of collections", lambda: [c.name for c in self.client.list_collections()])
         if self._name(scope) in names:
             self._call(
@@ -148,7 +171,7 @@ class ChromaSystem:
         collection, started = self._collection(scope), time.monotonic()
         while (stored := self._call(f"count of scope {dict(scope)}", collection.count)) < len(memories):
             if time.monotonic() - started > self.searchable_timeout_s:
-                raise SystemError_(
+                raise LiveSystemError(
                     f"chroma: scope {dict(scope)}: {stored} of {len(memories)} memories searchable after "
                     f"{self.searchable_timeout_s:g} s (system.adapter.searchable_timeout_s)"
                 )
@@ -157,7 +180,7 @@ class ChromaSystem:
 
     def search(self, request: SearchRequest) -> list[Hit]:
         if request.overrides:
-            raise SystemError_(
+            raise LiveSystemError(
                 f"chroma search for query {request.query_id!r}: no per-request overrides "
                 f"(got {sorted(request.overrides)})"
             )
@@ -184,4 +207,5 @@ class ChromaSystem:
         return [Hit(id=mid, score=score, text=text) for score, _, mid, text in hits]
 
     def close(self) -> None:
-        self._state.clear()
+        with self.state.lock:
+            self.state.client, self.state.collections = None, {}

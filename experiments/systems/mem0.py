@@ -25,7 +25,9 @@ default 0.1; 0 here, the lowest it accepts, so only negative cosines are dropped
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import hashlib
+import json
 import logging
 import os
 import shutil
@@ -33,10 +35,11 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
+from experiments.systems.protocol import Hit, LiveSystemError, SearchRequest
 from retrieval.encoder import MINILM, resolve_model_path
-from retrieval.systems.protocol import Hit, SearchRequest, SystemError_
+from retrieval.stage import FieldError, Range, range_problems
 from retrieval.types import Memory, scope_key
 
 log = logging.getLogger(__name__)
@@ -57,7 +60,7 @@ class _ForbiddenLLM:
 
     def generate_response(self, *args: Any, **kwargs: Any) -> Any:
         self.calls += 1
-        raise SystemError_("mem0 tried to call its LLM; memeval runs mem0 with infer=False and no LLM")
+        raise LiveSystemError("mem0 tried to call its LLM; memeval runs mem0 with infer=False and no LLM")
 
 
 class _BatchedEmbedder:
@@ -104,17 +107,37 @@ def _import_mem0(home: str) -> Any:
         from mem0.memory import main as mem0_main
         from mem0.memory import telemetry
     except ImportError as err:
-        raise SystemError_("mem0: install the PyPI package mem0ai (pip install 'mem0ai>=2.2,<3')") from err
+        raise LiveSystemError("mem0: install the PyPI package mem0ai (pip install 'mem0ai>=2.2,<3')") from err
     if telemetry.MEM0_TELEMETRY or mem0_main.MEM0_TELEMETRY:
-        raise SystemError_(
+        raise LiveSystemError(
             "mem0 was imported with telemetry on before memeval could turn it off: set MEM0_TELEMETRY=False"
         )
     return mem0
 
 
+@dataclass
+class Mem0State:
+    """What a Mem0System holds while it runs (never config): the mem0 Memory (opened on first use), its
+    guard LLM and the temporary folder it made."""
+
+    memory: Any = None
+    llm: _ForbiddenLLM | None = None
+    tmp: str | None = None
+
+
 @dataclass(frozen=True, kw_only=True)
 class Mem0System:
-    """mem0 with MiniLM, local Qdrant and no LLM; fields are the adapter's config."""
+    """mem0 with MiniLM, local Qdrant and no LLM; fields are the adapter's config, `state` its run-time
+    state (a `Mem0State`)."""
+
+    ranges: ClassVar[Mapping[str, Range]] = {
+        "threshold": Range(ge=0, le=1),
+        "dims": Range(ge=1),
+        "embed_batch_size": Range(ge=1),
+        "list_limit": Range(ge=1),
+        "wait_timeout_s": Range(ge=0),
+        "poll_interval_s": Range(gt=0),
+    }
 
     model: str = MINILM  # a local directory, or MiniLM (resolved to its PyPI package's folder)
     dims: int = 384  # the embedder's output size (MiniLM's), which mem0's Qdrant collection is made with
@@ -126,24 +149,29 @@ class Mem0System:
     list_limit: int = 1_000_000  # get_all's page size when listing a scope (one page: all of it)
     wait_timeout_s: float = 30.0
     poll_interval_s: float = 0.05
-    # Per-process state (not config): the mem0 Memory, its guard LLM and the temporary folder.
-    _state: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+    state: Mem0State = field(default_factory=Mem0State, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.threshold <= 1.0:
-            raise ValueError(f"mem0 threshold must be within [0, 1], not {self.threshold}")
+        problems = range_problems({name: getattr(self, name) for name in self.ranges}, self.ranges)
+        if problems:
+            raise FieldError(problems)
+
+    def fingerprint(self) -> str:
+        """What mem0 answers by (the cassette key): the adapter's config, not its run-time state."""
+        config = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.init}
+        return "Mem0System|" + hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
 
     # ---- the mem0 instance, made on first use ---------------------------------------------------
     @property
     def memory(self) -> Any:
-        if "memory" not in self._state:
-            self._state["memory"] = self._open()
-        return self._state["memory"]
+        if self.state.memory is None:
+            self.state.memory = self._open()
+        return self.state.memory
 
     @property
     def llm_calls(self) -> int:
         """How many times mem0 tried its LLM (always 0 unless something called add with infer=True)."""
-        guard = self._state.get("llm")
+        guard = self.state.llm
         return guard.calls if guard is not None else 0
 
     def config_dict(self, folder: str) -> dict[str, Any]:
@@ -176,21 +204,21 @@ class Mem0System:
             # persistence and mem0's history), and a disk's fsyncs would make ingest the run's cost.
             shm = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
             folder = tempfile.mkdtemp(prefix="memeval-mem0-", dir=shm)
-            self._state["tmp"] = folder
+            self.state.tmp = folder
         os.makedirs(folder, exist_ok=True)
         mem0 = _import_mem0(os.path.join(folder, "home"))
         config = self.config_dict(folder)
         try:
             memory = mem0.Memory.from_config(config)
         except Exception as err:  # mem0 raises ValueError, OSError, qdrant errors...
-            raise SystemError_(f"mem0: cannot start with store {folder}: {err}") from err
+            raise LiveSystemError(f"mem0: cannot start with store {folder}: {err}") from err
         atexit.register(self.close)  # nothing in a run calls close(): the temporary folder goes at exit
         memory.embedding_model = _BatchedEmbedder(memory.embedding_model, self.embed_batch_size)
         # mem0 logs every vector insert at INFO: under memeval-run's logging that is a line per memory.
         logging.getLogger("mem0").setLevel(logging.WARNING)
         guard = _ForbiddenLLM()
         memory.llm = guard
-        self._state["llm"] = guard
+        self.state.llm = guard
         return memory
 
     # ---- the protocol ---------------------------------------------------------------------------
@@ -206,10 +234,10 @@ class Mem0System:
     def reset(self, scope: Mapping[str, str]) -> None:
         try:
             self.memory.delete_all(user_id=_scope_user_id(scope))
-        except SystemError_:
+        except LiveSystemError:
             raise
         except Exception as err:
-            raise SystemError_(f"mem0 reset of scope {dict(scope)}: {err}") from err
+            raise LiveSystemError(f"mem0 reset of scope {dict(scope)}: {err}") from err
 
     def ingest(self, scope: Mapping[str, str], memories: Sequence[Memory]) -> None:
         user_id = _scope_user_id(scope)
@@ -225,12 +253,14 @@ class Mem0System:
                 added = self.memory.add(
                     [{"role": role, "content": memory.text}], user_id=user_id, metadata=metadata, infer=False
                 )["results"]
-            except SystemError_:
+            except LiveSystemError:
                 raise
             except Exception as err:
-                raise SystemError_(f"mem0 ingest of memory {memory.id!r}: {err}") from err
+                raise LiveSystemError(f"mem0 ingest of memory {memory.id!r}: {err}") from err
             if len(added) != 1:
-                raise SystemError_(f"mem0 ingest of memory {memory.id!r}: stored {len(added)} records, not 1")
+                raise LiveSystemError(
+                    f"mem0 ingest of memory {memory.id!r}: stored {len(added)} records, not 1"
+                )
             stored[memory.id] = added[0]["id"]
 
     def wait_until_searchable(self, scope: Mapping[str, str], memories: Sequence[Memory]) -> float:
@@ -243,7 +273,7 @@ class Mem0System:
             if not missing:
                 return time.monotonic() - start
             if time.monotonic() - start > self.wait_timeout_s:
-                raise SystemError_(
+                raise LiveSystemError(
                     f"mem0: {len(missing)} memories of scope {dict(scope)} not searchable after "
                     f"{self.wait_timeout_s} s (e.g. {sorted(missing)[:3]})"
                 )
@@ -252,7 +282,7 @@ class Mem0System:
     def search(self, request: SearchRequest) -> list[Hit]:
         unknown = set(request.overrides) - _OVERRIDABLE
         if unknown:
-            raise SystemError_(
+            raise LiveSystemError(
                 f"mem0 search for query {request.query_id!r}: overrides {sorted(unknown)} are not mem0 "
                 f"search settings (allowed: {sorted(_OVERRIDABLE)})"
             )
@@ -265,10 +295,10 @@ class Mem0System:
                 filters={"user_id": _scope_user_id(request.scope)},
                 threshold=threshold,
             )["results"]
-        except SystemError_:
+        except LiveSystemError:
             raise
         except Exception as err:
-            raise SystemError_(f"mem0 search for query {request.query_id!r}: {err}") from err
+            raise LiveSystemError(f"mem0 search for query {request.query_id!r}: {err}") from err
         return [
             Hit(
                 id=str((row.get("metadata") or {}).get(self.id_key, row["id"])),
@@ -279,10 +309,10 @@ class Mem0System:
         ]
 
     def close(self) -> None:
-        memory = self._state.pop("memory", None)
+        memory, self.state.memory = self.state.memory, None
         if memory is not None:
             memory.close()  # mem0's history DB
             memory.vector_store.client.close()  # Qdrant's local files (and their lock)
-        tmp = self._state.pop("tmp", None)
+        tmp, self.state.tmp = self.state.tmp, None
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -7,11 +7,11 @@ idempotent: memories carry the suite's ids (client-made), so a retried or resume
 a memory twice. Optional: `count(scope) -> int | None`, how many memories the service holds under a
 scope (the HTTP and MCP adapters have it when their config names a count endpoint or tool); a resumed
 record run uses it to check that the service kept what its cassette says was ingested, and re-ingests
-the scope without it (retrieval/systems/cassette.py). Optional too: `check_available()`, asked before the
+the scope without it (experiments/systems/cassette.py). Optional too: `check_available()`, asked before the
 first call (a replay, or a record run with a complete cassette, never asks it). An adapter never fails
-silently: a transport or protocol problem raises `SystemError_` naming the operation (and the query id
-or JSON path where there is one). An adapter never leaks a secret: `SystemError_` redacts every known
-secret's value from its message (retrieval/systems/secrets.py).
+silently: a transport or protocol problem raises `LiveSystemError` naming the operation (and the query id
+or JSON path where there is one). An adapter never leaks a secret: `LiveSystemError` redacts every known
+secret's value from its message (experiments/systems/secrets.py).
 """
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
-from retrieval.systems.secrets import redact
+from experiments.systems.secrets import redact
 from retrieval.types import Memory
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
-class SystemError_(RuntimeError):  # noqa: N801 (the builtin SystemError means something else)
+class LiveSystemError(RuntimeError):
     """A live system failed: unreachable, malformed response, timeout after retries, replay miss."""
 
     def __init__(self, message: object = "", *args: object):
@@ -61,7 +61,7 @@ class Hit:
 
 @runtime_checkable
 class MemorySystem(Protocol):
-    """What a live memory system offers the harness; each call is blocking and may raise SystemError_."""
+    """What a live memory system offers the harness; each call is blocking and may raise LiveSystemError."""
 
     def reset(self, scope: Mapping[str, str]) -> None:
         """Forget everything stored under this scope (a fresh start for an evaluation)."""

@@ -1,7 +1,7 @@
 """Counters of what talking to a live system cost: requests, errors, timeouts, retries, 429s.
 
 An adapter may expose one as its `stats` attribute; `SystemRetriever` reads it into the run's `system`
-section of metrics.json (experiments/run/app.py), so a flaky service shows in the numbers, never silently.
+section of metrics.json (outputs.py), so a flaky service shows in the numbers, never silently.
 Thread-safe: the retriever asks the service from a pool of threads.
 """
 

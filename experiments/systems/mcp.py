@@ -2,7 +2,7 @@
 
     memeval-run variant=system system=mcp_memeval_serve
 
-Where it sits: `SystemRetriever` (retrieval/retrievers/system.py) wraps it as one channel. It talks to a
+Where it sits: `SystemRetriever` (experiments/systems/retriever.py) wraps it as one channel. It talks to a
 server exposing memory tools over the Model Context Protocol with the official `mcp` SDK's client, over
 
 - `stdio`: the adapter starts `command` as its subprocess (the server lives as long as the adapter), or
@@ -10,10 +10,10 @@ server exposing memory tools over the Model Context Protocol with the official `
 
 Each operation (`search`, `ingest` required; `reset`, `count` optional) is `{tool, arguments}`, and
 `count` also has `path_in_response`. Arguments are the HTTP adapter's JSON templates with the same
-placeholders, filled by the same helper (`retrieval.systems.http.fill`); a tool's answer is its
+placeholders, filled by the same engine (experiments/systems/templates.py); a tool's answer is its
 structured content, else its text content read as JSON, and `results` names JSON paths into the search
 answer exactly as for HTTP (`read_path`). A tool error (`isError`) or an answer that is not JSON is a
-`SystemError_` naming the operation (and the query id); counts go to `stats`.
+`LiveSystemError` naming the operation (and the query id); counts go to `stats`.
 
 The SDK is async, the protocol is blocking: the client lives on a private event loop in its own thread.
 One owner task enters and leaves the client's context (anyio requires both in the same task); every
@@ -28,31 +28,31 @@ import atexit
 import hashlib
 import json
 import os
-import re
 import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from retrieval.systems import bounded, secrets
-from retrieval.systems.http import (
+from experiments.systems import bounded, secrets
+from experiments.systems.protocol import Hit, LiveSystemError, SearchRequest
+from experiments.systems.stats import SystemStats
+from experiments.systems.templates import (
     adapter_problems,
     fill,
+    fill_env,
     memory_records,
     parse_json,
     read_count,
     read_hits,
     search_values,
 )
-from retrieval.systems.protocol import Hit, SearchRequest, SystemError_
-from retrieval.systems.stats import SystemStats
+from retrieval.stage import FieldError, Range, range_problems
 from retrieval.types import Memory
 
 OPERATIONS = ("search", "ingest", "reset", "count")
-_ENV = secrets.ENV_PLACEHOLDER
 
 
 class _Session:
@@ -118,9 +118,28 @@ class _Session:
             self.loop.close()
 
 
+class McpState:
+    """What an McpSystem holds while it runs (never config): its counts, and the session (opened on first
+    use, under `lock`: the retriever's threads may all ask at once)."""
+
+    def __init__(self) -> None:
+        self.stats = SystemStats()
+        self.session: _Session | None = None
+        self.lock = threading.Lock()
+
+
 @dataclass(frozen=True, kw_only=True)
 class McpSystem:
-    """A memory service over MCP, configured by tool names, argument templates and JSON paths."""
+    """A memory service over MCP, configured by tool names, argument templates and JSON paths; its run-time
+    state is `state`, an `McpState` made with it."""
+
+    ranges: ClassVar[Mapping[str, Range]] = {
+        "timeout_s": Range(gt=0),
+        "connect_timeout_s": Range(gt=0),
+        "ingest_batch": Range(ge=1),
+        "searchable_timeout_s": Range(ge=0),
+        "searchable_poll_s": Range(gt=0),
+    }
 
     transport: Literal["stdio", "http"]
     command: Sequence[str] = ()  # stdio: the server's command; `python` means this interpreter
@@ -138,22 +157,26 @@ class McpSystem:
     ingest_batch: int = 500
     searchable_timeout_s: float = 60.0
     searchable_poll_s: float = 0.05
-    stats: SystemStats = field(default_factory=SystemStats, init=False, compare=False, repr=False)
-    # Per-process state (not config): the session and its loop thread, opened on first use.
-    _state: dict[str, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
+    state: McpState = field(default_factory=McpState, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         problems = []
         if self.transport == "stdio" and not self.command:
-            problems.append("command: the stdio transport needs the server's command")
+            problems.append(("command", "the stdio transport needs the server's command"))
         if self.transport == "http":
             problems += bounded.url_problems("url", self.url or "")
         secrets.register_placeholders(*self.env.values())  # a value copied in is a secret: never quoted
         if self.transport not in ("stdio", "http"):
-            problems.append(f"transport: 'stdio' or 'http', not {self.transport!r}")
+            problems.append(("transport", f"'stdio' or 'http', not {self.transport!r}"))
+        problems += range_problems({name: getattr(self, name) for name in self.ranges}, self.ranges)
         problems += adapter_problems("tools", self.tools, OPERATIONS, ("tool", "{tool, arguments}"), self)
         if problems:
-            raise ValueError("; ".join(problems))
+            raise FieldError(problems)
+
+    @property
+    def stats(self) -> SystemStats:
+        """What talking to the server cost so far (read into the run's `system` section)."""
+        return self.state.stats
 
     def fingerprint(self) -> str:
         """What the server answers by: tools, argument templates, paths. Not the command, URL or
@@ -169,15 +192,7 @@ class McpSystem:
             return self.url
         from mcp import StdioServerParameters
 
-        def value(template: str) -> str:
-            def copy(match: re.Match) -> str:
-                if match[1] not in os.environ:
-                    raise SystemError_(f"mcp env: environment variable {match[1]} is not set")
-                return os.environ[match[1]]
-
-            return _ENV.sub(copy, str(template))
-
-        env = {**os.environ, **{str(k): value(v) for k, v in self.env.items()}}
+        env = {**os.environ, **{str(k): fill_env(v, f"mcp env {k}") for k, v in self.env.items()}}
         argv = [str(a) for a in (*self.command, *self.args)]
         if argv[0] == "python":  # the server runs in the harness's own environment (its venv)
             argv[0] = sys.executable
@@ -188,20 +203,20 @@ class McpSystem:
 
     @property
     def session(self) -> _Session:
-        with self._state.setdefault("lock", threading.Lock()):
-            if "session" not in self._state:
+        with self.state.lock:
+            if self.state.session is None:
                 try:
-                    self._state["session"] = _Session(self._target(), self.timeout_s, self.connect_timeout_s)
+                    self.state.session = _Session(self._target(), self.timeout_s, self.connect_timeout_s)
                     # Nothing in a run calls close(): at exit, the stdio server is stopped cleanly.
                     atexit.register(self.close)
-                except SystemError_:
+                except LiveSystemError:
                     raise
                 except Exception as err:  # noqa: BLE001 (the SDK raises ExceptionGroups, OSErrors...)
-                    raise SystemError_(
+                    raise LiveSystemError(
                         f"the MCP memory server ({self.transport}: {self._where()}) is not reachable: "
                         f"{_reason(err)} (nothing was run)"
                     ) from None
-            return self._state["session"]
+            return self.state.session
 
     def _call(self, operation: str, values: Mapping[str, Any], what: str) -> Any:
         """Call an operation's tool with its filled arguments; its answer as JSON."""
@@ -210,28 +225,30 @@ class McpSystem:
         self.stats.add("requests")
         try:
             result = self.session.call(str(spec["tool"]), arguments)
-        except SystemError_:
+        except LiveSystemError:
             self.stats.add("errors")
             raise
         except (TimeoutError, FutureTimeout):
             self.stats.add("timeouts")
-            raise SystemError_(
+            raise LiveSystemError(
                 f"{what}: tool {spec['tool']!r} gave no answer within {self.timeout_s:g} s"
             ) from None
         except Exception as err:  # noqa: BLE001 (MCPError, a dead subprocess's stream errors...)
             self.stats.add("errors")
             if "timed out" in str(err).lower():
                 self.stats.add("timeouts")
-            raise SystemError_(f"{what}: tool {spec['tool']!r} failed: {_reason(err)}") from None
+            raise LiveSystemError(f"{what}: tool {spec['tool']!r} failed: {_reason(err)}") from None
         text = " ".join(getattr(c, "text", "") for c in result.content or [])
         if result.is_error:
             self.stats.add("errors")
-            raise SystemError_(f"{what}: tool {spec['tool']!r} answered an error: {secrets.quote(text, 300)}")
+            raise LiveSystemError(
+                f"{what}: tool {spec['tool']!r} answered an error: {secrets.quote(text, 300)}"
+            )
         if result.structured_content is not None:
             return result.structured_content
         try:
             return parse_json(text, f"{what}: tool {spec['tool']!r} answered")
-        except SystemError_:
+        except LiveSystemError:
             self.stats.add("errors")
             raise
 
@@ -241,15 +258,15 @@ class McpSystem:
         """At start, before any work: the server starts (stdio) or answers (http) and has the tools."""
         try:
             offered = self.session.tool_names()
-        except SystemError_:
+        except LiveSystemError:
             raise
         except Exception as err:  # noqa: BLE001
-            raise SystemError_(
+            raise LiveSystemError(
                 f"the MCP memory server ({self._where()}) cannot list its tools: {_reason(err)}"
             ) from None
         missing = sorted({str(s["tool"]) for s in self.tools.values()} - offered)
         if missing:
-            raise SystemError_(
+            raise LiveSystemError(
                 f"the MCP memory server ({self._where()}) has no tool {', '.join(missing)} "
                 f"(it offers {', '.join(sorted(offered))}): check system.tools"
             )
@@ -269,7 +286,7 @@ class McpSystem:
 
     def count(self, scope: Mapping[str, str]) -> Any:
         """What the `count` tool says the scope holds (None without one): the searchable wait polls it, and
-        a resumed record run checks with it that the server kept the scope (retrieval/systems/cassette.py)."""
+        a resumed record run checks with it that the server kept the scope (cassette.py)."""
         if "count" not in self.tools:
             return None
         where = f"count of scope {dict(scope)}"
@@ -286,7 +303,7 @@ class McpSystem:
             if stored >= len(memories):
                 return time.perf_counter() - started
             if time.perf_counter() - started > self.searchable_timeout_s:
-                raise SystemError_(
+                raise LiveSystemError(
                     f"scope {dict(scope)}: {stored} of {len(memories)} memories searchable after "
                     f"{self.searchable_timeout_s:g} s (system.searchable_timeout_s)"
                 )
@@ -297,7 +314,7 @@ class McpSystem:
         return read_hits(self._call("search", search_values(request), where), self.results, where, self.stats)
 
     def close(self) -> None:
-        session = self._state.pop("session", None)
+        session, self.state.session = self.state.session, None
         if session is not None:
             session.close()
 
