@@ -67,6 +67,13 @@ MISTAKES: dict[str, dict[str, tuple[list[str], str] | None]] = {
         "bad_type": (["epochs=abc", NONE], "epochs"),
         "missing_required": None,  # every setting has a default (BEAM 500K, the bundled MiniLM)
     },
+    "memeval-merge": {  # folders and flags only: no config choices, overrides or typed values
+        "typo_choice": None,
+        "unknown_key": (["--allow-partail", "shards"], "--allow-partail"),
+        "override_syntax": None,
+        "bad_type": None,
+        "missing_required": ([], "paths"),
+    },
     "memeval-serve": {
         "typo_choice": (["variant=hybird"], "variant/hybird"),
         "unknown_key": (["stage.bm25.kk1=1"], "stage.bm25.kk1"),

@@ -21,7 +21,7 @@ from retrieval.pipeline import Pipeline
 from retrieval.retrievers.bm25 import BM25Retriever
 from retrieval.retrievers.dense import DenseRetriever
 from retrieval.reuse import CandidateCache
-from tests.test_cross_encoder import build_tiny_cross_encoder
+from tests.retrieval.test_cross_encoder import build_tiny_cross_encoder
 
 
 @pytest.fixture(scope="module")
