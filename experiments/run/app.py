@@ -47,6 +47,7 @@ from experiments.run.resume import (
 )
 from experiments.run.stage_order import pin_stage_order
 from experiments.run.trec import write_qrels, write_run
+from experiments.shards import SHARD_SECTION, shard_suite
 from experiments.suites.suite import Problem, Suite, SuiteError
 from experiments.track.mlflow_tracker import (
     MlflowTracker,
@@ -309,6 +310,7 @@ def _run_experiment(
     pipeline.check_models()  # a missing model is a clear error now, not after retrieval ran
     told("load suite")
     suite = load_suite_from_config(cfg, memoise=multirun)  # validates: bad input fails here, before work
+    suite, shard = shard_suite(suite, cfg)  # shard=i/n: that shard's scopes only (experiments/shards.py)
     try:  # a metric only a benchmark's own scorer computes, on a suite without it: refused before work
         check_metrics(suite.scorer, list(cfg.metrics))
     except ValueError as err:
@@ -357,6 +359,8 @@ def _run_experiment(
     evaluation.metrics["variant"] = cfg.variant.name
     evaluation.metrics["config_hash"] = cfg_hash
     evaluation.metrics["code_version"] = version
+    if shard is not None:  # a shard says so: its statistics are over its scopes only
+        evaluation.metrics[SHARD_SECTION] = shard
     config_text = yaml_text(resolved)
     # The same provenance as the MLflow tags, on disk too: reports built from run directories read it.
     tags = {
