@@ -1,4 +1,4 @@
-"""Sharding a suite by scope: `shard=i/n` runs the scopes of shard i of n only (docs/running_at_scale.md, "Sharding").
+"""Sharding a suite by scope: `shard=i/n` runs the scopes of shard i of n only (docs/running_at_scale.md).
 
 Sits between loading a suite and running it (experiments/run/app.py): the loaded, validated suite is cut
 to one shard's scopes, with their queries, judgements and knowledge, and every shard of a run is then a

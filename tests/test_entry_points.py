@@ -24,6 +24,7 @@ SCRIPTS = {
     "memeval-train-reranker": "memeval-train-reranker: fine-tune a cross-encoder",
     "memeval-study": "memeval-study: run a study plan",
     "memeval-serve": "usage: memeval-serve",
+    "memeval-merge": "usage: memeval-merge",
 }
 
 
@@ -79,6 +80,7 @@ ENTRY_MODULES = {  # console script module -> heavy packages it may import befor
     "experiments.training.reranker": set(),
     "experiments.gate": {"pandas"},  # argparse apps whose options need the run-table code
     "experiments.report.cli": {"pandas"},
+    "experiments.merge": {"pandas"},
 }
 
 

@@ -113,13 +113,7 @@ def per_query_table(
     ranked = [by_id.get(q) for q in ids]
     stages = dict.fromkeys(s for r in output.ranked for s in r.timings_ms)
     leaks = _leaks(suite, output)
-    scores = relevance_per_query(  # a benchmark's own scorer where suite.protocol=official
-        suite.scorer,
-        suite.qrels,
-        {r.query_id: list(r.memory_ids) for r in output.ranked},
-        metrics,
-        empty=empty,
-    )
+    run = {r.query_id: list(r.memory_ids) for r in output.ranked}
     columns: dict[str, Any] = {
         **{
             f"label.{name}": [q.labels.get(name) for q in queries]
@@ -133,12 +127,22 @@ def per_query_table(
         **{f"ms.{st}": [r.timings_ms.get(st, 0.0) if r else np.nan for r in ranked] for st in stages},
         "scope_leaks": np.array([leaks.get(q, 0) for q in ids], dtype=int),
     }
+    columns.update(metric_columns(suite.scorer, suite.qrels, run, metrics, ids, empty=empty))
+    return pd.DataFrame(columns, index=pd.Index(ids, name="query_id"))
+
+
+def metric_columns(
+    scorer: Any, qrels: Any, run: Any, metrics: Sequence[str], ids: Sequence[str], *, empty: str = "apart"
+) -> dict[str, np.ndarray]:
+    """Each metric's per-query values in the order of `ids`, all queries scored as one batch (a value's
+    last bits depend on the batch's widths: a merge of shards scores the whole run again,
+    experiments/merge.py); a benchmark's own scorer where suite.protocol=official."""
+    scores = relevance_per_query(scorer, qrels, run, metrics, empty=empty)
     aligned = scores.reindex(ids)  # abstention queries: NaN
     if empty == "zero":  # a suite query with no judgement at all has nothing relevant either: 0
         relevance = [m for m in aligned.columns if not over_own_queries(m)]
         aligned[relevance] = aligned[relevance].fillna(0.0)
-    columns.update({name: aligned[name].to_numpy(dtype=np.float64) for name in scores.columns})
-    return pd.DataFrame(columns, index=pd.Index(ids, name="query_id"))
+    return {name: aligned[name].to_numpy(dtype=np.float64) for name in scores.columns}
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,298 @@
+"""memeval-merge (experiments/merge.py): shards put back together equal the unsharded run, and what cannot
+be merged is refused by name.
+
+Real runs in subprocesses (the runner, the memeval launcher's sweep and its automatic merge, the console
+script). The tiny two-scope suite is the fast tier; spark25 with a real MLflow store and BEAM 100K are slow.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from experiments.merge import (
+    MERGED_TAG,
+    NOT_COMPARED,
+    PARTIAL_SECTION,
+    PARTIAL_TAG,
+    comparable_metrics,
+    comparable_rows,
+    main,
+)
+from experiments.track.sweep_parent import job_failed
+from tests.support import CACHE_DIR, REPO
+from tests.sweep_support import job_dirs, write_tiny_suite
+
+BIN = Path(sys.executable).parent
+
+
+def env() -> dict[str, str]:
+    return {
+        **os.environ,
+        "MLFLOW_TRACKING_URI": "",
+        "HF_HUB_OFFLINE": "1",
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+    }
+
+
+def memeval_run(cwd: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    flags = [a for a in args if a.startswith("-")]  # `-m` before the overrides
+    overrides = [a for a in args if not a.startswith("-")]
+    command = [
+        sys.executable,
+        "-m",
+        "experiments.run",
+        *flags,
+        "progress=false",
+        f"cache_dir={cwd / 'cache'}",
+    ]
+    command += overrides
+    proc = subprocess.run(command, cwd=cwd, env=env(), capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+def memeval_merge(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    """The console script, as a user runs it."""
+    return subprocess.run(
+        [str(BIN / "memeval-merge"), *map(str, args)], cwd=cwd, env=env(), capture_output=True, text=True
+    )
+
+
+def merge_main(capsys, *args) -> tuple[int, str]:
+    """`memeval-merge` in this process (its `main`): the exit code and what it said on stderr."""
+    code = main([*map(str, args), "--no-tracking"])
+    return code, capsys.readouterr().err
+
+
+def assert_same_run(merged: Path, whole: Path) -> None:
+    """The merge's files are the unsharded run's: run.trec, qrels.tsv and ranking.csv byte for byte,
+    per_query.csv and metrics.json but for NOT_COMPARED (timings, cache use)."""
+    for name in ("run.trec", "qrels.tsv", "ranking.csv"):
+        assert (merged / name).read_bytes() == (whole / name).read_bytes(), name
+    assert comparable_rows(merged / "per_query.csv") == comparable_rows(whole / "per_query.csv")
+    got, want = (json.loads((d / "metrics.json").read_text()) for d in (merged, whole))
+    assert comparable_metrics(got) == comparable_metrics(want)
+    assert (merged / "config.yaml").read_text() == (whole / "config.yaml").read_text()
+
+
+# --- the tiny two-scope suite: fast -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_runs(tmp_path_factory):
+    """The tiny suite run whole, as a 2-shard sweep (merged by the sweep), and as shards that do not go
+    together: 0/3 and 1/2 of another k1."""
+    tmp = tmp_path_factory.mktemp("tiny_merge")
+    suite = write_tiny_suite(tmp)
+    common = ["suite=jsonl", f"suite.path={suite}", "variant=bm25", "tracking=none"]
+    memeval_run(tmp, *common, f"hydra.run.dir={tmp / 'whole'}")
+    memeval_run(tmp, "-m", *common, "shard=0/2,1/2", f"hydra.sweep.dir={tmp / 'sweep'}")
+    memeval_run(tmp, "-m", *common, "shard=0/3,1/2", "stage.bm25.k1=0.9", f"hydra.sweep.dir={tmp / 'odd'}")
+    return tmp
+
+
+def test_the_sweep_merges_its_shards_into_the_unsharded_run(tiny_runs):
+    shards = job_dirs(tiny_runs / "sweep")
+    assert [json.loads((d / "metrics.json").read_text())["n_queries"] for d in shards] == [2, 2]
+    merged = tiny_runs / "sweep" / "merged" / "0"
+    assert_same_run(merged, tiny_runs / "whole")
+    tags = json.loads((merged / "tags.json").read_text())
+    assert tags[MERGED_TAG] == "2 shards" and "memeval.shard" not in tags
+
+
+def test_memeval_merge_of_the_shard_folders_is_the_same_run(tiny_runs, tmp_path):
+    shards = job_dirs(tiny_runs / "sweep")
+    done = memeval_merge(tiny_runs, *reversed(shards), "--out", tmp_path / "merged")  # any order given
+    assert done.returncode == 0, done.stderr
+    assert_same_run(tmp_path / "merged", tiny_runs / "whole")
+
+
+def test_a_missing_shard_is_named_and_nothing_is_written(tiny_runs, tmp_path, capsys):
+    first = job_dirs(tiny_runs / "sweep")[0]
+    code, err = merge_main(capsys, first, "--out", tmp_path / "merged")
+    assert code == 2
+    assert "shards missing: 1/2" in err and "--allow-partial" in err
+    assert not (tmp_path / "merged").exists() and not list(tmp_path.iterdir())
+
+
+def test_shards_of_different_n_are_refused(tiny_runs, tmp_path, capsys):
+    odd = job_dirs(tiny_runs / "odd")  # 0/3 and 1/2
+    code, err = merge_main(capsys, *odd, "--out", tmp_path / "merged")
+    assert code == 2 and "split the suite differently" in err
+    assert "0/3" in err and "1/2" in err
+
+
+def test_shards_of_different_configs_are_refused_naming_the_setting(tiny_runs, tmp_path, capsys):
+    ours, other = job_dirs(tiny_runs / "sweep")[0], job_dirs(tiny_runs / "odd")[1]  # 0/2, and 1/2 at k1=0.9
+    code, err = merge_main(capsys, ours, other, "--out", tmp_path / "merged", "--allow-partial")
+    assert code == 2 and "stage.bm25.k1" in err
+    assert not (tmp_path / "merged").exists()
+
+
+def test_a_failed_shard_is_named(tiny_runs, tmp_path, capsys):
+    ours, failed = (shutil.copytree(d, tmp_path / d.name) for d in job_dirs(tiny_runs / "sweep"))
+    (failed / "metrics.json").unlink()
+    job_failed(
+        failed, {}, RuntimeError("out of memory"), run_name="tiny-bm25", tags={}
+    )  # as a job records it
+    code, err = merge_main(capsys, ours, failed, "--out", tmp_path / "merged")
+    assert code == 2
+    assert "shard 1/2 failed" in err and "out of memory" in err
+
+
+def test_allow_partial_merges_what_is_there_and_says_so(tiny_runs, tmp_path, capsys):
+    first = job_dirs(tiny_runs / "sweep")[0]
+    code, err = merge_main(capsys, first, "--out", tmp_path / "merged", "--allow-partial")
+    assert code == 0, err
+    metrics = json.loads((tmp_path / "merged" / "metrics.json").read_text())
+    tags = json.loads((tmp_path / "merged" / "tags.json").read_text())
+    assert metrics[PARTIAL_SECTION]["missing"] == ["1/2"] and metrics["n_queries"] == 2
+    assert "missing 1/2" in tags[PARTIAL_TAG]
+
+
+def test_a_whole_run_is_not_taken_for_a_shard(tiny_runs, tmp_path, capsys):
+    code, err = merge_main(capsys, tiny_runs / "whole", "--out", tmp_path / "merged")
+    assert code == 2 and "is not a shard" in err
+
+
+def test_not_compared_names_only_timings_and_cache_use():
+    assert set(NOT_COMPARED) == {"metrics.json", "per_query.csv"}
+    assert not any("@" in key or "ci95" in key for keys in NOT_COMPARED.values() for key in keys)
+
+
+# --- spark25 and BEAM 100K, tracked: slow ------------------------------------------------------------------
+
+
+def store(folder: Path) -> str:
+    import mlflow
+
+    folder.mkdir(parents=True, exist_ok=True)
+    uri = f"sqlite:///{folder / 'mlflow.db'}"
+    mlflow.MlflowClient(tracking_uri=uri).search_experiments()  # created once, before any job
+    return uri
+
+
+def tracked_runs(uri: str, experiment: str) -> list:
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    found = client.get_experiment_by_name(experiment)
+    assert found is not None, f"no experiment {experiment} in {uri}"
+    return client.search_runs([found.experiment_id], max_results=1000)
+
+
+@pytest.mark.slow
+def test_spark25_in_4_shards_merges_into_the_unsharded_run_with_the_shards_below_it_in_mlflow(tmp_path):
+    uri = store(tmp_path / "store")
+    common = [
+        "variant=hybrid",
+        f"tracking.tracker.uri={uri}",
+        "tracking.tracker.experiment=spark25",
+        f"encoder.cache_dir={CACHE_DIR / 'embeddings'}",
+    ]
+    memeval_run(tmp_path, *common, f"hydra.run.dir={tmp_path / 'whole'}")
+    memeval_run(tmp_path, "-m", *common, "shard=0/4,1/4,2/4,3/4", f"hydra.sweep.dir={tmp_path / 'sweep'}")
+    merged = tmp_path / "sweep" / "merged" / "0"
+    assert_same_run(merged, tmp_path / "whole")  # spark25 is one scope: shards 1-3 are empty
+    every = tracked_runs(uri, "spark25")
+    (merged_run,) = [r for r in every if r.data.tags.get(MERGED_TAG)]
+    shards = [r for r in every if "memeval.shard" in r.data.tags]
+    assert sorted(r.data.tags["memeval.shard"] for r in shards) == ["0/4", "1/4", "2/4", "3/4"]
+    assert {r.data.tags["mlflow.parentRunId"] for r in shards} == {merged_run.info.run_id}
+    (whole,) = [r for r in every if r.data.tags.get("memeval.run_dir") == str((tmp_path / "whole").resolve())]
+    assert merged_run.data.params == whole.data.params  # the same settings: shard null
+    quality = {k: v for k, v in whole.data.metrics.items() if "latency" not in k}
+    assert {k: merged_run.data.metrics[k] for k in quality} == quality
+
+
+@pytest.mark.slow
+def test_beam_100k_in_4_shards_merges_into_the_unsharded_run(tmp_path, beam_100k, beam_suite):
+    from experiments.shards import scope_sizes
+
+    common = [
+        "suite=beam",
+        f"suite.path={beam_100k}",
+        "variant=hybrid",
+        "tracking=none",
+        f"encoder.cache_dir={CACHE_DIR / 'embeddings'}",  # the 100K embeddings are warm there
+    ]
+    memeval_run(tmp_path, *common, f"hydra.run.dir={tmp_path / 'whole'}")
+    memeval_run(tmp_path, "-m", *common, "shard=0/4,1/4,2/4,3/4", f"hydra.sweep.dir={tmp_path / 'sweep'}")
+    shards = [json.loads((d / "metrics.json").read_text()) for d in job_dirs(tmp_path / "sweep")]
+    loads = [s["suite"]["memories"] for s in shards]
+    assert all(loads) and max(loads) - min(loads) <= max(scope_sizes(beam_suite).values())
+    assert sum(s["n_queries"] for s in shards) == len(beam_suite.queries)
+    assert_same_run(tmp_path / "sweep" / "merged" / "0", tmp_path / "whole")
+
+
+@pytest.mark.slow
+def test_a_boost_sweep_in_4_shards_is_a_parent_with_a_merged_child_per_weight_and_a_holm_report(tmp_path):
+    """memeval-run -m variant=exp05 stage.instruction_boost.weight=0,0.1,0.2 shard=0/4,...,3/4: one parent,
+    three merged children (the shards below each), and memeval-report compares the three with Holm."""
+    uri = store(tmp_path / "store")
+    sweep_dir = tmp_path / "sweep"
+    common = [
+        "variant=exp05",
+        f"tracking.tracker.uri={uri}",
+        "tracking.tracker.experiment=boost",
+        f"encoder.cache_dir={CACHE_DIR / 'embeddings'}",
+    ]
+    memeval_run(
+        tmp_path,
+        "-m",
+        *common,
+        "stage.instruction_boost.weight=0,0.1,0.2",
+        "shard=0/4,1/4,2/4,3/4",
+        f"hydra.sweep.dir={sweep_dir}",
+    )
+    # One weight unsharded: its merge is the same run, the `tagging` run report (whole corpus) included.
+    memeval_run(
+        tmp_path, *common, "stage.instruction_boost.weight=0.1", f"hydra.run.dir={tmp_path / 'whole'}"
+    )
+    (merged,) = [
+        d for d in (sweep_dir / "merged").iterdir() if "weight: 0.1" in (d / "config.yaml").read_text()
+    ]
+    assert_same_run(merged, tmp_path / "whole")
+    assert "tagging" in json.loads((merged / "metrics.json").read_text())
+    every = [
+        r
+        for r in tracked_runs(uri, "boost")
+        if "mlflow.parentRunId" in r.data.tags or "memeval.sweep_key" in r.data.tags
+    ]
+    (parent,) = [r for r in every if "memeval.sweep_key" in r.data.tags]
+    children = [r for r in every if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    assert sorted(r.info.run_name for r in children) == [
+        "exp05 weight=0",
+        "exp05 weight=0.1",
+        "exp05 weight=0.2",
+    ]
+    assert all(r.data.tags[MERGED_TAG] == "4 shards" and r.info.status == "FINISHED" for r in children)
+    for child in children:
+        below = [r for r in every if r.data.tags.get("mlflow.parentRunId") == child.info.run_id]
+        assert sorted(r.data.tags["memeval.shard"] for r in below) == ["0/4", "1/4", "2/4", "3/4"]
+        weight = child.data.params["stage.instruction_boost.weight"]
+        assert {r.data.params["stage.instruction_boost.weight"] for r in below} == {weight}
+    assert len(every) == 1 + 3 + 12
+    import mlflow
+
+    finished = mlflow.MlflowClient(tracking_uri=uri).get_run(parent.info.run_id)
+    assert finished.info.status == "FINISHED"
+    assert finished.data.tags["memeval.best_child"].split(" (")[0] in {r.info.run_name for r in children}
+
+    report = subprocess.run(
+        [str(BIN / "memeval-report"), "--name", "boost", "--sweep-dir", str(sweep_dir)]
+        + ["--out-root", str(tmp_path / "reports"), "--drilldown", "0"],
+        cwd=tmp_path, env=env(), capture_output=True, text=True,
+    )  # fmt: skip
+    assert report.returncode == 0, report.stderr
+    text = (tmp_path / "reports" / "boost" / "report.md").read_text()
+    assert "Holm correction" in text and "3 runs" in report.stdout
+    for weight in ("weight=0.1", "weight=0.2"):
+        assert weight in text
