@@ -64,6 +64,15 @@ def memeval_run(cwd, *args: str, timeout: float) -> subprocess.CompletedProcess:
     return proc
 
 
+def tiny_sweep(tmp_path, *overrides: str) -> list[str]:
+    """A bm25 sweep of the tiny suite through the cluster, untracked: the command line."""
+    suite = write_tiny_suite(tmp_path)
+    command = [sys.executable, "-m", "experiments.run", "-m", "hydra/launcher=slurm_localhost", "suite=jsonl"]
+    command += [f"suite.path={suite}", "variant=bm25", "tracking=none", "progress=false"]
+    command += [f"cache_dir={tmp_path / 'cache'}", f"hydra.sweep.dir={tmp_path / 'sweep'}"]
+    return [*command, *overrides]
+
+
 def submitted_arrays(folder) -> set[str]:
     """The SLURM job arrays submitit submitted: its folder holds one `<array>_<task>` folder a task."""
     return {p.name.split("_")[0] for p in folder.iterdir() if p.is_dir()} if folder.is_dir() else set()
@@ -118,10 +127,7 @@ def test_a_job_cancelled_on_the_cluster_fails_the_sweep_naming_its_state(slurm, 
     """submitit learns a job's end from its result file or, when the job died without one, from `sacct`:
     the cluster's accounting (slurmdbd) is what turns a cancelled job into an error rather than a wait
     that never ends."""
-    suite = write_tiny_suite(tmp_path)
-    command = [sys.executable, "-m", "experiments.run", "-m", "hydra/launcher=slurm_localhost"]
-    command += ["suite=jsonl", f"suite.path={suite}", "variant=bm25", "stage.bm25.k1=1.2,1.5"]
-    command += ["tracking=none", "progress=false", f"hydra.sweep.dir={tmp_path / 'sweep'}"]
+    command = tiny_sweep(tmp_path, "stage.bm25.k1=1.2,1.5")
     proc = subprocess.Popen(
         command, cwd=tmp_path, env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
@@ -136,3 +142,13 @@ def test_a_job_cancelled_on_the_cluster_fails_the_sweep_naming_its_state(slurm, 
         proc.kill()
     assert proc.returncode != 0
     assert "CANCELLED" in out and "has not produced any output" in out, out[-3000:]
+
+
+def test_a_job_larger_than_the_node_is_refused_at_submission(slurm, tmp_path):
+    """EnforcePartLimits=ALL: sbatch refuses a job no node can run, so the sweep stops with SLURM's reason
+    instead of waiting on a job pending for ever (Reason=PartitionConfig)."""
+    cpus = int(subprocess.run(["sinfo", "-h", "-o", "%c"], capture_output=True, text=True, check=True).stdout)
+    command = tiny_sweep(tmp_path, f"hydra.launcher.cpus_per_task={cpus + 1}")
+    done = subprocess.run(command, cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0
+    assert "Batch job submission failed: More processors requested than permitted" in done.stderr
