@@ -8,7 +8,8 @@ Sits after the shards' runs, beside the runner: it reads their folders only. The
 rebuilt in the whole suite's order (each shard's metrics.json holds its queries' and judgements' positions
 in the whole suite): `run.trec`, `qrels.tsv` and `ranking.csv` are the unsharded run's bytes (each line
 is one query's, and no line depends on another query: experiments/run/trec.py, ranking.py), and
-`per_query.csv` holds the same rows. Every aggregate (means, CIs, design effects, per-label tables) is
+`per_query.csv` holds the same rows, their metrics scored again from the merged run.trec as one batch, as
+the unsharded run scores them. Every aggregate (means, CIs, design effects, per-label tables) is
 computed again from the merged per-query rows by the run's own function (experiments/evaluate/table.py
 `summarize`), never averaged from the shards', so metrics.json equals the unsharded run's but for what
 measures the run's circumstances (`NOT_COMPARED`: timings and what came from a cache).
@@ -103,7 +104,6 @@ MERGED_FILE = "merged.json"  # in a merged folder: its shards (folders, MLflow r
 MERGED_TAG = "memeval.merged_from"  # "4 shards"
 PARTIAL_TAG = "memeval.partial"
 PARTIAL_SECTION = "partial"  # metrics.json of a partial merge
-RUN_DIR_TAG = "memeval.run_dir"  # on every MLflow run: the folder it was logged from (mlflow_tracker.log)
 BY_LINE = ("run.trec", "qrels.tsv", MUST_NOT_QRELS)  # one query's lines together, in query order
 # metrics.json keys a run writes that the merge computes (or takes from the shards, for circumstances):
 # any other section is a run report (`run_reports`) or a live system's cost, computed from the whole
@@ -446,7 +446,8 @@ def merge(
     tracking: bool = True,
 ) -> Path:
     """Merge the shard runs under `paths` into the folder `out` (default beside the first shard:
-    `<its parent>/merged`) and log it (when the shards' config tracks and `tracking`). Returns the folder."""
+    `<its parent>/merged/<k>`, the first k free) and log it (when the shards' config tracks and
+    `tracking`). Returns the folder."""
     runs, failures = collect(paths)
     return merge_runs(runs, failures, out, allow_partial=allow_partial, tracking=tracking)
 
@@ -465,7 +466,7 @@ def merge_sweep(sweep_dir: Path, parent: Mapping[str, Any]) -> list[Path]:
         target = sweep_dir / "merged" / str(number)
         if (target / "metrics.json").is_file():  # a re-run sweep whose jobs were all reused: merged before
             if json.loads((target / "metrics.json").read_text()).get("config_hash") == whole_hash:
-                merged.append(target)
+                merged.append(_reused_by(target, group, parent))
                 continue
         first = group[0]
         overrides_file = first.folder / ".hydra" / "overrides.yaml"
@@ -473,10 +474,21 @@ def merge_sweep(sweep_dir: Path, parent: Mapping[str, Any]) -> list[Path]:
         values = job_values(OmegaConf.create(first.config), [str(o) for o in overrides], varying)
         name = child_run_name(str(first.metrics.get("variant")), values)
         try:
-            merged.append(merge_runs(group, failures, target, parent=parent or None, run_name=name))
+            done = merge_runs(group, failures, target, parent=parent or None, run_name=name)
         except MergeError as err:
             print(f"warning: {name} not merged: {err}", file=sys.stderr)
+            continue
+        merged.append(_reused_by(done, group, parent))
     return merged
+
+
+def _reused_by(target: Path, shards: list[ShardRun], parent: Mapping[str, Any]) -> Path:
+    """The merged run stands for its shards in the sweep's parent (a re-run's reused shards included)."""
+    if parent.get("parent_run_id"):
+        from experiments.track.merged_run import forget_reused_shards  # mlflow: imported only when tracked
+
+        forget_reused_shards(parent, [r.folder for r in shards])
+    return target
 
 
 def merge_runs(
@@ -495,14 +507,24 @@ def merge_runs(
     first = runs[0]
     whole = whole_config(first.config)
     whole_hash = config_hash(whole)
-    target = Path(out) if out is not None else first.folder.parent / "merged"
+    target = Path(out) if out is not None else _free(first.folder.parent / "merged")
     if (target / "metrics.json").exists():
         raise MergeError(f"{target} already holds a finished run: name another --out")
     positions: dict[str, int] = {}
     judged: dict[str, int] = {}
     for run in runs:
+        twice = positions.keys() & run.section["query_positions"].keys()
+        if twice:  # shards cut by different rules: the whole run is not their sum
+            raise MergeError(
+                f"{run.name} holds queries another shard holds too: {', '.join(sorted(twice)[:5])}"
+            )
         positions.update(run.section["query_positions"])
         judged.update(run.section["qrels_positions"])
+    if partial is None and len(positions) != first.section["whole_suite"]["queries"]:
+        raise MergeError(
+            f"the shards hold {len(positions)} of the suite's {first.section['whole_suite']['queries']} "
+            "queries: they were not cut by one rule"
+        )
     started = time.perf_counter()
     texts = {  # run.trec, qrels.tsv (and qrels.mustnot.tsv): one query's lines together, in the suite's order
         name: _ordered(
@@ -557,6 +579,14 @@ def merge_runs(
     return target
 
 
+def _free(folder: Path) -> Path:
+    """`folder/<k>`, the first k not taken."""
+    k = 0
+    while (folder / str(k)).exists():
+        k += 1
+    return folder / str(k)
+
+
 def _merge_ranking(runs: list[ShardRun], positions: Mapping[str, int], path: Path) -> None:
     found = [r.folder / RANKING_FILE for r in runs if (r.folder / RANKING_FILE).is_file()]
     if not found:
@@ -579,7 +609,7 @@ def _merge_ranking(runs: list[ShardRun], positions: Mapping[str, int], path: Pat
 def main(argv: Sequence[str] | None = None) -> int:
     parser = ArgumentParser(prog="memeval-merge", description=__doc__.split("\n\n")[0])
     parser.add_argument("paths", nargs="+", help="shard run folders, or folders holding them (a sweep's)")
-    parser.add_argument("--out", help="the merged run's folder (default: `merged` beside the first shard)")
+    parser.add_argument("--out", help="the merged run's folder (default: merged/<k> beside the first shard)")
     parser.add_argument(
         "--allow-partial",
         action="store_true",

@@ -116,7 +116,8 @@ class Shard:
 def cut(suite: Suite, spec: ShardSpec) -> Shard:
     """The suite's shard `spec`: its scopes' memories, queries, judgements and knowledge, each in the
     whole suite's order."""
-    keys = set(assign_scopes(scope_sizes(suite), spec.count)[spec.index])
+    sizes = scope_sizes(suite)
+    keys = set(assign_scopes(sizes, spec.count)[spec.index])
     queries = [(i, q) for i, q in enumerate(suite.queries) if q.scope_key in keys]
     kept = {q.id for _, q in queries}
     judged = [(i, qid) for i, qid in enumerate(suite.qrels) if qid in kept]
@@ -137,7 +138,7 @@ def cut(suite: Suite, spec: ShardSpec) -> Shard:
         tags={**suite.tags, SHARD_TAG: str(spec), SHARD_OF_TAG: suite.content_hash},
         notes=(
             *suite.notes,
-            f"shard {spec}: {len(keys)} of {len(scope_sizes(suite))} scopes, {len(memories):,} of "
+            f"shard {spec}: {len(keys)} of {len(sizes)} scopes, {len(memories):,} of "
             f"{len(suite.memories):,} memories, {len(queries):,} of {len(suite.queries):,} queries",
         ),
     )

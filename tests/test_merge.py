@@ -114,6 +114,12 @@ def test_memeval_merge_of_the_shard_folders_is_the_same_run(tiny_runs, tmp_path)
     assert_same_run(tmp_path / "merged", tiny_runs / "whole")
 
 
+def test_memeval_merge_of_a_sweep_folder_writes_beside_the_sweeps_own_merge(tiny_runs, capsys):
+    code, err = merge_main(capsys, tiny_runs / "sweep")  # its merged/0 is a merged run, not a shard
+    assert code == 0, err
+    assert_same_run(tiny_runs / "sweep" / "merged" / "1", tiny_runs / "whole")
+
+
 def test_a_missing_shard_is_named_and_nothing_is_written(tiny_runs, tmp_path, capsys):
     first = job_dirs(tiny_runs / "sweep")[0]
     code, err = merge_main(capsys, first, "--out", tmp_path / "merged")
@@ -296,3 +302,23 @@ def test_a_boost_sweep_in_4_shards_is_a_parent_with_a_merged_child_per_weight_an
     assert "Holm correction" in text and "3 runs" in report.stdout
     for weight in ("weight=0.1", "weight=0.2"):
         assert weight in text
+
+
+@pytest.mark.slow
+def test_a_rerun_sharded_sweep_reports_its_merged_runs_not_the_shards_it_reused(tmp_path):
+    """A re-run sweep's skipped shard jobs tag the parent with the shard runs they reused; the merged runs
+    stand for them, so a report of the sweep reads the merged runs only (a shard is of another suite)."""
+    suite = write_tiny_suite(tmp_path)
+    uri = store(tmp_path / "store")
+    command = ["suite=jsonl", f"suite.path={suite}", "variant=bm25", f"tracking.tracker.uri={uri}"]
+    command += ["tracking.tracker.experiment=rerun", "stage.bm25.k1=1.2,1.5", "shard=0/2,1/2"]
+    memeval_run(tmp_path, "-m", *command, f"hydra.sweep.dir={tmp_path / 'sweep'}")
+    again = memeval_run(tmp_path, "-m", *command, f"hydra.sweep.dir={tmp_path / 'sweep'}")
+    assert again.stdout.count("skipped: config") == 4
+    report = subprocess.run(
+        [str(BIN / "memeval-report"), "--name", "rerun", "--sweep-dir", str(tmp_path / "sweep")]
+        + ["--out-root", str(tmp_path / "reports"), "--drilldown", "0"],
+        cwd=tmp_path, env=env(), capture_output=True, text=True,
+    )  # fmt: skip
+    assert report.returncode == 0, report.stderr
+    assert "2 runs" in report.stdout

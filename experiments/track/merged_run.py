@@ -18,6 +18,7 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from experiments.track.mlflow_tracker import (
+    REUSED_TAG_PREFIX,
     SuiteDataset,
     dataset_name,
     ensure_store,
@@ -103,3 +104,14 @@ def log_merged(
         entry["mlflow_run_id"] = shard_ids.get(run.folder)
     note_path.write_text(json.dumps(note, indent=2))
     return run_id
+
+
+def forget_reused_shards(parent: Mapping[str, str], folders: Sequence[Path]) -> None:
+    """A re-run sweep's skipped shard jobs tag its parent with the shard runs they reused
+    (`memeval.reused.<config hash>`); the merged run stands for those shards, so the tags go: a report of
+    the sweep's runs reads the merged runs, never a shard (of another suite: the report would refuse)."""
+    client = mlflow.MlflowClient(tracking_uri=parent["uri"])
+    shards = set(shard_run_ids(client, folders).values())
+    for key, value in client.get_run(parent["parent_run_id"]).data.tags.items():
+        if key.startswith(REUSED_TAG_PREFIX) and value in shards:
+            client.delete_tag(parent["parent_run_id"], key)
