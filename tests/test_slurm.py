@@ -3,12 +3,13 @@ slurmdbd, slurmctld, slurmd), a 4-shard BEAM 100K bm25 sweep goes through Hydra'
 4 SLURM jobs, the sweep merges them (experiments/track/shard_merge.py), and the merged run is the
 unsharded run: run.trec, qrels.tsv and ranking.csv byte for byte, per_query.csv and metrics.json but for
 timings. MLflow holds one sweep parent, the merged run below it and the 4 shard jobs below that. A job
-cancelled on the cluster fails the sweep, naming its state (submitit reads it from the accounting).
+cancelled on the cluster fails the sweep naming its state (submitit reads it from the accounting), and a
+job larger than the node is refused at submission.
 
-Integration tier, and it needs root (packages, daemons). Where SLURM cannot start the test fails with
-slurm-up's own error, never skips: CI is such a machine (.ci/run starts the cluster first, and stops it
-at the end; here slurm-up then only checks it, in seconds). A developer: `make slurm-up` (docs/slurm.md).
-"""
+Integration tier; needs root (packages, daemons). Where SLURM cannot start, the tests fail with
+slurm-up's own error and never skip: CI must run them (.ci/run starts the cluster before the tests, so
+slurm-up here only checks it, in seconds, and stops it at the end). A developer: `make slurm-up`
+(docs/slurm.md)."""
 
 from __future__ import annotations
 
