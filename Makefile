@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 export HF_HUB_OFFLINE := 1           # models load from local files only (no hub downloads here)
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup run test test-fast lint clean-venv reranker fusion lock upgrade-check mlflow-shots
+.PHONY: setup run test test-fast lint clean-venv reranker fusion lock upgrade-check mlflow-shots slurm-up slurm-down
 
 # The venv installs the committed lock (the exact versions CI was green with), then memeval itself.
 $(VENV)/.installed: pyproject.toml requirements.lock
@@ -79,6 +79,15 @@ lint: setup
 # store, `mlflow ui` on 127.0.0.1, headless Chromium (Debian: apt-get install chromium). ARGS: --keep DIR...
 mlflow-shots: setup
 	$(PY) -m experiments.tools.mlflow_shots $(ARGS)
+
+# A real single-node SLURM on 127.0.0.1 (Debian's slurm-wlm + munge, as root; installed if missing), for
+# `hydra/launcher=slurm` sweeps and the integration tier's SLURM test; `slurm-down` stops its daemons.
+# docs/slurm.md (running at scale).
+slurm-up:
+	.ci/slurm-up
+
+slurm-down:
+	.ci/slurm-down
 
 clean-venv:
 	rm -rf $(VENV)

@@ -7,6 +7,7 @@ import yaml
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from experiments.run.compose import compose_config
+from tests.support import REPO
 from tests.sweep_support import job_dirs, sweep, write_tiny_suite
 
 
@@ -65,3 +66,15 @@ def test_optuna_runs_and_a_rerun_replays_its_trials_from_finished_runs(tmp_path)
     again = sweep(tmp_path, suite, tmp_path / "opt2", *common)
     assert again.stdout.count("skipped: config") == 3  # the seeded sampler proposed the same weights
     assert yaml.safe_load((tmp_path / "opt2" / "optimization_results.yaml").read_text()) == first
+
+
+def test_the_single_node_slurm_launcher_fits_make_slurm_up():
+    """hydra/launcher=slurm_localhost is `slurm` sized for .ci/slurm-up's cluster: its partition, one core a
+    job (2 at a time on 2 cores), and the shared setup lines kept."""
+    cfg = compose_hydra("hydra/launcher=slurm_localhost")
+    slurm = compose_hydra("hydra/launcher=slurm").hydra.launcher
+    launcher = cfg.hydra.launcher
+    assert launcher._target_ == slurm._target_ and launcher.setup == slurm.setup
+    assert launcher.partition == "debug" and launcher.cpus_per_task == 1 and launcher.mem_gb <= 4
+    script = (REPO / ".ci" / "slurm-up").read_text()  # the slurm.conf it writes
+    assert "PartitionName=debug " in script and "DefMemPerCPU=1024" in script
