@@ -22,12 +22,11 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from experiments.systems.protocol import Hit, LiveSystemError, SearchRequest
+from experiments.systems.protocol import Hit, LiveSystemError, SearchRequest, poll_until_searchable
 from retrieval.encoder import SentenceEncoder
 from retrieval.stage import FieldError, Range, range_problems
 from retrieval.types import Memory, scope_key
@@ -168,15 +167,12 @@ class ChromaSystem:
 
     def wait_until_searchable(self, scope: Mapping[str, str], memories: Sequence[Memory]) -> float:
         """Poll the collection's count until it holds what was ingested (bounded)."""
-        collection, started = self._collection(scope), time.monotonic()
-        while (stored := self._call(f"count of scope {dict(scope)}", collection.count)) < len(memories):
-            if time.monotonic() - started > self.searchable_timeout_s:
-                raise LiveSystemError(
-                    f"chroma: scope {dict(scope)}: {stored} of {len(memories)} memories searchable after "
-                    f"{self.searchable_timeout_s:g} s (system.adapter.searchable_timeout_s)"
-                )
-            time.sleep(0.05)
-        return time.monotonic() - started
+        collection = self._collection(scope)
+        return poll_until_searchable(
+            lambda: self._call(f"count of scope {dict(scope)}", collection.count), len(memories),
+            self.searchable_timeout_s, 0.05, f"chroma: scope {dict(scope)}",
+            "system.adapter.searchable_timeout_s",
+        )  # fmt: skip
 
     def search(self, request: SearchRequest) -> list[Hit]:
         if request.overrides:

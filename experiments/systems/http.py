@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from experiments.systems import bounded, secrets
-from experiments.systems.protocol import Hit, LiveSystemError, SearchRequest
+from experiments.systems.protocol import Hit, LiveSystemError, SearchRequest, poll_until_searchable
 from experiments.systems.secrets import redact
 from experiments.systems.stats import SystemStats
 from experiments.systems.templates import (
@@ -378,17 +378,10 @@ class HttpSystem:
         """Poll `count` until it reaches the memories ingested (bounded by searchable_timeout_s)."""
         if self.endpoints.get("count") is None:
             return 0.0
-        started = time.perf_counter()
-        while True:
-            stored = self.count(scope)
-            if stored >= len(memories):
-                return time.perf_counter() - started
-            if time.perf_counter() - started > self.searchable_timeout_s:
-                raise LiveSystemError(
-                    f"scope {dict(scope)}: {stored} of {len(memories)} memories searchable after "
-                    f"{self.searchable_timeout_s:g} s (system.adapter.searchable_timeout_s)"
-                )
-            time.sleep(self.searchable_poll_s)
+        return poll_until_searchable(
+            lambda: self.count(scope), len(memories), self.searchable_timeout_s, self.searchable_poll_s,
+            f"scope {dict(scope)}", "system.adapter.searchable_timeout_s",
+        )  # fmt: skip
 
     def search(self, request: SearchRequest) -> list[Hit]:  # type: ignore[override]
         where = f"query {request.query_id}"

@@ -30,14 +30,13 @@ import json
 import os
 import sys
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from experiments.systems import bounded, secrets
-from experiments.systems.protocol import Hit, LiveSystemError, SearchRequest
+from experiments.systems.protocol import Hit, LiveSystemError, SearchRequest, poll_until_searchable
 from experiments.systems.stats import SystemStats
 from experiments.systems.templates import (
     adapter_problems,
@@ -297,17 +296,10 @@ class McpSystem:
         """Poll `count` until it reaches the memories ingested (bounded by searchable_timeout_s)."""
         if "count" not in self.tools:
             return 0.0
-        started = time.perf_counter()
-        while True:
-            stored = self.count(scope)
-            if stored >= len(memories):
-                return time.perf_counter() - started
-            if time.perf_counter() - started > self.searchable_timeout_s:
-                raise LiveSystemError(
-                    f"scope {dict(scope)}: {stored} of {len(memories)} memories searchable after "
-                    f"{self.searchable_timeout_s:g} s (system.searchable_timeout_s)"
-                )
-            time.sleep(self.searchable_poll_s)
+        return poll_until_searchable(
+            lambda: self.count(scope), len(memories), self.searchable_timeout_s, self.searchable_poll_s,
+            f"scope {dict(scope)}", "system.searchable_timeout_s",
+        )  # fmt: skip
 
     def search(self, request: SearchRequest) -> list[Hit]:
         where = f"query {request.query_id}"

@@ -16,7 +16,8 @@ secret's value from its message (experiments/systems/secrets.py).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
@@ -84,3 +85,18 @@ class MemorySystem(Protocol):
     def close(self) -> None:
         """Release connections, processes and files."""
         ...
+
+
+def poll_until_searchable(
+    count: Callable[[], int], wanted: int, timeout_s: float, poll_s: float, where: str, field: str
+) -> float:
+    """Seconds until `count()` reaches `wanted` (the memories ingested), polled every `poll_s`; past
+    `timeout_s` a LiveSystemError naming `where` (the system and scope) and the config `field` to raise."""
+    started = time.perf_counter()
+    while (stored := count()) < wanted:
+        if time.perf_counter() - started > timeout_s:
+            raise LiveSystemError(
+                f"{where}: {stored} of {wanted} memories searchable after {timeout_s:g} s ({field})"
+            )
+        time.sleep(poll_s)
+    return time.perf_counter() - started

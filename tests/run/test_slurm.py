@@ -23,9 +23,9 @@ import mlflow
 import pytest
 
 from experiments.merge import MERGED_TAG
+from tests.run.test_merge import assert_same_run
 from tests.support import REPO
 from tests.sweep_support import job_dirs, write_tiny_suite
-from tests.run.test_merge import assert_same_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
