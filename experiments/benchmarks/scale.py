@@ -20,8 +20,11 @@ seconds against the memory count on log-log axes (numpy polyfit): the slope is h
 linear, 2: quadratic), and draws it (scale.png beside the report).
 
 `--shards N` also runs each variant cold as N shards (`shard=i/N`, a joblib multirun) and reports the
-sharded wall (shards plus the merge) over the unsharded cold wall; it needs the `shard` config key, and
-says so (exit 2) where this checkout lacks it.
+sharded wall (shards plus the merge) over the unsharded cold wall, and whether the merged run's
+`IDENTICAL` files equal the unsharded run's byte for byte; it needs the `shard` config key, and says so
+(exit 2) where this checkout lacks it. `--shard-jobs N` runs N shards at a time (joblib's `n_jobs`; its
+default is one per core): 1 runs them one after another, the same work as the unsharded run plus the
+process starts and the merge.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from experiments.track.mlflow_tracker import git_commit
 from retrieval.compute import cpu_isa
 
 MODES = ("cold", "warm")
+IDENTICAL = ("run.trec", "qrels.tsv")  # what a merged run must equal byte for byte (docs/running_at_scale.md)
 
 
 def run_once(
@@ -84,18 +88,35 @@ def shard_key_problem(suite: str, path: Path, variant: str) -> str | None:
     )
 
 
-def run_sharded(
-    suite: str, path: Path, variant: str, shards: int, work: Path, extra: list[str]
-) -> dict[str, Any]:
-    """The variant cold as `shards` joblib jobs (`shard=0/n,...`), then the merge of their run folders."""
+def sharded_args(
+    suite: str, path: Path, variant: str, shards: int, work: Path, extra: list[str], jobs: int | None = None
+) -> list[str]:
+    """The command of the variant cold as `shards` joblib jobs (`shard=0/n,...`), `jobs` at a time."""
     cache = work / "cache"
     values = ",".join(f"{i}/{shards}" for i in range(shards))
-    args = [
-        sys.executable, "-m", "experiments.run", "-m", "hydra/launcher=joblib", f"suite={suite}",
+    n_jobs = [f"hydra.launcher.n_jobs={jobs}"] if jobs else []
+    return [
+        sys.executable, "-m", "experiments.run", "-m", "hydra/launcher=joblib", *n_jobs, f"suite={suite}",
         f"suite.path={path}", f"variant={variant}", f"shard={values}", "tracking=none", "progress=false",
         "resume=false", f"cache_dir={cache}", f"encoder.cache_dir={cache / 'embeddings'}",
         f"hydra.sweep.dir={work / 'shards'}", *extra,
     ]  # fmt: skip
+
+
+def differing(merged: Path, whole: Path) -> list[str]:
+    """The `IDENTICAL` files whose bytes differ between a merged run folder and the unsharded one."""
+    return [
+        name
+        for name in IDENTICAL
+        if not (merged / name).is_file() or (merged / name).read_bytes() != (whole / name).read_bytes()
+    ]
+
+
+def run_sharded(
+    suite: str, path: Path, variant: str, shards: int, work: Path, extra: list[str], jobs: int | None = None
+) -> dict[str, Any]:
+    """The variant cold as `shards` joblib jobs, then the merge of their run folders (the sweep's or ours)."""
+    args = sharded_args(suite, path, variant, shards, work, extra, jobs)
     wall, cpu = _timed(args)
     # A sharded sweep merges its jobs itself (a sweep callback: merged/<k> in the sweep folder), inside the
     # wall above; where it did not, memeval-merge joins the sweep folder's shards here, timed apart.
@@ -109,6 +130,7 @@ def run_sharded(
         "wall_s": wall + merge_wall,
         "cpu_s": cpu + merge_cpu,
         "merge_wall_s": merge_wall,
+        "merged": next((work / "shards").glob("merged/*/metrics.json")).parent,
     }
 
 
@@ -229,11 +251,17 @@ def report(results: dict[str, Any], command: str, figure: str | None) -> str:
             "The sharded wall holds the sweep's own merge; `merge apart s` is a merge run after it, where "
             "the sweep did not merge (0 otherwise).",
             "",
-            "| suite | variant | unsharded wall s | sharded + merge wall s | merge apart s | ratio |",
-            "|---|---|---|---|---|---|",
+            f"Shards at a time: {results.get('shard_jobs') or 'joblib default (one per core)'}. "
+            f"Identical: the merged run's {', '.join(IDENTICAL)} equal the unsharded cold run's byte for "
+            "byte (else the files that differ).",
+            "",
+            "| suite | variant | unsharded wall s | sharded + merge wall s | CPU s | merge apart s | ratio "
+            "| identical |",
+            "|---|---|---|---|---|---|---|---|",
             *(
                 f"| {s['suite']} | {s['variant']} | {s['unsharded_wall_s']:.1f} | {s['wall_s']:.1f} | "
-                f"{s['merge_wall_s']:.1f} | {s['ratio']:.2f} |"
+                f"{s['cpu_s']:.1f} | {s['merge_wall_s']:.1f} | {s['ratio']:.2f} | "
+                f"{'yes' if not s['differing'] else 'no: ' + ', '.join(s['differing'])} |"
                 for s in results["sharded"]
             ),
         ]
@@ -250,6 +278,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--modes", default="cold,warm", help="cold, warm or both")
     parser.add_argument(
         "--shards", type=int, default=0, help="also run each variant as N shards (needs shard=)"
+    )
+    parser.add_argument(
+        "--shard-jobs", type=int, default=None, help="shards at a time (joblib n_jobs; 1: one after another)"
     )
     parser.add_argument(
         "--embeddings", type=Path, default=None, help="warm runs' embeddings (default: cold's)"
@@ -294,15 +325,18 @@ def main(argv: list[str] | None = None) -> None:
                 cold = next(
                     r for r in rows if (r["suite"], r["variant"], r["mode"]) == (path.name, variant, "cold")
                 )
-                done = run_sharded(args.suite, path, variant, args.shards, base / "sharded", args.overrides)
-                ratio = done["wall_s"] / cold["wall_s"]
+                done = run_sharded(
+                    args.suite, path, variant, args.shards, base / "sharded", args.overrides, args.shard_jobs
+                )
+                merged = done.pop("merged")
                 sharded.append(
                     {
                         "suite": path.name,
                         "variant": variant,
                         **done,
                         "unsharded_wall_s": cold["wall_s"],
-                        "ratio": ratio,
+                        "ratio": done["wall_s"] / cold["wall_s"],
+                        "differing": differing(merged, base / "cold" / "run"),
                     }
                 )
     fitted = slopes(rows)
@@ -316,6 +350,7 @@ def main(argv: list[str] | None = None) -> None:
         "runs": rows,
         "slopes": {f"{v}/{m}": s for (v, m), s in fitted.items()},
         "shards": args.shards,
+        "shard_jobs": args.shard_jobs,
         "warm_embeddings": f"the embeddings in {args.embeddings}"
         if args.embeddings
         else "the cold run's embeddings",

@@ -101,8 +101,34 @@ def test_shards_need_the_shard_config_key(tmp_path, capsys):
 def test_a_sharded_run_is_a_row_with_its_ratio_to_the_unsharded_wall(measured):
     _, results, _ = measured
     sharded = {"suite": "spark25", "variant": "bm25", "command": "python -m experiments.run -m shard=0/4,1/4",
-               "unsharded_wall_s": 10.0, "wall_s": 11.0, "merge_wall_s": 0.0, "ratio": 1.1}  # fmt: skip
+               "unsharded_wall_s": 10.0, "wall_s": 11.0, "cpu_s": 9.0, "merge_wall_s": 0.0, "ratio": 1.1,
+               "differing": []}  # fmt: skip
     text = scale.report({**results, "shards": 4, "sharded": [sharded]}, "cmd", None)
     header, _, row = _table(text, "## Sharded (4 shards")
-    assert header[-1] == "ratio" and row[:2] == ["spark25", "bm25"] and row[-1] == "1.10"
+    assert header[-2:] == ["ratio", "identical"] and row[:2] == ["spark25", "bm25"]
+    assert row[-2:] == ["1.10", "yes"]
     assert "- `python -m experiments.run -m shard=0/4,1/4`" in text
+    differs = {**sharded, "differing": ["run.trec"]}
+    text = scale.report({**results, "shards": 4, "sharded": [differs]}, "cmd", None)
+    assert _table(text, "## Sharded (4 shards")[2][-1] == "no: run.trec"
+
+
+def test_the_merged_run_is_compared_byte_for_byte_with_the_unsharded_one(measured, tmp_path):
+    _, _, tmp = measured
+    whole = tmp / "work" / "0-bm25" / "cold" / "run"  # a real run folder: run.trec and qrels.tsv
+    merged = tmp_path / "merged"
+    merged.mkdir()
+    for name in scale.IDENTICAL:
+        (merged / name).write_bytes((whole / name).read_bytes())
+    assert scale.differing(merged, whole) == []
+    trec = (whole / "run.trec").read_bytes()
+    (merged / "run.trec").write_bytes(trec[:-2] + bytes([trec[-2] ^ 1]) + trec[-1:])  # one byte changed
+    assert scale.differing(merged, whole) == ["run.trec"]
+    (merged / "qrels.tsv").unlink()
+    assert scale.differing(merged, whole) == ["run.trec", "qrels.tsv"]
+
+
+def test_shard_jobs_sets_how_many_shards_run_at_a_time(tmp_path):
+    args = scale.sharded_args("jsonl", SPARK25, "bm25", 4, tmp_path, [], jobs=1)
+    assert "hydra.launcher.n_jobs=1" in args and "shard=0/4,1/4,2/4,3/4" in args
+    assert not any("n_jobs" in a for a in scale.sharded_args("jsonl", SPARK25, "bm25", 4, tmp_path, []))
