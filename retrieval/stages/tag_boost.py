@@ -17,14 +17,16 @@ from __future__ import annotations
 import re
 import weakref
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-from scipy import sparse
 
 from retrieval.encoder import SentenceEncoder
 from retrieval.stage import Range, RankStage
 from retrieval.types import Candidates, Corpus, Query
+
+if TYPE_CHECKING:  # scipy (~0.1 s) when a vocabulary is built: the stage scan behind --help imports this
+    from scipy import sparse
 
 _HASHTAG = re.compile(r"#([A-Za-z0-9][\w-]*)")
 _WORD = re.compile(r"[a-z0-9]+")
@@ -53,6 +55,8 @@ class TagVocabulary:
         col = {k: j for j, k in enumerate(keys)}
         rows = [i for i, tags in enumerate(per_memory) for _ in tags]
         cols = [col[k] for tags in per_memory for k in tags]
+        from scipy import sparse  # see TYPE_CHECKING above
+
         incidence = sparse.csr_matrix(
             (np.ones(len(rows)), (rows, cols)), shape=(len(corpus), len(keys)), dtype=np.float64
         )

@@ -169,3 +169,19 @@ def test_the_gate_and_serve_configs_ship_beside_their_code_not_as_config_groups(
     assert not {"gate", "serve"} & set(config_groups())
     assert GATES_DIR.parent == REPO / "experiments" and GateConfig.load("spark25").name == "spark25"
     assert OVERRIDE_KEYS_FILE.parent == REPO / "experiments" / "serve" and load_override_keys()
+
+
+def test_memeval_run_help_lists_the_stages_without_a_heavy_import():
+    # --help lists the `stage` group, found by importing the stage modules (experiments/run/stage_nodes.py):
+    # a stage module imports its heavy libraries when it works, not when it is scanned.
+    code = (
+        "import contextlib, io, sys\n"
+        "sys.argv = ['memeval-run', '--help']\n"
+        "from experiments.run.app import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.suppress(SystemExit):\n"
+        "    main()\n"
+        "assert 'instruction_boost' in out.getvalue()\n"
+        f"print(' '.join(sorted({sorted(HEAVY)!r} & sys.modules.keys())))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == []
