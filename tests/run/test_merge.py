@@ -240,8 +240,13 @@ def test_beam_100k_in_4_shards_merges_into_the_unsharded_run(tmp_path, beam_100k
 
 @pytest.mark.slow
 def test_a_boost_sweep_in_4_shards_is_a_parent_with_a_merged_child_per_weight_and_a_holm_report(tmp_path):
+    check_boost_sweep_in_4_shards(tmp_path)  # the default launcher; tests/run/test_slurm.py: on SLURM
+
+
+def check_boost_sweep_in_4_shards(tmp_path: Path, *launcher: str) -> None:
     """memeval-run -m variant=exp05 stage.instruction_boost.weight=0,0.1,0.2 shard=0/4,...,3/4: one parent,
-    three merged children (the shards below each), and memeval-report compares the three with Holm."""
+    three merged children (the shards below each), and memeval-report compares the three with Holm.
+    `launcher`: overrides choosing the launcher (`hydra/launcher=slurm_localhost`)."""
     uri = store(tmp_path / "store")
     sweep_dir = tmp_path / "sweep"
     common = [
@@ -253,6 +258,7 @@ def test_a_boost_sweep_in_4_shards_is_a_parent_with_a_merged_child_per_weight_an
     memeval_run(
         tmp_path,
         "-m",
+        *launcher,
         *common,
         "stage.instruction_boost.weight=0,0.1,0.2",
         "shard=0/4,1/4,2/4,3/4",

@@ -23,7 +23,7 @@ import mlflow
 import pytest
 
 from experiments.merge import MERGED_TAG
-from tests.run.test_merge import assert_same_run
+from tests.run.test_merge import assert_same_run, check_boost_sweep_in_4_shards, env, memeval_run
 from tests.support import REPO
 from tests.sweep_support import job_dirs, write_tiny_suite
 
@@ -46,23 +46,6 @@ def slurm() -> str:
     if up.returncode != 0:
         pytest.fail(f".ci/slurm-up failed (exit {up.returncode}):\n{up.stdout}\n{up.stderr}")
     return up.stdout
-
-
-def env() -> dict[str, str]:
-    # sbatch hands the submitting environment to the jobs (--export=ALL): this repo and offline models.
-    return {
-        **os.environ,
-        "MLFLOW_TRACKING_URI": "",
-        "HF_HUB_OFFLINE": "1",
-        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-    }
-
-
-def memeval_run(cwd, *args: str, timeout: float) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "experiments.run", *args, "progress=false", f"cache_dir={cwd / 'cache'}"]
-    proc = subprocess.run(command, cwd=cwd, env=env(), capture_output=True, text=True, timeout=timeout)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc
 
 
 def tiny_sweep(tmp_path, *overrides: str) -> list[str]:
@@ -153,3 +136,11 @@ def test_a_job_larger_than_the_node_is_refused_at_submission(slurm, tmp_path):
     done = subprocess.run(command, cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=300)
     assert done.returncode != 0
     assert "Batch job submission failed: More processors requested than permitted" in done.stderr
+
+
+def test_a_boost_sweep_of_3_weights_in_4_shards_on_slurm_is_a_parent_with_a_merged_child_per_weight(
+    slurm, tmp_path
+):
+    """Issue #36's acceptance: 3 boost weights x 4 shards through the submitit launcher (12 SLURM jobs) give
+    one MLflow parent, a merged child per weight with its shards below it, and a Holm report."""
+    check_boost_sweep_in_4_shards(tmp_path, "hydra/launcher=slurm_localhost")
