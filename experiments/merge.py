@@ -404,7 +404,7 @@ def merged_metrics(
     out["resource"] = {"peak_rss_mb": max((p for p in peaks if p is not None), default=None)}  # the largest
     wanted = list(config.get("extra_metrics") or {})
     if wanted and partial is None:  # from the whole corpus: the suite read and ingested again
-        out.update(whole_run_reports(config, first.section["whole_suite"]["content_hash"]))
+        out.update(whole_extra_metrics(config, first.section["whole_suite"]["content_hash"]))
     unmerged = sorted({k for r in runs for k in r.metrics if k not in _KNOWN_KEYS and k not in out})
     out["wall_s"] = max(r.metrics.get("wall_s") or 0.0 for r in runs)  # the shards may run side by side
     out["suite"] = dict(first.section["whole_suite"])
@@ -421,7 +421,7 @@ def merged_metrics(
     return out, unmerged
 
 
-def whole_run_reports(config: Mapping[str, Any], suite_hash: str) -> dict[str, Any]:
+def whole_extra_metrics(config: Mapping[str, Any], suite_hash: str) -> dict[str, Any]:
     """The run's `extra_metrics` sections (name -> function(suite, corpus)) over the whole suite, read from
     the config's suite (relative paths from this folder, as the shards' jobs ran) and ingested by the
     variant's ingest stages; {} (the sections stay per shard) when that suite is not the one the shards
