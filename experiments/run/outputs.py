@@ -48,7 +48,7 @@ def writing(run_dir: Path) -> Iterator[None]:
     try:
         yield
     except OSError as err:
-        if err.errno not in _NO_ROOM:
+        if isinstance(err, OutputError) or err.errno not in _NO_ROOM:  # said once, by the innermost
             raise
         raise OutputError(
             err.errno,

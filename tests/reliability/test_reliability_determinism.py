@@ -1,7 +1,8 @@
 """Determinism: the same config and seed give the same metrics.json, run.trec and per-query metrics.
 
 Which metrics.json fields may differ between two runs of one config, and why:
-- timings (TIMING_FIELDS): `wall_s`, `build_ms` (per build step), `overall.latency_ms_p50/_p95`;
+- timings (TIMING_FIELDS): `wall_s`, `build_ms` (per build step), `overall.latency_ms_p50/_p95`, the
+  `timings` section (wall seconds per phase) and the `resource` section (the process's peak memory);
 - cache provenance (PROVENANCE_FIELDS): `prefix_cache_hit`, true when the retrieval prefix came
   from the candidate cache of an earlier run, and `overall.latency_measured`, false then (the
   prefix was not timed in that run, so its latency is null, never replayed);
@@ -27,7 +28,7 @@ import pytest
 from tests.support import CACHE_DIR, REPO
 from tests.sweep_support import write_tiny_suite
 
-TIMING_FIELDS = frozenset({"wall_s", "build_ms", "latency_ms_p50", "latency_ms_p95"})
+TIMING_FIELDS = frozenset({"wall_s", "build_ms", "latency_ms_p50", "latency_ms_p95", "timings", "resource"})
 PROVENANCE_FIELDS = frozenset({"prefix_cache_hit", "latency_measured"})
 CACHE_FIELDS = frozenset({"cache"})
 PER_QUERY_TIMINGS = ("latency_ms", "ms.")  # per_query.csv columns: timings
