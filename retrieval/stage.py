@@ -112,6 +112,12 @@ def range_problems(values: Mapping[str, Any], ranges: Mapping[str, Range]) -> li
     return out
 
 
+def own_range_problems(obj: object) -> list[tuple[str, str]]:
+    """`range_problems` of an object's own fields against its class's `ranges` (a stage, a live adapter)."""
+    ranges = stage_ranges(type(obj))
+    return range_problems({name: getattr(obj, name) for name in ranges}, ranges)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Stage(abc.ABC):
     """Base of every stage: a name for reports, a config, an on/off switch, a fingerprint.
@@ -128,9 +134,7 @@ class Stage(abc.ABC):
     enabled: bool = True
 
     def __post_init__(self) -> None:
-        ranges = stage_ranges(type(self))
-        problems = range_problems({name: getattr(self, name) for name in ranges}, ranges)
-        problems += self.config_problems()
+        problems = own_range_problems(self) + self.config_problems()
         if problems:
             raise FieldError(problems)
 

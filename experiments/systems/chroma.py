@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 
 from experiments.systems.protocol import Hit, LiveSystemError, SearchRequest, poll_until_searchable
 from retrieval.encoder import SentenceEncoder
-from retrieval.stage import FieldError, Range, range_problems
+from retrieval.stage import FieldError, Range, own_range_problems
 from retrieval.types import Memory, scope_key
 
 POSITION = "memeval_position"  # metadata key: a record's place in its scope's ingest order (ties)
@@ -68,7 +68,7 @@ class ChromaSystem:
     state: ChromaState = field(default_factory=ChromaState, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        problems = range_problems({name: getattr(self, name) for name in self.ranges}, self.ranges)
+        problems = own_range_problems(self)
         if problems:
             raise FieldError(problems)
 

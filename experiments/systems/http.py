@@ -65,7 +65,7 @@ from experiments.systems.templates import (
     scope_values,
     search_values,
 )
-from retrieval.stage import FieldError, Range, range_problems
+from retrieval.stage import FieldError, Range, own_range_problems
 from retrieval.types import Memory, scope_key
 
 _RETRY_STATUS = {429, 500, 502, 503, 504}
@@ -154,7 +154,7 @@ class HttpSystem:
             if secrets.LINE_BREAKS.search(f"{name}{template}"):
                 problems.append((f"headers.{name}", "a header name or value cannot hold a line break or NUL"))
         secrets.register_placeholders(*self.headers.values())
-        problems += range_problems({name: getattr(self, name) for name in self.ranges}, self.ranges)
+        problems += own_range_problems(self)
         problems += adapter_problems(
             "endpoints", self.endpoints, ENDPOINTS, ("path", "{method, path, body}"), self
         )

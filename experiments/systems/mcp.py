@@ -48,7 +48,7 @@ from experiments.systems.templates import (
     read_hits,
     search_values,
 )
-from retrieval.stage import FieldError, Range, range_problems
+from retrieval.stage import FieldError, Range, own_range_problems
 from retrieval.types import Memory
 
 OPERATIONS = ("search", "ingest", "reset", "count")
@@ -167,7 +167,7 @@ class McpSystem:
         secrets.register_placeholders(*self.env.values())  # a value copied in is a secret: never quoted
         if self.transport not in ("stdio", "http"):
             problems.append(("transport", f"'stdio' or 'http', not {self.transport!r}"))
-        problems += range_problems({name: getattr(self, name) for name in self.ranges}, self.ranges)
+        problems += own_range_problems(self)
         problems += adapter_problems("tools", self.tools, OPERATIONS, ("tool", "{tool, arguments}"), self)
         if problems:
             raise FieldError(problems)

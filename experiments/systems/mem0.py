@@ -39,7 +39,7 @@ from typing import Any, ClassVar
 
 from experiments.systems.protocol import Hit, LiveSystemError, SearchRequest
 from retrieval.encoder import MINILM, resolve_model_path
-from retrieval.stage import FieldError, Range, range_problems
+from retrieval.stage import FieldError, Range, own_range_problems
 from retrieval.types import Memory, scope_key
 
 log = logging.getLogger(__name__)
@@ -152,7 +152,7 @@ class Mem0System:
     state: Mem0State = field(default_factory=Mem0State, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        problems = range_problems({name: getattr(self, name) for name in self.ranges}, self.ranges)
+        problems = own_range_problems(self)
         if problems:
             raise FieldError(problems)
 
