@@ -6,13 +6,14 @@ pipeline installs it here for the length of the run, so a component deep inside 
 called by the dense retriever's `build`) can say `phase("encode documents", 1024, 5120)` without every
 stage's signature carrying the callback. With no callback installed, `phase` does nothing. A phase over
 queries also says which scope (conversation) the current one is in, `(k, n)`: the k-th of the n scopes in
-the order the queries come (`scope_places`).
+the order the queries come (`scope_places`); an index built scope by scope says which scope it is at
+(`by_scope`).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextvars import ContextVar
 
 # (phase, done, total, scope): `done`/`total` are counts of that phase's units (texts, queries), or None;
@@ -20,6 +21,7 @@ from contextvars import ContextVar
 PhaseCallback = Callable[[str, "int | None", "int | None", "tuple[int, int] | None"], None]
 
 _current: ContextVar[PhaseCallback | None] = ContextVar("memeval_phase_callback", default=None)
+_named: ContextVar[str | None] = ContextVar("memeval_phase_name", default=None)  # the phase told last
 
 
 def phase(
@@ -29,7 +31,19 @@ def phase(
     scope k of n (`scope`)."""
     callback = _current.get()
     if callback is not None:
+        _named.set(name)
         callback(name, done, total, scope)
+
+
+def by_scope(keys: Iterable[str]) -> Iterator[str]:
+    """The scope keys, telling the current phase (whatever named it: the pipeline's `index bm25`) that it
+    is at scope k of n before each, so an index built scope by scope has an ETA."""
+    keys = list(keys)
+    name, total = _named.get(), len(keys)
+    for done, key in enumerate(keys):
+        if name is not None:
+            phase(name, done, total, (done + 1, total))
+        yield key
 
 
 def scope_places(scope_keys: Sequence[str]) -> list[tuple[int, int]]:
@@ -47,11 +61,12 @@ def reporting_to(callback: PhaseCallback | None) -> contextlib.AbstractContextMa
 
 @contextlib.contextmanager
 def _installed(callback: PhaseCallback) -> Iterator[None]:
-    token = _current.set(callback)
+    token, named = _current.set(callback), _named.set(None)
     try:
         yield
     finally:
         _current.reset(token)
+        _named.reset(named)
 
 
 @contextlib.contextmanager

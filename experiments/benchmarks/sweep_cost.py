@@ -2,6 +2,8 @@
 
     python -m experiments.benchmarks.sweep_cost                     # exp05 boost weight, 21 points, BEAM 100K
     python -m experiments.benchmarks.sweep_cost --sweep stage.fusion.k=20,40,60 --variant hybrid
+    python -m experiments.benchmarks.sweep_cost --suite-path S_10M --no-mlflow --study '' \\
+        encoder.backend=openvino-int8                               # extra overrides go to every run
 
 Times, as subprocesses from the repository root, one run of the variant (`python -m experiments.run`)
 against the multirun over the sweep with memeval's launcher (Hydra's basic launcher composing each job
@@ -180,6 +182,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--study", default="boost_sweep21_beam100k", help="study plan timed warm ('' skips)")
     parser.add_argument("--out", default="reports/benchmarks/sweep_cost.md")
+    parser.add_argument(
+        "overrides", nargs="*", help="overrides for every run (e.g. encoder.backend=openvino-int8)"
+    )
     add_wait_quiet(parser)
     args = parser.parse_args(argv)
 
@@ -189,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         f"variant={args.variant}",
         "tracking=none",
         "progress=false",
+        *args.overrides,
     ]
     wait = wait_for_quiet(args.wait_quiet)
     load_before = os.getloadavg()

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from retrieval import progress
 from retrieval.bm25_scorer import Backend, bm25_scorer
 from retrieval.stage import Range, Retriever, top_n
 from retrieval.tokenize import tokenize
@@ -23,7 +24,7 @@ class _BM25Index:
         self._top_n = retriever.top_n
         self._scopes = {}
         texts = corpus.texts()
-        for key in corpus.scopes:
+        for key in progress.by_scope(corpus.scopes):
             part = corpus.partition(key)
             docs = [tokenize(texts[i]) for i in part]
             self._scopes[key] = (part, bm25_scorer(retriever.backend, docs, retriever.k1, retriever.b))

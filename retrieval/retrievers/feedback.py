@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from retrieval import progress
 from retrieval.bm25_scorer import bm25_scorer
 from retrieval.stage import Range, Retriever, top_n
 from retrieval.tokenize import tokenize
@@ -30,7 +31,8 @@ class _FeedbackIndex:
         for record in corpus.knowledge.feedback:
             grouped.setdefault(record.scope_key, []).append(record)
         self._scopes = {}
-        for key, records in grouped.items():
+        for key in progress.by_scope(grouped):
+            records = grouped[key]
             docs = [tokenize(" ".join(getattr(r, f) for f in retriever.fields)) for r in records]
             links = [  # only memories of the record's own scope, whatever the record says
                 [position[m] for m in r.memory_ids if m in position and scope_of[position[m]] == key]

@@ -17,6 +17,7 @@ from typing import Literal
 
 import numpy as np
 
+from retrieval import progress
 from retrieval.blas_threads import one_blas_thread
 from retrieval.bm25_scorer import Backend, bm25_scorer
 from retrieval.encoder import SentenceEncoder
@@ -44,7 +45,8 @@ class _PassageIndex:
         self.n_passages = len(passages)
         owner = np.asarray(owners, dtype=np.int64)
         self._scopes = {}
-        for key, (part, lo, hi) in spans.items():
+        for key in progress.by_scope(spans):
+            part, lo, hi = spans[key]
             if retriever.scorer == "dense":
                 # One scope at a time: the encoder persists each call's new vectors, so an interrupted
                 # first build keeps the conversations it finished (passages outnumber the messages).

@@ -44,6 +44,23 @@ def test_phase_lines_repeat_the_latest_phase_at_the_interval():
     assert "index dense" in summary and "encode documents" in summary
 
 
+def test_an_index_built_scope_by_scope_tells_its_phase_which_scope_it_is_at():
+    from retrieval.retrievers.bm25 import BM25Retriever
+    from retrieval.types import Corpus, Memory
+
+    memories = tuple(
+        Memory(id=f"m{c}-{i}", text=f"note {i} of chat {c}", scope={"conversation": str(c)})
+        for c in range(3) for i in range(4)
+    )  # fmt: skip
+    told: list[tuple] = []
+    with progress.reporting_to(lambda *said: told.append(said)):
+        progress.phase("index bm25")  # the pipeline names the phase; the index only counts scopes
+        BM25Retriever().build(Corpus(memories))
+    assert told == [("index bm25", None, None, None), *(("index bm25", k, 3, (k + 1, 3)) for k in range(3))]
+    progress.phase("search")  # outside the block again: nothing installed, nothing told
+    assert len(told) == 4
+
+
 def test_a_short_run_prints_no_phase_line():
     out = io.StringIO()
     with PhaseLines(every_s=30, stream=out) as told:

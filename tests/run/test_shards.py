@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import subprocess
@@ -9,7 +10,16 @@ import subprocess
 import pytest
 
 from experiments.run.config_check import ConfigError
-from experiments.shards import SHARD_OF_TAG, SHARD_TAG, ShardSpec, assign_scopes, cut, scope_sizes, shard_spec
+from experiments.shards import (
+    SHARD_OF_TAG,
+    SHARD_TAG,
+    ShardSpec,
+    assign_scopes,
+    cut,
+    scope_sizes,
+    shard_hash,
+    shard_spec,
+)
 from tests.sweep_support import write_tiny_suite
 
 
@@ -50,6 +60,27 @@ def test_a_cut_keeps_its_scopes_records_in_the_whole_suites_order(tiny):
     assert sum(len(p.suite.memories) for p in parts) == len(tiny.memories)
     assert {k for p in parts for k in p.suite.qrels} == set(tiny.qrels)
     assert scope_sizes(tiny) == {p.section["scopes"][0]: 5 for p in parts}
+
+
+def test_a_shards_content_hash_is_of_the_whole_suite_and_the_shard(tiny):
+    hashes = {cut(tiny, ShardSpec(i, n)).suite.content_hash for n in (1, 2, 3) for i in range(n)}
+    assert len(hashes) == 6 and tiny.content_hash not in hashes  # each shard its own identity
+    part = cut(tiny, ShardSpec(1, 2)).suite
+    assert part.content_hash == shard_hash(tiny.content_hash, ShardSpec(1, 2))
+    # A whole suite that changed anywhere, even in the other shard's scope, changes every shard's hash: a
+    # shard's results carry the whole suite they were cut from (the merge checks it is the same).
+    other = cut(tiny, ShardSpec(0, 2)).section["scopes"]
+    edited = dataclasses.replace(
+        tiny,
+        memories=tuple(
+            dataclasses.replace(m, text=f"{m.text} edited") if m.scope_key in other else m
+            for m in tiny.memories
+        ),
+    )
+    assert cut(edited, ShardSpec(1, 2)).suite.memories == part.memories
+    assert cut(edited, ShardSpec(1, 2)).suite.content_hash != part.content_hash
+    # A suite made from a shard is a suite of its own again: its hash is of its records.
+    assert dataclasses.replace(part, name="copy").content_hash not in hashes
 
 
 @pytest.mark.parametrize(
