@@ -174,9 +174,10 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
 
 
 def _encoding(row: dict[str, Any]) -> str:
-    """`memories/s | not-encoding %` cells of a run that encoded its memories, else `- | -`."""
+    """`memories/s | not-encoding %` cells of a cold run that encoded its memories, else `- | -` (a warm
+    run's `encode documents` phase, if any, encodes other texts: tag_inference's tag vocabulary)."""
     seconds = row["timings"].get("encode documents")
-    if not seconds:
+    if row["mode"] != "cold" or not seconds:
         return "- | -"
     return f"{row['memories'] / seconds:,.1f} | {100 * (1 - seconds / row['wall_s']):.1f}"
 
