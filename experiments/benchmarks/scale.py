@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shlex
 import sys
 import tempfile
@@ -43,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from experiments import PROJECT_ROOT
+from experiments.benchmarks.report_paths import portable
 from experiments.benchmarks.sweep_cost import _machine, _timed
 from experiments.exit_codes import EXIT_BAD_INPUT
 from experiments.run.compose import compose_config
@@ -370,25 +370,6 @@ def main(argv: list[str] | None = None) -> None:
     args.out.write_text(text)
     args.out.with_suffix(".json").write_text(portable(json.dumps(results, indent=2), work))
     print(text)
-
-
-_ABSOLUTE = re.compile(r"(?<![\w.~$-])/[^\s`'\"|,)]+")
-
-
-def portable(text: str, work: Path) -> str:
-    """The report as another machine reads it (it is committed): the scratch folder as `$WORK`, a path beside
-    the checkout relative to it (`../shared/beam/100K`), any other by its name (`…/scale.md`)."""
-    work = work.resolve()
-
-    def relative(match: re.Match) -> str:
-        path = Path(match[0])
-        if path == work or work in path.parents:
-            return "$WORK/" + path.relative_to(work).as_posix() if path != work else "$WORK"
-        if PROJECT_ROOT.parent.resolve() in path.parents:
-            return os.path.relpath(path, PROJECT_ROOT)
-        return f"…/{path.name}"
-
-    return _ABSOLUTE.sub(relative, text)
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ from pathlib import Path
 
 from experiments import PROJECT_ROOT
 from experiments.benchmarks.pipeline import add_wait_quiet, wait_for_quiet, wait_note
+from experiments.benchmarks.report_paths import portable
 from experiments.run.compose import compose_config
 from experiments.track.mlflow_tracker import git_commit
 
@@ -294,7 +295,7 @@ the times in the table are medians of each side.
 """
     out = REPO / args.out
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(report)
+    out.write_text(portable(report))  # committed: the suite and cache paths of this machine by name only
     print(f"wrote {out}")
     return 0
 

@@ -29,4 +29,6 @@ def test_a_small_real_run_reports_untracked_and_mlflow_rows(tmp_path):
     assert [name for name, _ in ratios] == ["warm", "warm, MLflow tracking"]
     assert all(float(r) > 0 for _, r in ratios)
     assert "Each sweep job adds" in text and "python -m experiments.benchmarks.sweep_cost" in text
+    # committed and read elsewhere: the suite, given absolute, by its name only
+    assert str(tmp_path) not in text and f"suite.path=…/{suite.name}" in text
     assert sorted(p.name for p in PROJECT_ROOT.glob("mlflow.db*")) == store_before  # the store was scratch
