@@ -49,8 +49,8 @@ from typing import Any, Literal, Union
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.run.build import build_stage
-from experiments.run.compose import compose_config
+from experiments.configure.build import build_stage
+from experiments.configure.compose import compose_config
 from experiments.suites.jsonl import MEMORY_SCHEMA, field_problems, memory_from_json
 from retrieval.field_types import describe_type, field_type_problems, type_hints
 from retrieval.pipeline import Pipeline, PipelineConfigError
@@ -367,7 +367,7 @@ class MemoryService:
 
     def _build_stages(self) -> dict[str, Stage]:
         """The variant's stages from the served config, each checked as `memeval-run` checks it
-        (experiments.run.build): one PipelineConfigError lists every problem."""
+        (experiments.configure.build): one PipelineConfigError lists every problem."""
         missing = [name for name in self.order if name not in self.cfg.stage]
         if missing:
             raise PipelineConfigError(f"variant names stages with no config under `stage`: {missing}")

@@ -1,5 +1,6 @@
-"""A live system's defaults are stated once, in its classes: the `system` config group's bases are built from
-them (experiments/systems/nodes.py), and a file in conf/system/ states only what differs, as a stage YAML."""
+"""A live system's defaults are stated once, in its classes: the `system` config group's bases are built
+from them (experiments/configure/nodes.py), and a file in conf/system/ states only what differs, as a stage
+YAML."""
 
 from __future__ import annotations
 
@@ -9,11 +10,17 @@ import pytest
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
+from experiments.configure.check import ConfigError
+from experiments.configure.compose import CONF_DIR, compose_config
+from experiments.configure.nodes import (
+    ADAPTERS,
+    CHANNEL_FIELDS,
+    RETRIEVER,
+    class_of,
+    field_defaults,
+    system_nodes,
+)
 from experiments.run.app import checked_pipeline
-from experiments.run.compose import CONF_DIR, compose_config
-from experiments.run.config_check import ConfigError
-from experiments.run.stage_nodes import field_defaults
-from experiments.systems.nodes import ADAPTERS, CHANNEL_FIELDS, RETRIEVER, class_of, system_nodes
 
 SYSTEM_YAMLS = sorted((CONF_DIR / "system").glob("*.yaml"))
 

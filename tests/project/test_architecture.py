@@ -122,7 +122,7 @@ def test_the_live_adapters_are_on_the_harness_side():
 
 
 def test_the_system_under_test_does_not_know_hydra():
-    # Building a pipeline from Hydra config is the harness's job (experiments/run/build.py).
+    # Building a pipeline from Hydra config is the harness's job (experiments/configure/build.py).
     found = [
         f"{path.relative_to(REPO)}: {name}"
         for path in (REPO / "retrieval").rglob("*.py")

@@ -5,7 +5,7 @@
 It checks the top-level run settings (depth, metrics, objective, seed, resume, cache_dir, progress), the
 suite's loader arguments (suite.path present and of the right kind, no unknown or mistyped argument),
 the variant's stage list, tracking and a live system's config. The stages check their own fields when
-the run builds them (experiments.run.build.pipeline_from_config: types against annotations, ranges on
+the run builds them (experiments.configure.build.pipeline_from_config: types against annotations, ranges on
 construction); the run lists their problems after these (experiments.run.app.checked_pipeline). All
 problems come back at once, one a line, named by their config key (`depth`, `metrics`, `suite.path`,
 `stage.bm25.k1`), so the runner can print them and exit 2 with nothing written and no MLflow run.

@@ -1,4 +1,6 @@
-"""The `stage` config group, built from the stage classes: a stage's defaults live in its dataclass only.
+"""The config nodes built from the classes: a stage's and a live system's defaults live in its dataclass only.
+
+## The `stage` group
 
 First step of composing a run config: before Hydra composes anything, each stage class is registered in
 Hydra's ConfigStore as `_target_` plus its fields' defaults, twice:
@@ -9,9 +11,22 @@ Hydra's ConfigStore as `_target_` plus its fields' defaults, twice:
   differs on purpose, stating only that.
 
 The stage classes are found, not listed: every `Stage` subclass defined in a module of STAGE_PACKAGES, by
-its `name`. The registration runs in experiments.config_setup.setup(), which every entry point calls before
+its `name`. The registration runs in experiments.configure.setup.setup(), which every entry point calls before
 it composes. The values are plain YAML values (tuples as lists, mappings as dicts, a component's default as
 its own `_target_` node), so `--cfg job` shows every field and `stage.bm25.k1=1.2` overrides it as before.
+
+## The `system` group's bases
+
+Registered under `system/dataclass/` in the same step:
+
+- `channel`: what a system file chooses of the channel that asks it (`SystemRetriever`'s `mode`,
+  `cassette`, `concurrency`, `override`; conf/stage/system.yaml wires them into `stage.system`);
+- `http`, `mcp`, `mem0`, `chroma`: `_target_` plus the adapter class's field defaults, but for those whose
+  default is a mapping (`results`, `memory`, `headers`, `env`): a file's mapping would be merged into it
+  key by key, not put in its place, so those are left to the class (a file that states one states it whole).
+
+A file in conf/system/ starts from them (`defaults: [dataclass/channel@_here_, dataclass/http@adapter,
+_self_]`) and states only what differs (tests/live/test_live_config.py checks it), as a stage YAML does.
 """
 
 from __future__ import annotations
@@ -93,7 +108,7 @@ def yaml_value(value: Any) -> Any:
 
 def register_stage_nodes() -> None:
     """Store every stage's node in Hydra's ConfigStore (idempotent: storing again replaces it)."""
-    conf = importlib.import_module("experiments.conf")  # conf/ (experiments.run.compose.CONF_DIR)
+    conf = importlib.import_module("experiments.conf")  # conf/ (experiments.configure.compose.CONF_DIR)
     store = ConfigStore.instance()
     with_yaml = {p.stem for p in (Path(str(conf.__file__)).parent / "stage").glob("*.yaml")}
     for name, cls in stage_classes().items():
@@ -101,3 +116,41 @@ def register_stage_nodes() -> None:
         store.store(group="stage/dataclass", name=name, node=node)
         if name not in with_yaml:
             store.store(group="stage", name=name, node=node)
+
+
+RETRIEVER = "experiments.systems.retriever.SystemRetriever"
+CHANNEL_FIELDS = ("mode", "cassette", "concurrency", "override")
+ADAPTERS = {
+    "http": "experiments.systems.http.HttpSystem",
+    "mcp": "experiments.systems.mcp.McpSystem",
+    "mem0": "experiments.systems.mem0.Mem0System",
+    "chroma": "experiments.systems.chroma.ChromaSystem",
+}
+
+
+def system_nodes() -> dict[str, dict[str, Any]]:
+    """Each base's node by its name under `system/dataclass/`."""
+    channel = field_defaults(class_of(RETRIEVER))
+    return {
+        "channel": {name: channel[name] for name in CHANNEL_FIELDS},
+        **{kind: _scalars(stage_node(class_of(target))) for kind, target in ADAPTERS.items()},
+    }
+
+
+def class_of(target: str) -> type:
+    """The class a `_target_` string names."""
+    module, _, name = target.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+def _scalars(node: dict[str, Any]) -> dict[str, Any]:
+    return {name: value for name, value in node.items() if not isinstance(value, dict)}
+
+
+def register_system_nodes() -> None:
+    """Store every base in Hydra's ConfigStore (idempotent: storing again replaces it)."""
+    from hydra.core.config_store import ConfigStore  # Hydra is the harness's; imported when it composes
+
+    store = ConfigStore.instance()
+    for name, node in system_nodes().items():
+        store.store(group="system/dataclass", name=name, node=node)

@@ -1,5 +1,5 @@
 """A stage's defaults are stated once, in its class: the `stage` config group is built from the classes
-(experiments/run/stage_nodes.py, the classes found by scanning retrieval's stage packages), and a YAML in
+(experiments/configure/nodes.py, the classes found by scanning retrieval's stage packages), and a YAML in
 conf/stage/ states only what it wires or changes on purpose."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import dataclasses
 import pytest
 from omegaconf import OmegaConf
 
+from experiments.configure.compose import CONF_DIR, compose_config
+from experiments.configure.nodes import field_defaults, stage_classes, stage_target, yaml_value
 from experiments.run.app import build_pipeline
-from experiments.run.compose import CONF_DIR, compose_config
-from experiments.run.stage_nodes import field_defaults, stage_classes, stage_target, yaml_value
 from retrieval.stage import Stage
 
 STAGE_YAMLS = sorted((CONF_DIR / "stage").glob("*.yaml"))
