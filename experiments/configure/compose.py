@@ -19,7 +19,7 @@ from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from experiments.configure.build import stage_order
-from experiments.configure.nodes import ADAPTERS, stage_classes
+from experiments.configure.nodes import stage_classes, system_nodes
 from experiments.configure.setup import register_resolvers, setup
 
 # conf/ at the top of the checkout, shipped as the package experiments.conf (pyproject's package-dir):
@@ -198,7 +198,9 @@ def config_groups() -> dict[str, list[str]]:
     groups["stage"] = sorted({*groups.get("stage", []), *stage_classes()})
     groups["stage/dataclass"] = sorted(stage_classes())
     # And the `system` group's bases, built from the live adapters' classes (experiments/configure/nodes.py).
-    groups["system/dataclass"] = sorted(["channel", *ADAPTERS])
+    for name in system_nodes():
+        group, _, option = f"system/dataclass/{name}".rpartition("/")
+        groups.setdefault(group, []).append(option)
     return {group: sorted(options) for group, options in sorted(groups.items())}
 
 

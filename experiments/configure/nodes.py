@@ -21,9 +21,12 @@ Registered under `system/dataclass/` in the same step:
 
 - `channel`: what a system file chooses of the channel that asks it (`SystemRetriever`'s `mode`,
   `cassette`, `concurrency`, `override`; conf/stage/system.yaml wires them into `stage.system`);
-- `http`, `mcp`, `mem0`, `chroma`: `_target_` plus the adapter class's field defaults, but for those whose
-  default is a mapping (`results`, `memory`, `headers`, `env`): a file's mapping would be merged into it
-  key by key, not put in its place, so those are left to the class (a file that states one states it whole).
+- one base per live adapter, by the class's `name` (`http`, `mcp`, `mem0`, `chroma`): `_target_` plus every
+  field's default, mappings included, so `system.adapter.results.text=body` sets one key by name. The
+  adapters are found as the stages are: every class defined in a module of ADAPTER_PACKAGES that names
+  itself and offers the MemorySystem protocol (experiments/systems/protocol.py);
+- `unset/<field>` (`{<field>: null}`): a file whose mapping replaces the class's default whole, rather than
+  being merged into it key by key, names it before its own values (`- dataclass/unset/memory@adapter`).
 
 A file in conf/system/ starts from them (`defaults: [dataclass/channel@_here_, dataclass/http@adapter,
 _self_]`) and states only what differs (tests/live/test_live_config.py checks it), as a stage YAML does.
@@ -35,12 +38,13 @@ import dataclasses
 import functools
 import importlib
 import pkgutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
 
+from experiments.systems.protocol import MemorySystem
 from retrieval.stage import Stage
 
 # The packages whose modules define the stage classes (one stage per file): each `Stage` subclass defined
@@ -48,25 +52,51 @@ from retrieval.stage import Stage
 # instrument, not the system under test), in one module of experiments/systems/.
 STAGE_PACKAGES = ("retrieval.retrievers", "retrieval.fusions", "retrieval.stages")
 STAGE_MODULES = ("experiments.systems.retriever",)
+# The packages whose modules define the live adapters: each class there with a `name` that offers the
+# MemorySystem protocol is the base `system/dataclass/<its name>`.
+ADAPTER_PACKAGES = ("experiments.systems",)
+PROTOCOL_METHODS = tuple(
+    name for name, value in vars(MemorySystem).items() if not name.startswith("_") and callable(value)
+)
+
+
+def found_classes(packages: Sequence[str], modules: Sequence[str], wanted: Callable[[type], bool]) -> dict:
+    """Every class defined in a module of `packages` (or one of `modules`) that is `wanted`, by its `name`,
+    sorted by name: the one registry rule of stages and adapters (a name given twice is an error)."""
+    found: dict[str, type] = {}
+    names = [
+        info.name
+        for package in map(importlib.import_module, packages)
+        for info in pkgutil.iter_modules(package.__path__, f"{package.__name__}.")
+    ]
+    for module in map(importlib.import_module, [*names, *modules]):
+        for cls in vars(module).values():
+            if isinstance(cls, type) and cls.__module__ == module.__name__ and wanted(cls):
+                if cls.name in found:
+                    raise TypeError(f"two classes are named {cls.name!r}: {found[cls.name]}, {cls}")
+                found[cls.name] = cls
+    return dict(sorted(found.items()))
 
 
 @functools.cache
 def stage_classes() -> dict[str, type[Stage]]:
-    """Every stage class of STAGE_PACKAGES by its `name`, sorted by name (a module of the packages imported
-    once; a name given twice is an error)."""
-    found: dict[str, type[Stage]] = {}
-    names = [
-        info.name
-        for package in map(importlib.import_module, STAGE_PACKAGES)
-        for info in pkgutil.iter_modules(package.__path__, f"{package.__name__}.")
-    ]
-    for module in map(importlib.import_module, [*names, *STAGE_MODULES]):
-        for cls in vars(module).values():
-            if isinstance(cls, type) and issubclass(cls, Stage) and cls.__module__ == module.__name__:
-                if cls.name in found:
-                    raise TypeError(f"two stage classes are named {cls.name!r}: {found[cls.name]}, {cls}")
-                found[cls.name] = cls
-    return dict(sorted(found.items()))
+    """Every stage class of STAGE_PACKAGES (and STAGE_MODULES) by its `name`."""
+    return found_classes(STAGE_PACKAGES, STAGE_MODULES, lambda cls: issubclass(cls, Stage))
+
+
+def is_adapter(cls: type) -> bool:
+    """A live adapter: a dataclass that names itself and offers every method of the MemorySystem protocol."""
+    return (
+        dataclasses.is_dataclass(cls)
+        and isinstance(vars(cls).get("name"), str)
+        and all(callable(getattr(cls, m, None)) for m in PROTOCOL_METHODS)
+    )
+
+
+@functools.cache
+def adapter_classes() -> dict[str, type]:
+    """Every live adapter of ADAPTER_PACKAGES by its `name`."""
+    return found_classes(ADAPTER_PACKAGES, (), is_adapter)
 
 
 def stage_target(cls: type) -> str:
@@ -120,20 +150,17 @@ def register_stage_nodes() -> None:
 
 RETRIEVER = "experiments.systems.retriever.SystemRetriever"
 CHANNEL_FIELDS = ("mode", "cassette", "concurrency", "override")
-ADAPTERS = {
-    "http": "experiments.systems.http.HttpSystem",
-    "mcp": "experiments.systems.mcp.McpSystem",
-    "mem0": "experiments.systems.mem0.Mem0System",
-    "chroma": "experiments.systems.chroma.ChromaSystem",
-}
 
 
 def system_nodes() -> dict[str, dict[str, Any]]:
     """Each base's node by its name under `system/dataclass/`."""
     channel = field_defaults(class_of(RETRIEVER))
+    adapters = {name: stage_node(cls) for name, cls in adapter_classes().items()}
+    mappings = sorted({k for node in adapters.values() for k, v in node.items() if isinstance(v, dict)})
     return {
         "channel": {name: channel[name] for name in CHANNEL_FIELDS},
-        **{kind: _scalars(stage_node(class_of(target))) for kind, target in ADAPTERS.items()},
+        **adapters,
+        **{f"unset/{name}": {name: None} for name in mappings},
     }
 
 
@@ -143,14 +170,9 @@ def class_of(target: str) -> type:
     return getattr(importlib.import_module(module), name)
 
 
-def _scalars(node: dict[str, Any]) -> dict[str, Any]:
-    return {name: value for name, value in node.items() if not isinstance(value, dict)}
-
-
 def register_system_nodes() -> None:
     """Store every base in Hydra's ConfigStore (idempotent: storing again replaces it)."""
-    from hydra.core.config_store import ConfigStore  # Hydra is the harness's; imported when it composes
-
     store = ConfigStore.instance()
     for name, node in system_nodes().items():
-        store.store(group="system/dataclass", name=name, node=node)
+        group, _, option = f"system/dataclass/{name}".rpartition("/")
+        store.store(group=group, name=option, node=node)

@@ -13,9 +13,9 @@ from omegaconf import OmegaConf
 from experiments.configure.check import ConfigError
 from experiments.configure.compose import CONF_DIR, compose_config
 from experiments.configure.nodes import (
-    ADAPTERS,
     CHANNEL_FIELDS,
     RETRIEVER,
+    adapter_classes,
     class_of,
     field_defaults,
     system_nodes,
@@ -38,8 +38,10 @@ def _bases(path) -> tuple[dict, type | None, dict]:
             continue
         if entry == "dataclass/channel@_here_":
             channel = system_nodes()["channel"]
+        elif entry.startswith("dataclass/unset/"):  # the file's mapping replaces the class's whole
+            values.pop(entry.removeprefix("dataclass/unset/").split("@")[0])
         elif entry.startswith("dataclass/"):
-            adapter = class_of(ADAPTERS[entry.removeprefix("dataclass/").split("@")[0]])
+            adapter = adapter_classes()[entry.removeprefix("dataclass/").split("@")[0]]
             values = field_defaults(adapter)
         else:
             parent = CONF_DIR / "system" / f"{entry}.yaml"
@@ -67,13 +69,34 @@ def test_the_bases_are_the_classes_defaults():
     nodes = system_nodes()
     channel = field_defaults(class_of(RETRIEVER))
     assert nodes["channel"] == {k: channel[k] for k in CHANNEL_FIELDS}
-    for kind, target in ADAPTERS.items():
-        defaults = field_defaults(class_of(target))
-        # every default but the template mappings (left to the class: a file's mapping would merge into one)
-        assert {k: v for k, v in defaults.items() if not isinstance(v, dict)} == {
-            k: v for k, v in nodes[kind].items() if k != "_target_"
-        }, kind
-        assert nodes[kind]["_target_"] == target
+    for kind, cls in adapter_classes().items():
+        # every default, the template mappings included: one key of them can be set by name
+        target = f"{cls.__module__}.{cls.__qualname__}"
+        assert nodes[kind] == {"_target_": target, **field_defaults(cls)}, kind
+
+
+def test_the_adapters_found_are_the_files_that_define_one():
+    # Found by the scan, named by the class: each module of experiments/systems/ whose source defines a
+    # class with `name: ClassVar[str]` and a `search` method is an adapter, and nothing else is.
+    import ast
+
+    from tests.support import REPO
+
+    on_disk = {}
+    for path in sorted((REPO / "experiments" / "systems").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            named = [
+                s.value.value
+                for s in node.body
+                if isinstance(s, ast.AnnAssign) and getattr(s.target, "id", None) == "name" and s.value
+            ]
+            methods = {f.name for f in node.body if isinstance(f, ast.FunctionDef)}
+            if named and "search" in methods:
+                on_disk[named[0]] = f"experiments.systems.{path.stem}.{node.name}"
+    found = {name: f"{cls.__module__}.{cls.__qualname__}" for name, cls in adapter_classes().items()}
+    assert found == on_disk and {"http", "mcp", "mem0", "chroma"} <= set(found)
 
 
 @pytest.mark.parametrize("name", ["memeval_serve", "txtai", "mcp_memeval_serve", "mcp_memory"])
