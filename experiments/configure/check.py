@@ -145,15 +145,6 @@ def run_problems(cfg: DictConfig) -> list[str]:
     return out
 
 
-def _directory_loaders() -> tuple[Any, ...]:
-    """Shipped loaders whose `path` names a folder (or a list of folders)."""
-    # Imported when a suite config is checked (~60 ms, the BEAM loader's release tables): not for --help.
-    from experiments.suites.beam import load_beam
-    from experiments.suites.jsonl import load_suite
-
-    return (load_suite, load_beam)
-
-
 def _path_problems(key: str, path: Any, wants_directory: bool) -> list[str]:
     if isinstance(path, list) and path:
         return [
@@ -189,7 +180,7 @@ def suite_problems(cfg: DictConfig) -> list[str]:
     if suite.get("primary") is not None:  # the report's default primary metric for this suite
         out += metric_problems("suite.primary", [suite.primary])
     if "path" in params:
-        out += _path_problems_of(suite, loader in _directory_loaders())
+        out += _path_problems_of(suite, getattr(loader, "reads_folder", False))  # suites/files.py
     for key in suite:
         if key in SUITE_META_KEYS or (key == "path" and key in params):
             continue

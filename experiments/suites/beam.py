@@ -27,7 +27,7 @@ from types import MappingProxyType
 from typing import Any
 
 from experiments.suites import fields
-from experiments.suites.files import read_suite_file
+from experiments.suites.files import read_suite_file, reads_folder
 from experiments.suites.granularity import check_granularity
 from experiments.suites.options import finish
 from experiments.suites.suite import MAX_PROBLEMS, Gathered, Problem, Suite, SuiteError
@@ -363,6 +363,7 @@ def load_conversation(
     return memories, queries, qrels, notes
 
 
+@reads_folder
 def load_beam(
     path: str | Path | Sequence[str | Path],
     *,

@@ -120,3 +120,23 @@ def test_bad_fields_of_a_composed_adapter_are_each_named_by_the_config_check():
         "stage.system.system.retries: must be >= 0, got -1",
         "stage.system.system.timeout_s: must be > 0, got 0",
     ]
+
+
+def test_one_key_of_an_adapters_mapping_is_set_by_name():
+    # Every field of an adapter, mappings included, is in the composed config with the class's default
+    # (issue #41: `system.adapter.results.text=body` was refused, and `++` replaced the whole mapping).
+    given = ["tracking=none", "variant=system", "system=memeval_serve"]
+    cfg = compose_config([*given, "system.adapter.results.text=body"])
+    defaults = field_defaults(adapter_classes()["http"])["results"]
+    assert OmegaConf.to_container(cfg.system.adapter.results) == {**defaults, "text": "body"}
+    adapter = instantiate(cfg.system.adapter, _convert_="all")
+    assert adapter.results == {**defaults, "text": "body"}
+    assert OmegaConf.to_container(compose_config(given).system.adapter.headers) == {}
+
+
+def test_a_file_whose_mapping_replaces_the_classes_states_it_whole():
+    # atomicmemory's memory shape has no `text` key: merged into the class's default it would gain one.
+    cfg = compose_config(["tracking=none", "variant=system", "system=atomicmemory"])
+    assert set(cfg.system.adapter.memory) == {"id", "content", "created_at", "metadata"}
+    cfg = compose_config(["tracking=none", "variant=system", "system=mcp_memory"])
+    assert set(cfg.system.adapter.results) == {"hits", "id", "text"}
