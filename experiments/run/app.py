@@ -3,9 +3,10 @@
     python -m experiments.run suite=beam suite.path=../shared/beam/100K variant=hybrid
     python -m experiments.run -m variant=exp05 stage.instruction_boost.weight=0,0.1,0.2
 
-A run: check the config (config_check.py) and build the pipeline once (build.py) -> load the suite
-(experiments/suites/load.py) -> skip it when a finished run answers it (resume.py) -> run and evaluate
--> write the run folder (outputs.py) -> print (console.py) -> log to MLflow (experiments/track/).
+A run: check the config (experiments/configure/check.py) and build the pipeline once (configure/build.py)
+-> load the suite (experiments/suites/load.py) -> skip it when a finished run answers it (resume.py)
+-> run and evaluate -> write the run folder (outputs.py) -> print (console.py) -> log to MLflow
+(experiments/track/).
 Returns the objective metric, so Hydra sweepers (Optuna) can optimise it.
 """
 

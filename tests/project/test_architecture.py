@@ -194,7 +194,8 @@ def test_the_system_under_test_names_no_study_plan():
 
 # Hydra imports every module under hydra_plugins/ in every Hydra app of the environment (its plugin
 # discovery), so a module there is a launcher or sweeper and nothing else: it configures nothing, registers
-# nothing and imports nothing of memeval when imported. Set-up is one explicit call: experiments/config_setup.
+# nothing and imports nothing of memeval when imported. Set-up is one explicit call:
+# experiments/configure/setup.py.
 PLUGIN_BASES = {"ConfigSource", "SearchPathPlugin", "ConfigStore"}
 
 

@@ -14,6 +14,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import yaml
+
 from experiments.exit_codes import EXIT_BAD_INPUT
 from tests.support import REPO
 
@@ -93,11 +95,11 @@ from retrieval.stages.fallback import keep_or_relax
 @dataclass(frozen=True, kw_only=True)
 class KeepFirst(RankStage):
     name = "keep_first"
-    ranges = {"n": Range(ge=1)}
-    n: int = 5
+    ranges = {"count": Range(ge=1)}
+    count: int = 5
 
     def __call__(self, query, candidates):
-        keep = np.arange(len(candidates)) < self.n
+        keep = np.arange(len(candidates)) < self.count
         return keep_or_relax(candidates, keep, np.zeros(len(candidates)), 0, self.name)
 """
 
@@ -108,15 +110,17 @@ def test_a_stage_is_one_file(tmp_path):
     assert helped.returncode == 0, helped.stderr[-2000:]
     stage_line = next(line for line in helped.stdout.splitlines() if line.startswith("stage:"))
     assert "keep_first" in stage_line.split(": ", 1)[1].split(", ")
-    added = ["variant=bm25", "+stage@stage.keep_first=keep_first", "stage.keep_first.n=2"]
+    added = ["variant=bm25", "+stage@stage.keep_first=keep_first", "stage.keep_first.count=2"]
     done = memeval_run("retrieval.stages", plugin, *spark_run(tmp_path, *added))
     assert done.returncode == 0, done.stderr[-2000:]
     per_query_lines: dict[str, int] = {}
     for line in (tmp_path / "run" / "run.trec").read_text().splitlines():
         per_query_lines[line.split()[0]] = per_query_lines.get(line.split()[0], 0) + 1
     assert per_query_lines and max(per_query_lines.values()) == 2
-    config = (tmp_path / "run" / "config.yaml").read_text()
-    assert "keep_first" in config and "n: 2" in config
+    config = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
+    assert (
+        config["variant"]["stages"] == ["bm25", "keep_first"] and config["stage"]["keep_first"]["count"] == 2
+    )
 
 
 ADAPTER = """
@@ -132,7 +136,7 @@ class WordsSystem:
 
     name: ClassVar[str] = "words"
     lowercase: bool = True
-    store: dict = field(default_factory=dict, compare=False, repr=False)
+    store: dict = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def _words(self, text):
         return set((text.lower() if self.lowercase else text).split())
@@ -172,8 +176,8 @@ def test_a_live_adapter_is_one_file(tmp_path):
         "system.adapter.lowercase=false",
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    config = (tmp_path / "run" / "config.yaml").read_text()
-    assert "experiments.systems.words.WordsSystem" in config and "lowercase: false" in config
+    adapter = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())["system"]["adapter"]
+    assert adapter == {"_target_": "experiments.systems.words.WordsSystem", "lowercase": False}
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["system"] and (tmp_path / "run" / "run.trec").read_text().strip()
 
