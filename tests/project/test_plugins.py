@@ -147,7 +147,7 @@ class WordsSystem:
     def ingest(self, scope, memories):
         held = self.store.setdefault(tuple(sorted(scope.items())), {})
         for m in memories:
-            held[m["id"]] = m["text"]
+            held[m.id] = m.text
 
     def wait_until_searchable(self, scope, memories):
         return 0.0
