@@ -46,6 +46,14 @@ def plugin_folder(tmp_path: Path, name: str, source: str) -> Path:
     return folder
 
 
+def help_options(package: str, plugin: Path, group: str) -> list[str]:
+    """The options `memeval-run --help` lists for a config group, with the plug-in folder added."""
+    helped = memeval_run(package, plugin, "--help")
+    assert helped.returncode == 0, helped.stderr[-2000:]
+    line = next(line for line in helped.stdout.splitlines() if line.startswith(f"{group}: "))
+    return line.split(": ", 1)[1].split(", ")
+
+
 def spark_run(tmp_path: Path, *args: str) -> list[str]:
     return ["tracking=none", f"cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / 'run'}", *args]
 
@@ -106,10 +114,7 @@ class KeepFirst(RankStage):
 
 def test_a_stage_is_one_file(tmp_path):
     plugin = plugin_folder(tmp_path, "keep_first", STAGE)
-    helped = memeval_run("retrieval.stages", plugin, "--help")
-    assert helped.returncode == 0, helped.stderr[-2000:]
-    stage_line = next(line for line in helped.stdout.splitlines() if line.startswith("stage:"))
-    assert "keep_first" in stage_line.split(": ", 1)[1].split(", ")
+    assert "keep_first" in help_options("retrieval.stages", plugin, "stage")
     added = ["variant=bm25", "+stage@stage.keep_first=keep_first", "stage.keep_first.count=2"]
     done = memeval_run("retrieval.stages", plugin, *spark_run(tmp_path, *added))
     assert done.returncode == 0, done.stderr[-2000:]
@@ -165,10 +170,7 @@ class WordsSystem:
 
 def test_a_live_adapter_is_one_file(tmp_path):
     plugin = plugin_folder(tmp_path, "words", ADAPTER)
-    helped = memeval_run("experiments.systems", plugin, "--help")
-    assert helped.returncode == 0, helped.stderr[-2000:]
-    bases = next(line for line in helped.stdout.splitlines() if line.startswith("system/dataclass:"))
-    assert "words" in bases.split(": ", 1)[1].split(", ")
+    assert "words" in help_options("experiments.systems", plugin, "system/dataclass")
     done = memeval_run(
         "experiments.systems",
         plugin,
