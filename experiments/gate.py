@@ -40,6 +40,7 @@ import yaml
 
 from experiments import PROJECT_ROOT
 from experiments.compare.render import code, md
+from experiments.configure.compose import compose_config
 from experiments.evaluate.metrics import over_own_queries, parse_metric
 from experiments.evaluate.statistics import (
     UNITS,
@@ -51,7 +52,6 @@ from experiments.evaluate.statistics import (
 )
 from experiments.evaluate.table import query_cluster
 from experiments.exit_codes import ArgumentParser, console_script
-from experiments.run.compose import compose_config
 from experiments.track.finished_runs import RunError, RunRecord, higher_is_better, load_run_dir
 from experiments.track.mlflow_tracker import git_commit
 from retrieval.encoder import ModelNotFoundError

@@ -21,6 +21,13 @@ recorded as the finished run of its config.
 
 Logged to MLflow (when the shards' config tracks) as one run, the shards' runs re-parented below it; in a
 sweep (experiments/track/sweep_parent.py) each merged run is a child of the sweep's parent.
+
+A sharded sweep (`memeval-run -m shard=0/4,1/4,2/4,3/4`) merges itself at its end: `ShardMergeCallback`,
+wired in conf/config.yaml (`hydra.callbacks.shard_merge`, after `mlflow_sweep`: Hydra ends callbacks in
+reverse order, so the merge runs before the sweep's parent is finished and its best child chosen). When
+every job has finished, the shard jobs of each config are merged into `<sweep dir>/merged/<k>`, each
+logged as a child of the sweep's parent with its shards below it. A sweep that shards nothing does nothing
+there. Any launcher: the jobs' folders are all it reads.
 """
 
 from __future__ import annotations
@@ -38,14 +45,15 @@ from typing import Any
 
 import pandas as pd
 import yaml
+from hydra.experimental.callback import Callback
 from hydra.utils import instantiate
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
+from experiments.configure.build import pipeline_from_config
+from experiments.configure.compose import yaml_text
 from experiments.csv_cells import original_text, safe_frame
 from experiments.evaluate.table import metric_columns, summarize
 from experiments.exit_codes import EXIT_BAD_INPUT, ArgumentParser, console_script
-from experiments.run.build import pipeline_from_config
-from experiments.run.compose import yaml_text
 from experiments.run.resume import CONFIG_HASH_TAG, config_hash, record_finished
 from experiments.run_folder.ranking import FILENAME as RANKING_FILE
 from experiments.run_folder.trec import MUST_NOT_QRELS
@@ -55,7 +63,7 @@ from experiments.suites.suite import SuiteError
 from experiments.track.finished_runs import find_run_dirs, missing_run_dirs, read_per_query
 from experiments.track.mlflow_tracker import flatten, statistics_tags
 from experiments.track.run_params import child_run_name, job_values
-from experiments.track.sweep_parent import FAILED_FILE, VARYING_KEY
+from experiments.track.sweep_parent import FAILED_FILE, VARYING_KEY, read_parent
 from retrieval.types import Corpus
 
 # What two runs of one config may differ in, so a merge is compared with the unsharded run without them:
@@ -608,6 +616,24 @@ def _merge_ranking(runs: list[ShardRun], positions: Mapping[str, int], path: Pat
         encoding="utf-8",
         newline="",
     )
+
+
+def shards_swept(overrides: list[str]) -> bool:
+    return any(o.split("=", 1)[0].lstrip("+~") in (SHARD_KEY, SHARDS_KEY) for o in overrides if "=" in o)
+
+
+class ShardMergeCallback(Callback):
+    """A sharded sweep's jobs merged per config when the sweep ends (conf/config.yaml)."""
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        if not shards_swept([str(o) for o in config.hydra.overrides.task]):
+            return
+        sweep_dir = Path(str(config.hydra.sweep.dir))
+        merged = merge_sweep(sweep_dir, read_parent(sweep_dir))
+        for folder in merged:
+            print(f"merged run in {folder}")
+        if not merged:
+            print(f"warning: no merged run in {sweep_dir} (see above)", file=sys.stderr)
 
 
 @console_script

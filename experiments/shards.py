@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from experiments.run.config_check import ConfigError
+from experiments.configure.check import ConfigError
 from experiments.suites.suite import Suite
 from retrieval.types import Knowledge
 

@@ -1,7 +1,7 @@
 """Where the data that ships with memeval (`datasets/<name>/`, e.g. the default suite spark25) is found.
 
-Configs name it as `${shipped_data:spark25}` (registered by experiments/config_setup.py), so the same config
-works in two layouts:
+Configs name it as `${shipped_data:spark25}` (registered by experiments/configure/setup.py), so the same
+config works in two layouts:
 
 - a checkout (or an editable install): `<repository>/datasets/<name>/`;
 - an installed wheel: pyproject.toml's `data-files` put the folders under `<prefix>/share/memeval/datasets/`,

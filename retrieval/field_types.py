@@ -1,5 +1,5 @@
 """The type check of config values against a stage's field annotations: the harness runs it on every
-stage's values before the stage class sees them (experiments/run/build.py), so a stage's own range
+stage's values before the stage class sees them (experiments/configure/build.py), so a stage's own range
 checks only ever see values of the right type, and one error lists every mistyped field.
 
 Sits under the stage protocol (retrieval/stage.py): it reads a dataclass's annotations and knows the

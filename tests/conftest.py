@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.config_setup import setup
+from experiments.configure.setup import setup
 from experiments.suites.suite import Suite
 from tests.support import BEAM_DIR, LOCOMO, tiny_suite
 

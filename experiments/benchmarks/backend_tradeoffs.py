@@ -48,9 +48,9 @@ from experiments.benchmarks.pipeline import (
     wait_for_quiet,
     wait_note,
 )
+from experiments.configure.build import pipeline_from_config
+from experiments.configure.compose import compose_config
 from experiments.evaluate.metrics import per_query
-from experiments.run.build import pipeline_from_config
-from experiments.run.compose import compose_config
 from experiments.suites.load import load_suite_from_config
 from retrieval.encoder import MINILM, load_sentence_transformer, resolve_model_path
 from retrieval.reuse import ProcessMemo

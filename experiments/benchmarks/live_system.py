@@ -129,8 +129,8 @@ def _served_pass(pipeline: Any, suite: Any, server: Server) -> dict[str, Any]:
 
 
 def overhead(suite_overrides: list[str], variant: str, repeats: int, cache_dir: str) -> dict[str, Any]:
+    from experiments.configure.compose import compose_config
     from experiments.run.app import build_pipeline
-    from experiments.run.compose import compose_config
     from experiments.suites.load import load_suite_from_config
 
     base = [*suite_overrides, "tracking=none", f"cache_dir={cache_dir}"]
@@ -173,8 +173,8 @@ def overhead(suite_overrides: list[str], variant: str, repeats: int, cache_dir: 
 
 def concurrency(suite_overrides: list[str], delay_ms: float, repeats: int, cache_dir: str) -> dict[str, Any]:
     """QPS of the prefetch at concurrency 1 and 4, `repeats` interleaved passes of each, the fastest kept."""
+    from experiments.configure.compose import compose_config
     from experiments.run.app import build_pipeline
-    from experiments.run.compose import compose_config
     from experiments.suites.load import load_suite_from_config
 
     base = [*suite_overrides, "tracking=none", f"cache_dir={cache_dir}"]

@@ -53,9 +53,9 @@ from threadpoolctl import threadpool_limits
 
 from experiments import PROJECT_ROOT
 from experiments.benchmarks.pipeline_readme import VARIANTS, write_readme
+from experiments.configure.build import pipeline_from_config
+from experiments.configure.compose import compose_config
 from experiments.evaluate.metrics import per_query
-from experiments.run.build import pipeline_from_config
-from experiments.run.compose import compose_config
 from experiments.suites.beam import load_beam
 from experiments.suites.generators.beam_synth import MAX_QUESTIONS_PER_ABILITY, generate
 from retrieval.compute import cpu_isa

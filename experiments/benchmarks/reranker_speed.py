@@ -31,7 +31,7 @@ from hydra.utils import instantiate
 
 from experiments.benchmarks.backend_tradeoffs import agreement, rerank_heads, timed
 from experiments.benchmarks.pipeline import load_note, machine, percentiles
-from experiments.run.compose import compose_config
+from experiments.configure.compose import compose_config
 from experiments.training.reranker import first_stage_lists, split_by_conversation, training_pairs
 from retrieval.backends import INPUTS, _runtime, ensure_onnx, export_folder
 from retrieval.encoder import EXPORT_DIR, model_revision

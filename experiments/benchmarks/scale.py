@@ -44,8 +44,8 @@ import numpy as np
 from experiments import PROJECT_ROOT
 from experiments.benchmarks.report_paths import portable
 from experiments.benchmarks.sweep_cost import _machine, _timed
+from experiments.configure.compose import compose_config
 from experiments.exit_codes import EXIT_BAD_INPUT
-from experiments.run.compose import compose_config
 from experiments.track.mlflow_tracker import git_commit
 from retrieval.compute import cpu_isa
 

@@ -41,7 +41,7 @@ from pathlib import Path
 from experiments import PROJECT_ROOT
 from experiments.benchmarks.pipeline import add_wait_quiet, wait_for_quiet, wait_note
 from experiments.benchmarks.report_paths import portable
-from experiments.run.compose import compose_config
+from experiments.configure.compose import compose_config
 from experiments.track.mlflow_tracker import git_commit
 
 REPO = PROJECT_ROOT

@@ -13,15 +13,16 @@ questions about one conversation are not independent (experiments/evaluate/stati
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
 
 from experiments.evaluate.metrics import over_own_queries
 from experiments.evaluate.metrics.noise import noise_table
+from experiments.evaluate.metrics.official import BenchmarkScorer
 from experiments.evaluate.metrics.official import per_query as relevance_per_query
 from experiments.evaluate.statistics import (
     bootstrap_ci,
@@ -33,9 +34,21 @@ from experiments.evaluate.statistics import (
     unit_warning,
     warn_once,
 )
-from experiments.suites.suite import Suite
 from retrieval.pipeline import RunOutput
-from retrieval.types import Query, scope_key
+from retrieval.types import Memory, Query, scope_key
+
+
+class Suite(Protocol):
+    """What evaluation reads of a suite (experiments/suites/suite.py's Suite is one): evaluate/ sits below
+    suites/, which hands it its judgements and, under `suite.protocol=official`, a benchmark's scorer."""
+
+    memories: tuple[Memory, ...]
+    queries: tuple[Query, ...]
+    qrels: Mapping[str, Mapping[str, int]]
+    k: int
+    scorer: BenchmarkScorer | None
+
+    def is_abstention(self, query_id: str) -> bool: ...
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,10 @@
     python -m experiments.run suite=beam suite.path=../shared/beam/100K variant=hybrid
     python -m experiments.run -m variant=exp05 stage.instruction_boost.weight=0,0.1,0.2
 
-A run: check the config (config_check.py) and build the pipeline once (build.py) -> load the suite
-(experiments/suites/load.py) -> skip it when a finished run answers it (resume.py) -> run and evaluate
--> write the run folder (outputs.py) -> print (console.py) -> log to MLflow (experiments/track/).
+A run: check the config (experiments/configure/check.py) and build the pipeline once (configure/build.py)
+-> load the suite (experiments/suites/load.py) -> skip it when a finished run answers it (resume.py)
+-> run and evaluate -> write the run folder (outputs.py) -> print (console.py) -> log to MLflow
+(experiments/track/).
 Returns the objective metric, so Hydra sweepers (Optuna) can optimise it.
 """
 
@@ -25,12 +26,12 @@ from hydra.types import RunMode
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.config_setup import setup
+from experiments.configure.build import pipeline_from_config
+from experiments.configure.check import ConfigError, buildable_depth, config_problems, stages_checkable
+from experiments.configure.compose import answer_help, finish_variant, yaml_text
+from experiments.configure.setup import setup
 from experiments.evaluate.metrics.official import check_metrics
 from experiments.exit_codes import console_script
-from experiments.run.build import pipeline_from_config
-from experiments.run.compose import answer_help, finish_variant, yaml_text
-from experiments.run.config_check import ConfigError, buildable_depth, config_problems, stages_checkable
 from experiments.run.console import print_results, print_start
 from experiments.run.outputs import (
     OutputError,
@@ -81,7 +82,7 @@ def build_pipeline(cfg: DictConfig) -> Pipeline:
 def checked_pipeline(
     cfg: DictConfig, *, memo: ProcessMemo | None = None, resolved: Mapping[str, Any] | None = None
 ) -> Pipeline:
-    """The run's pipeline, built once (experiments/run/build.py: its unchanged stages from `memo`, in a
+    """The run's pipeline, built once (experiments/configure/build.py: its unchanged stages from `memo`, in a
     sweep), or ConfigError listing every problem at once: the config's (config_check.py), then those its
     stages find in their own values when built. `resolved`: the config resolved to a container."""
     problems = config_problems(cfg, resolved)

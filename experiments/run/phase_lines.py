@@ -26,7 +26,7 @@ import threading
 import time
 from typing import TextIO
 
-from experiments.run.config_check import ConfigError
+from experiments.configure.check import ConfigError
 
 ENV = "MEMEVAL_PROGRESS_EVERY_S"
 DEFAULT_EVERY_S = 20.0

@@ -49,8 +49,8 @@ from typing import Any, Literal, Union
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.run.build import build_stage
-from experiments.run.compose import compose_config
+from experiments.configure.build import build_stages
+from experiments.configure.compose import compose_config
 from experiments.suites.jsonl import MEMORY_SCHEMA, field_problems, memory_from_json
 from retrieval.field_types import describe_type, field_type_problems, type_hints
 from retrieval.pipeline import Pipeline, PipelineConfigError
@@ -191,7 +191,7 @@ class MemoryService:
         self.override_keys = dict(load_override_keys() if override_keys is None else override_keys)
         # Every configured stage, disabled ones included (an override may turn one on), built once; an
         # override replaces fields of these, and the fields it may set are tabled once (`value_fields`).
-        self.stages = MappingProxyType(self._build_stages())
+        self.stages = MappingProxyType(build_stages(self.order, self.cfg.stage))
         self.fields = MappingProxyType(value_fields(self.stages))
         # Corpora and channel indexes shared between the pipelines of different overrides.
         self._memo = ProcessMemo(max_entries=256)
@@ -364,18 +364,6 @@ class MemoryService:
                 for r in pipeline.retrievers
             }
         return corpus, indexes
-
-    def _build_stages(self) -> dict[str, Stage]:
-        """The variant's stages from the served config, each checked as `memeval-run` checks it
-        (experiments.run.build): one PipelineConfigError lists every problem."""
-        missing = [name for name in self.order if name not in self.cfg.stage]
-        if missing:
-            raise PipelineConfigError(f"variant names stages with no config under `stage`: {missing}")
-        problems: list[str] = []
-        built = {name: build_stage(name, self.cfg.stage[name], problems) for name in self.order}
-        if problems:
-            raise PipelineConfigError(problems)
-        return built  # type: ignore[return-value]  (no problems: every stage was built)
 
     def _checked_override(self, config_override: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         """The override as {stage name: {field: value}}, each key checked against the field table and each

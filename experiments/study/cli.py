@@ -23,10 +23,10 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.config_setup import setup
+from experiments.configure.compose import CONF_DIR, answer_help
+from experiments.configure.setup import setup
 from experiments.exit_codes import console_script
 from experiments.names import UnsafeNameError, under_root
-from experiments.run.compose import CONF_DIR, answer_help
 
 REPORTS_DIR = "reports"  # the committed reports, relative to the working directory (the checkout)
 
@@ -92,7 +92,7 @@ def run_app(cfg: DictConfig) -> None:
     # The study machinery pulls in pandas and matplotlib, these error classes numpy and the pipeline
     # (~0.25 s of CPU for --help): imported once there is a study to run, so `--help` answers at once
     # (tests/project/test_entry_points.py checks what the entry modules import).
-    from experiments.run.config_check import ConfigError
+    from experiments.configure.check import ConfigError
     from experiments.study.plan import PlanError
     from experiments.suites.suite import SuiteError
     from experiments.track.finished_runs import RunError

@@ -29,8 +29,8 @@ import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.compare import analysis
+from experiments.configure.compose import Composer, compose_config, run_config
 from experiments.names import under_root
-from experiments.run.compose import Composer, compose_config, run_config
 from experiments.study.plan import Row, StudyPlan, load_plan
 from experiments.track.finished_runs import (
     RunError,
@@ -182,7 +182,7 @@ def row_config(
 
 def row_composer() -> Composer:
     """The composer of a plan's rows: rows that differ only in values (a sweep: `stage.x.weight=0.2`) share
-    one Hydra composition (experiments.run.compose.Composer, the sweep launcher's too)."""
+    one Hydra composition (experiments.configure.compose.Composer, the sweep launcher's too)."""
     return Composer(functools.partial(compose_config, hydra_node=True))
 
 

@@ -27,10 +27,10 @@ from types import MappingProxyType
 from typing import Any
 
 from experiments.suites import fields
-from experiments.suites.files import read_suite_file
+from experiments.suites.files import read_suite_file, reads_folder
 from experiments.suites.granularity import check_granularity
 from experiments.suites.options import finish
-from experiments.suites.suite import MAX_PROBLEMS, Problem, Suite, SuiteError
+from experiments.suites.suite import MAX_PROBLEMS, Gathered, Problem, Suite, SuiteError
 from retrieval.types import Memory, Query
 
 ABILITIES = (
@@ -363,6 +363,7 @@ def load_conversation(
     return memories, queries, qrels, notes
 
 
+@reads_folder
 def load_beam(
     path: str | Path | Sequence[str | Path],
     *,
@@ -380,7 +381,7 @@ def load_beam(
     and its content hash are unchanged.
     """
     check_granularity(granularity)
-    memories, queries, qrels, notes, problems = [], [], {}, [], []
+    gathered, problems = Gathered(), []
     read: list[tuple[str, Path]] = []  # (release path, file) of every file read: the dataset's identity
     for folder in conversation_dirs(path):
         if len(problems) >= MAX_PROBLEMS:
@@ -389,30 +390,21 @@ def load_beam(
         if (problem := fields.id_problem(conversation)) is not None:
             problems.append(Problem(str(folder), None, "conversation (folder name)", problem))
             continue
-        m, q, r, n = load_conversation(folder, conversation, topics=topics, problems=problems)
+        gathered.add(*load_conversation(folder, conversation, topics=topics, problems=problems))
         read += [
             (f"{conversation}/{name}", folder / name)
             for name in ("chat.json", "probing_questions/probing_questions.json", *(("topic.json",) * topics))
         ]
-        memories += m
-        queries += q
-        qrels.update(r)
-        notes += n
-    if problems:
-        raise SuiteError(problems[:MAX_PROBLEMS])
-    suite = Suite(
-        name=name,
-        memories=tuple(memories),
-        queries=tuple(queries),
-        qrels=qrels,
-        k=k,
-        description=f"BEAM from {path}",
-        label_names=tuple(dict.fromkeys(label for q in queries for label in q.labels)),
-        notes=tuple(notes),
-    )
     # Sessions are chat.json's batches; rounds its turns (a user message and its reply).
     return finish(
-        suite,
+        gathered.suite(
+            name,
+            problems=problems,
+            k=k,
+            description=f"BEAM from {path}",
+            label_names=tuple(dict.fromkeys(label for q in gathered.queries for label in q.labels)),
+            notes=tuple(gathered.notes),
+        ),
         granularity=granularity,
         session_of=lambda m: f"{m.scope['conversation']}:b{m.metadata['batch']}",
         errata=errata,

@@ -10,7 +10,9 @@ refused unless it is a regular file, and read to at most `limit` bytes. The erro
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 # One implementation for every input file memeval reads (a live system's cassette too).
 from retrieval.regular_file import MAX_FILE_BYTES, FileTooLarge, NotARegularFile, read_regular_file, size_text
@@ -22,3 +24,10 @@ def read_suite_file(path: str | Path, limit: int = MAX_FILE_BYTES) -> bytes:
     """The bytes of a regular file of at most `limit` bytes; FileNotFoundError, IsADirectoryError,
     NotARegularFile or FileTooLarge otherwise (each an OSError whose strerror says why)."""
     return read_regular_file(path, limit, what="a suite file")
+
+
+def reads_folder(loader: Callable[..., Any]) -> Callable[..., Any]:
+    """Declares a suite loader whose `path` names a folder (or a list of folders), so the config check
+    (experiments/configure/check.py) refuses a file there before any work; one without it reads a file."""
+    loader.reads_folder = True  # type: ignore[attr-defined]
+    return loader

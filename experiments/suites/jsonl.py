@@ -32,7 +32,7 @@ import yaml
 from experiments.names import name_problem
 from experiments.suites import fields
 from experiments.suites.errata import apply_errata
-from experiments.suites.files import MAX_FILE_BYTES, FileTooLarge, read_suite_file, size_text
+from experiments.suites.files import MAX_FILE_BYTES, FileTooLarge, read_suite_file, reads_folder, size_text
 from experiments.suites.suite import (
     MAX_PROBLEMS,
     Problem,
@@ -366,6 +366,7 @@ def _read_meta(path: Path, problems: list[Problem]) -> dict[str, Any]:
     return meta
 
 
+@reads_folder
 def load_suite(path: str | Path, *, name: str | None = None, errata: str | None = None) -> Suite:
     """Read and validate a suite directory; raises SuiteError naming every problem found. `errata`: a YAML
     errata file applied after reading (experiments/suites/errata.py; `+suite.errata=FILE`)."""

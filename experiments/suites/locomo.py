@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from types import MappingProxyType
@@ -44,7 +44,7 @@ from experiments.suites import fields
 from experiments.suites.beam import _FAILED, _read_json
 from experiments.suites.granularity import check_granularity
 from experiments.suites.options import check_protocol, finish
-from experiments.suites.suite import MAX_PROBLEMS, Problem, Suite, SuiteError
+from experiments.suites.suite import MAX_PROBLEMS, Gathered, Problem, Suite, SuiteError
 from retrieval.types import Memory, Query
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
@@ -280,55 +280,45 @@ def load_locomo(
         )
     if problems:
         raise SuiteError(problems[:MAX_PROBLEMS])
-    memories, queries, qrels, notes = [], [], {}, []
+    gathered = Gathered()
     audit = EvidenceAudit()
     raw_evidence: dict[str, tuple[str, ...]] | None = {} if official else None
     for i, sample in enumerate(data):
-        m, q, r, n = _read_sample(sample, i, str(path), frozenset(categories), audit, problems, raw_evidence)
-        memories += m
-        queries += q
-        qrels.update(r)
-        notes += n
-    if problems:
-        raise SuiteError(problems[:MAX_PROBLEMS])
-    suite = Suite(
-        name=name,
-        memories=tuple(memories),
-        queries=tuple(queries),
-        qrels=qrels,
-        k=k,
-        description=f"LoCoMo from {path}",
-        label_names=("category",) if queries else (),
-        notes=(audit.note(), *notes),
-        tags={
-            "evidence_audit": json.dumps(audit.counts()),
-            "categories": ",".join(map(str, sorted(categories))),
-            "protocol": protocol,
-        },
-    )
+        gathered.add(
+            *_read_sample(sample, i, str(path), frozenset(categories), audit, problems, raw_evidence)
+        )
+    scorer, scorer_note = None, ""
     if raw_evidence is not None:
         by_session = granularity == "session"
         unit = {
             (f"{m.scope['conversation']}:D{m.metadata['session']}" if by_session else m.id): (
                 str(m.metadata["session"]) if by_session else m.metadata["dia_id"]
             )
-            for m in memories
+            for m in gathered.memories
         }
         scorer = LocomoScorer(evidence=raw_evidence, unit=unit, by_session=by_session)
-        note = (
+        scorer_note = (
             f"protocol=official: {len(raw_evidence)} questions scored as upstream; R@k is its recall over "
             "each raw evidence list (a malformed or unknown id is a miss that counts, no evidence "
             "scores 1, at session granularity each id counts); the other metrics read the qrels, where "
             "those ids are dropped"
         )
-        suite = replace(
-            suite,
-            scorer=scorer,
-            notes=(*suite.notes, note),
-            tags={**suite.tags, "official_scorer": scorer.name},
-        )
     return finish(
-        suite,
+        gathered.suite(
+            name,
+            problems=problems,
+            scorer=scorer,
+            scorer_note=scorer_note,
+            k=k,
+            description=f"LoCoMo from {path}",
+            label_names=("category",) if gathered.queries else (),
+            notes=(audit.note(), *gathered.notes),
+            tags={
+                "evidence_audit": json.dumps(audit.counts()),
+                "categories": ",".join(map(str, sorted(categories))),
+                "protocol": protocol,
+            },
+        ),
         granularity=granularity,
         session_of=lambda m: f"{m.scope['conversation']}:D{m.metadata['session']}",
         errata=errata,

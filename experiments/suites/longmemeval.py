@@ -23,7 +23,6 @@ The metrics upstream reports are recall_any@k, recall_all@k and ndcg_any@k (expe
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from types import MappingProxyType
@@ -34,7 +33,7 @@ from experiments.suites import fields
 from experiments.suites.beam import _FAILED, _read_json
 from experiments.suites.granularity import check_granularity
 from experiments.suites.options import check_protocol, finish
-from experiments.suites.suite import MAX_PROBLEMS, Problem, Suite, SuiteError
+from experiments.suites.suite import MAX_PROBLEMS, Gathered, Problem, Suite, SuiteError
 from retrieval.types import Memory, Query
 
 QUESTION_TYPES = (
@@ -58,6 +57,14 @@ def parse_date(value: Any) -> str | None:
         return datetime.strptime(f"{parts[0]} {parts[-1]}", "%Y/%m/%d %H:%M").isoformat()
     except (ValueError, IndexError):
         return None
+
+
+# What a run under protocol=official says of LongMemEval's own scorer (the suite's notes).
+OFFICIAL_NOTE = (
+    "protocol=official: recall_any/recall_all/ndcg_any@k (session_*: the session view of a turn run) "
+    "are upstream's; the overall mean is src/evaluation/print_retrieval_metrics.py's (every "
+    "non-abstention question), label lme_average='both scripts' is src/retrieval/run_retrieval.py's"
+)
 
 
 def is_abstention(question_id: str, official: bool = False) -> bool:
@@ -325,36 +332,28 @@ def load_longmemeval(
         if found
     ]
     counts = {key: len(found) for key, found in audit.items()}
-    suite = Suite(
-        name=name,
-        memories=tuple(memories),
-        queries=tuple(queries),
-        qrels=qrels,
-        k=k,
-        description=f"LongMemEval from {path}",
-        label_names=(
-            ("question_type", "abstention", "lme_average") if official else ("question_type", "abstention")
-        )
-        if queries
-        else (),
-        notes=tuple(notes),
-        tags={"roles": roles, "evidence_audit": json.dumps(counts), "protocol": protocol},
+    scorer = (
+        None
+        if official is None
+        else LongMemEvalScorer(corpus=corpus, position=position, turns=official == "turn")
     )
-    if official is not None:
-        scorer = LongMemEvalScorer(corpus=corpus, position=position, turns=official == "turn")
-        note = (
-            "protocol=official: recall_any/recall_all/ndcg_any@k (session_*: the session view of a turn run) "
-            "are upstream's; the overall mean is src/evaluation/print_retrieval_metrics.py's (every "
-            "non-abstention question), label lme_average='both scripts' is src/retrieval/run_retrieval.py's"
-        )
-        suite = replace(
-            suite,
-            scorer=scorer,
-            notes=(*suite.notes, note),
-            tags={**suite.tags, "official_scorer": scorer.name},
-        )
     return finish(
-        suite,
+        Gathered(memories, queries, qrels).suite(
+            name,
+            scorer=scorer,
+            scorer_note=OFFICIAL_NOTE,
+            k=k,
+            description=f"LongMemEval from {path}",
+            label_names=(
+                ("question_type", "abstention", "lme_average")
+                if official
+                else ("question_type", "abstention")
+            )
+            if queries
+            else (),
+            notes=tuple(notes),
+            tags={"roles": roles, "evidence_audit": json.dumps(counts), "protocol": protocol},
+        ),
         granularity=granularity,
         session_of=lambda m: f"{m.scope['question']}:{m.metadata['session']}",
         errata=errata,

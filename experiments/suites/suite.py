@@ -7,6 +7,7 @@ rules every suite obeys, so a bad suite fails before any work starts, naming fil
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import hashlib
 import json
@@ -132,6 +133,50 @@ class Suite:
 
 def _dumps(record: Mapping[str, Any]) -> str:
     return json.dumps(record, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+@dataclass
+class Gathered:
+    """What a loader or generator has read so far: the suite's records and the notes it made. `suite()` is
+    how every one of them ends, written once."""
+
+    memories: list[Memory] = field(default_factory=list)
+    queries: list[Query] = field(default_factory=list)
+    qrels: dict[str, Mapping[str, int]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def add(
+        self,
+        memories: Sequence[Memory],
+        queries: Sequence[Query],
+        qrels: Mapping[str, Mapping[str, int]],
+        notes: Sequence[str] = (),
+    ) -> None:
+        """One unit's records (a conversation, a sample), after those read before it."""
+        self.memories += memories
+        self.queries += queries
+        self.qrels.update(qrels)
+        self.notes += notes
+
+    def suite(
+        self,
+        name: str,
+        *,
+        problems: Sequence[Problem] = (),
+        scorer: BenchmarkScorer | None = None,
+        scorer_note: str = "",
+        **fields: Any,
+    ) -> Suite:
+        """The problems found refused together (SuiteError), then the Suite of what was read (`fields`: k,
+        description, label_names, notes, tags...), with a benchmark's own scorer, its note and its tag
+        where it has one (`suite.protocol=official`)."""
+        if problems:
+            raise SuiteError(list(problems)[:MAX_PROBLEMS])
+        suite = Suite(name, tuple(self.memories), tuple(self.queries), self.qrels, **fields)
+        if scorer is None:
+            return suite
+        notes, tags = (*suite.notes, scorer_note), {**suite.tags, "official_scorer": scorer.name}
+        return dataclasses.replace(suite, scorer=scorer, notes=notes, tags=tags)
 
 
 def check_suite(

@@ -49,6 +49,7 @@ class ChromaSystem:
     """A Chroma server through `chromadb.HttpClient`; fields are the adapter's config, `state` its run-time
     state (a `ChromaState`)."""
 
+    name: ClassVar[str] = "chroma"  # system=...: its base is system/dataclass/chroma (configure/nodes.py)
     ranges: ClassVar[Mapping[str, Range]] = {
         "port": Range(ge=1, le=65535),
         "ef_search": Range(ge=1),

@@ -116,6 +116,7 @@ class HttpSystem:
     """A memory service over HTTP+JSON, configured by endpoints, body templates and JSON paths; its
     run-time state (connections, setup captures, counts) is `state`, an `HttpState` made with it."""
 
+    name: ClassVar[str] = "http"  # system=...: its base is system/dataclass/http (configure/nodes.py)
     ranges: ClassVar[Mapping[str, Range]] = {
         "timeout_s": Range(gt=0),
         "max_response_bytes": Range(gt=0),

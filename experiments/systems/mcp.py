@@ -132,6 +132,7 @@ class McpSystem:
     """A memory service over MCP, configured by tool names, argument templates and JSON paths; its run-time
     state is `state`, an `McpState` made with it."""
 
+    name: ClassVar[str] = "mcp"  # system=...: its base is system/dataclass/mcp (configure/nodes.py)
     ranges: ClassVar[Mapping[str, Range]] = {
         "timeout_s": Range(gt=0),
         "connect_timeout_s": Range(gt=0),

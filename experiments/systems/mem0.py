@@ -130,6 +130,7 @@ class Mem0System:
     """mem0 with MiniLM, local Qdrant and no LLM; fields are the adapter's config, `state` its run-time
     state (a `Mem0State`)."""
 
+    name: ClassVar[str] = "mem0"  # system=...: its base is system/dataclass/mem0 (configure/nodes.py)
     ranges: ClassVar[Mapping[str, Range]] = {
         "threshold": Range(ge=0, le=1),
         "dims": Range(ge=1),

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 from experiments import PROJECT_ROOT
-from experiments.run.compose import compose_config
+from experiments.configure.compose import compose_config
 
 ROOT = PROJECT_ROOT
 BLOCK = re.compile(

@@ -35,7 +35,7 @@ from experiments.evaluate.metrics import metric_name_for_mlflow
 
 MAX_PARAM_CHARS = 500  # long values are truncated in params; the full config is an artifact
 # MLflow's own limits (mlflow.utils.validation; tests/project/test_names.py checks they still agree), checked
-# before a run (experiments.run.config_check, experiments.names) rather than met after it.
+# before a run (experiments.configure.check, experiments.names) rather than met after it.
 MAX_EXPERIMENT_NAME_CHARS = 500
 MAX_KEY_CHARS = 250  # a param, tag or metric key
 MAX_DATASET_NAME_CHARS = 500

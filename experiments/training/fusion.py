@@ -26,9 +26,9 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.config_setup import setup
+from experiments.configure.build import pipeline_from_config
+from experiments.configure.setup import setup
 from experiments.evaluate.metrics import per_query
-from experiments.run.build import pipeline_from_config
 from experiments.suites.suite import Suite, SuiteError
 from experiments.track.mlflow_tracker import git_commit
 from experiments.training.reranker import split_by_conversation

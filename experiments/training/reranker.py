@@ -45,12 +45,12 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
-from experiments.config_setup import setup
+from experiments.configure.build import pipeline_from_config
+from experiments.configure.check import ConfigError
+from experiments.configure.compose import CONF_DIR, answer_help
+from experiments.configure.setup import setup
 from experiments.evaluate.metrics import per_query
 from experiments.exit_codes import console_script
-from experiments.run.build import pipeline_from_config
-from experiments.run.compose import CONF_DIR, answer_help
-from experiments.run.config_check import ConfigError
 from experiments.suites.suite import Suite, SuiteError
 from experiments.track.mlflow_tracker import MlflowTracker, TrackingError, git_commit, mlflow_params
 from retrieval.encoder import EXPORT_DIR, resolve_model_path

@@ -5,8 +5,8 @@ again to run it: two full compositions per job, each about as costly as a warm j
 sweeper's validation goes through the launcher's SweepLoader (it shares the launcher's Hydra context), and
 the launch takes the configs it validated. Jobs of a sweep that differ only in values
 (`stage.x.weight=0,0.1,...`) share one composition of what shapes the config (group choices, `hydra.*`,
-deletions: experiments.run.compose.Composer, which composes a study's rows too), then get their values set
-exactly as Hydra sets them, and the few Hydra fields that name the job's overrides
+deletions: experiments.configure.compose.Composer, which composes a study's rows too), then get their values
+set exactly as Hydra sets them, and the few Hydra fields that name the job's overrides
 (`hydra.overrides.task`, `hydra.job.override_dirname`) as Hydra writes them. tests/run/test_sweeps.py compares
 every job's config, Hydra node included, with Hydra's own composition.
 
@@ -47,7 +47,7 @@ log = logging.getLogger(__name__)
 
 class SweepLoader:
     """Hydra's config loader, but `load_sweep_config` of this sweep's master config comes from one
-    experiments.run.compose.Composer (one composition per distinct set of config-shaping overrides, the
+    experiments.configure.compose.Composer (one composition per distinct set of config-shaping overrides, the
     master config reused where it is that composition already), with the few Hydra fields that name the
     job's own overrides written as Hydra writes them. The sweeper validates each batch with it before the
     launch (Hydra's BasicSweeper and the Optuna sweeper both do), and the launch takes the configs validated.
@@ -55,7 +55,7 @@ class SweepLoader:
 
     def __init__(self, loader: Any, master: DictConfig) -> None:
         # Imported here, not at the top: Hydra imports this module in every Hydra app of the environment.
-        from experiments.run.compose import Composer, parse_overrides
+        from experiments.configure.compose import Composer, parse_overrides
 
         self.loader = loader
         self.master = master
@@ -84,7 +84,7 @@ class SweepLoader:
     def job_config(self, overrides: Sequence[str]) -> DictConfig:
         from hydra._internal.config_loader_impl import get_overrides_dirname
 
-        from experiments.run.compose import parse_overrides
+        from experiments.configure.compose import parse_overrides
 
         cfg = self.composer(overrides)
         # What Hydra records of the job's own overrides: all of them, in the order given.
@@ -160,14 +160,14 @@ def run_job(
     - the task's config is copied without the Hydra node (`_copy_without_hydra`), not copied whole and the
       node deleted from the copy;
     - `.hydra/config.yaml`, `hydra.yaml`, `overrides.yaml` are written by libyaml's emitter with OmegaConf's
-      representers (experiments.run.compose.yaml_text): the same YAML, read back, as Hydra's files.
+      representers (experiments.configure.compose.yaml_text): the same YAML, read back, as Hydra's files.
     Hydra's `chdir` (a deprecated default) is left to Hydra: a job that asks for it runs through Hydra's own.
     tests/run/test_sweeps.py compares every file and return with the basic launcher's.
     """
     from hydra import version
     from hydra.core.utils import run_job as hydras_run_job
 
-    from experiments.run.compose import yaml_text
+    from experiments.configure.compose import yaml_text
 
     chdir = config.hydra.job.chdir
     if chdir or (chdir is None and not version.base_at_least("1.2")):
@@ -240,7 +240,7 @@ def _copy_without_hydra(config: DictConfig) -> DictConfig:
     """`copy.deepcopy(config)` with its `hydra` key deleted, as Hydra makes the task's config, without
     copying the Hydra node (two thirds of the config) only to delete it (and copied by `config_copy`, the
     same tree faster). tests/run/test_sweeps.py compares the two."""
-    from experiments.run.compose import config_copy
+    from experiments.configure.compose import config_copy
 
     content = config.__dict__["_content"]
     config.__dict__["_content"] = {key: node for key, node in content.items() if key != "hydra"}

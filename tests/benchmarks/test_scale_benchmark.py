@@ -10,7 +10,7 @@ import json
 import pytest
 
 from experiments.benchmarks import scale
-from experiments.run.compose import compose_config
+from experiments.configure.compose import compose_config
 from tests.support import REPO
 
 SPARK25 = REPO / "datasets" / "spark25"

@@ -64,8 +64,8 @@ def report_suite() -> Suite:
 
 
 def run(suite_dir: Path, out: Path, overrides: list[str]) -> Path:
+    from experiments.configure.compose import compose_config
     from experiments.run.app import run_experiment
-    from experiments.run.compose import compose_config
 
     cfg = compose_config(
         [

@@ -17,7 +17,7 @@ from experiments.compare import build_report
 from experiments.compare.analysis import build_comparison
 from experiments.compare.cli import main
 from experiments.compare.drilldown import DrilldownOptions, clip, visible
-from experiments.run.compose import compose_config
+from experiments.configure.compose import compose_config
 from experiments.run_folder.ranking import read_ranking, saved_depth, write_ranking
 from experiments.run_folder.trec import read_run
 from experiments.study import PlanError, load_plan
@@ -261,7 +261,7 @@ def test_primary_metric_comes_from_the_plan_or_cli_then_the_suite_then_the_first
 
 
 def test_a_bad_suite_primary_is_a_config_error():
-    from experiments.run.config_check import suite_problems
+    from experiments.configure.check import suite_problems
 
     cfg = compose_config(["suite=spark25", "suite.primary=P@0"])
     assert any(p.startswith("suite.primary") for p in suite_problems(cfg))

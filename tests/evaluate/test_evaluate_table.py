@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from experiments.configure.compose import compose_config
 from experiments.evaluate.metrics import per_query as relevance_per_query
 from experiments.evaluate.table import evaluate, per_query_table, query_cluster, scope_leaks
-from experiments.run.compose import compose_config
 from experiments.suites.suite import Suite
 from retrieval.pipeline import Pipeline
 from retrieval.retrievers.bm25 import BM25Retriever

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from experiments.configure.compose import compose_config
 from experiments.run.app import build_pipeline, execute
-from experiments.run.compose import compose_config
 from experiments.suites.load import load_suite_from_config
 from tests.support import DATA, LOCOMO
 from tests.upstream import locomo_evaluation as locomo_upstream

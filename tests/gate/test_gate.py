@@ -228,8 +228,8 @@ def test_a_missing_model_is_exit_2_cannot_judge_not_a_regression(setup, capsys):
 
 def test_the_gate_measures_fresh_even_with_a_warm_cache_and_resume_asked_for(setup):
     """A candidate cache and a finished run that would answer this config are both ignored by the gate."""
+    from experiments.configure.compose import compose_config
     from experiments.run.app import run_experiment
-    from experiments.run.compose import compose_config
 
     cache = setup["tmp"] / "warm_cache"
     suite_overrides = yaml.safe_load(setup["gate"].read_text())["overrides"][:2]

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from hydra.utils import instantiate
 
+from experiments.configure.compose import compose_config
 from experiments.run.app import run_experiment
-from experiments.run.compose import compose_config
 from experiments.systems.mcp import McpSystem
 from experiments.systems.protocol import LiveSystemError, MemorySystem, SearchRequest
 from retrieval.stage import FieldError

@@ -13,7 +13,7 @@ import shutil
 import pytest
 from hydra.utils import instantiate
 
-from experiments.run.compose import compose_config
+from experiments.configure.compose import compose_config
 from experiments.systems.mcp import McpSystem
 from experiments.systems.protocol import SearchRequest
 from tests.live_services import memeval_run

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from experiments.configure.build import pipeline_from_config
+from experiments.configure.compose import compose_config
 from experiments.evaluate.table import scope_leaks
-from experiments.run.build import pipeline_from_config
-from experiments.run.compose import compose_config
 from experiments.serve.service import MemoryService, ServiceError
 from experiments.suites.suite import memory_record
 from experiments.systems.cassette import Cassette

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from experiments.run.compose import compose_config
+from experiments.configure.compose import compose_config
 from experiments.suites.jsonl import save_suite
 from experiments.systems.http import HttpSystem
 from experiments.systems.mcp import McpSystem

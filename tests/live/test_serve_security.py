@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from experiments.run.compose import compose_config
+from experiments.configure.compose import compose_config
 from experiments.serve.service import OVERRIDE_KEYS_FILE, MemoryService
 from tests.live_services import free_port
 from tests.support import CACHE_DIR, REPO

@@ -122,7 +122,7 @@ def test_the_live_adapters_are_on_the_harness_side():
 
 
 def test_the_system_under_test_does_not_know_hydra():
-    # Building a pipeline from Hydra config is the harness's job (experiments/run/build.py).
+    # Building a pipeline from Hydra config is the harness's job (experiments/configure/build.py).
     found = [
         f"{path.relative_to(REPO)}: {name}"
         for path in (REPO / "retrieval").rglob("*.py")
@@ -194,7 +194,8 @@ def test_the_system_under_test_names_no_study_plan():
 
 # Hydra imports every module under hydra_plugins/ in every Hydra app of the environment (its plugin
 # discovery), so a module there is a launcher or sweeper and nothing else: it configures nothing, registers
-# nothing and imports nothing of memeval when imported. Set-up is one explicit call: experiments/config_setup.
+# nothing and imports nothing of memeval when imported. Set-up is one explicit call:
+# experiments/configure/setup.py.
 PLUGIN_BASES = {"ConfigSource", "SearchPathPlugin", "ConfigStore"}
 
 

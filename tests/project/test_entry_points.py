@@ -97,7 +97,7 @@ def test_entry_modules_import_no_heavy_package_before_parsing_arguments(module):
 def test_help_text_is_the_one_hydra_renders_for_each_app():
     # The apps answer --help from their template without Hydra (whose group listing costs ~1.5 s);
     # this runs Hydra's own help for each and compares.
-    from experiments.run.compose import help_text
+    from experiments.configure.compose import help_text
 
     apps = {
         "config": "experiments.run.app",
@@ -106,7 +106,7 @@ def test_help_text_is_the_one_hydra_renders_for_each_app():
     }
     for config_name, module in apps.items():
         code = (
-            "import sys; from experiments.config_setup import setup; setup(); "
+            "import sys; from experiments.configure.setup import setup; setup(); "
             f"from {module} import run_app; sys.argv = ['app', '--help']; run_app()"
         )
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env())
@@ -117,7 +117,7 @@ def test_help_text_is_the_one_hydra_renders_for_each_app():
 def test_the_configs_are_the_top_level_conf_folder_imported_as_experiments_conf():
     import experiments.conf
 
-    from experiments.run.compose import CONF_DIR
+    from experiments.configure.compose import CONF_DIR
 
     assert CONF_DIR == REPO / "conf" == Path(experiments.conf.__file__).parent
     assert (CONF_DIR / "config.yaml").is_file() and not REPO.joinpath("experiments", "conf").exists()
@@ -162,8 +162,8 @@ def test_python_m_experiments_run_composes_the_run_config(tmp_path):
 
 def test_the_gate_and_serve_configs_ship_beside_their_code_not_as_config_groups():
     # Read with yaml, not composed: a Hydra config group listed by --help would promise `gate=...`.
+    from experiments.configure.compose import config_groups
     from experiments.gate import GATES_DIR, GateConfig
-    from experiments.run.compose import config_groups
     from experiments.serve.service import OVERRIDE_KEYS_FILE, load_override_keys
 
     assert not {"gate", "serve"} & set(config_groups())
@@ -172,7 +172,7 @@ def test_the_gate_and_serve_configs_ship_beside_their_code_not_as_config_groups(
 
 
 def test_memeval_run_help_lists_the_stages_without_a_heavy_import():
-    # --help lists the `stage` group, found by importing the stage modules (experiments/run/stage_nodes.py):
+    # --help lists the `stage` group, found by importing the stage modules (experiments/configure/nodes.py):
     # a stage module imports its heavy libraries when it works, not when it is scanned.
     code = (
         "import contextlib, io, sys\n"

@@ -19,10 +19,10 @@ from types import MappingProxyType
 import pytest
 import yaml
 
+from experiments.configure.check import ConfigError
+from experiments.configure.compose import compose_config
 from experiments.names import MAX_NAME_CHARS, UnsafeNameError, name_problem, under_root
 from experiments.run.app import checked_pipeline
-from experiments.run.compose import compose_config
-from experiments.run.config_check import ConfigError
 from experiments.study import PlanError, load_plan
 from experiments.suites.jsonl import save_suite
 from experiments.suites.suite import Suite, SuiteError, check_suite

@@ -10,7 +10,7 @@ import tomllib
 from importlib import metadata
 from pathlib import Path
 
-from experiments.run.compose import compose_config
+from experiments.configure.compose import compose_config
 from experiments.shipped_data import INSTALLED_PREFIX, installed_datasets_root, shipped_dataset
 from tests.support import REPO
 

@@ -21,7 +21,7 @@ SECTION = "## How a variant becomes a pipeline"
 TRACER = """
 import json, sys
 from pathlib import Path
-from experiments.config_setup import setup
+from experiments.configure.setup import setup
 from experiments.run.app import run_app
 from retrieval.stages.instruction_boost import InstructionBoost
 

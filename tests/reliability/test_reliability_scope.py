@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from experiments.configure.compose import CONF_DIR, compose_config
 from experiments.run.app import run_experiment
-from experiments.run.compose import CONF_DIR, compose_config
 from experiments.suites.generators.beam_synth import generate
 from experiments.suites.jsonl import save_suite
 from tests.support import BEAM_DIR, CACHE_DIR, REPO, tiny_suite

@@ -191,7 +191,7 @@ def test_no_cache_file_is_read_with_pickle():
             if re.search(r"pickle\.loads?\(|allow_pickle=True|load_pickle", line):
                 loads.append((path.relative_to(REPO).as_posix(), number, line.strip()))
     assert [where for where in loads if "pickle.loads(pickle.dumps(" not in where[2]] == []
-    assert {path for path, _, _ in loads} <= {"experiments/run/compose.py"}
+    assert {path for path, _, _ in loads} <= {"experiments/configure/compose.py"}
 
 
 # --- resume: keyed by code, libraries and model files, and only a whole run answers ----------------------

@@ -203,7 +203,7 @@ def test_the_cache_file_helper_verifies_what_it_reads(tmp_path):
 
 
 def compose(*overrides: str):
-    from experiments.run.compose import compose_config
+    from experiments.configure.compose import compose_config
 
     base = ["suite=spark25", "variant=bm25", "tracking=none", "progress=false"]
     return compose_config([*base, *overrides])

@@ -216,7 +216,7 @@ def test_defaults_rerank_16_to_8_and_the_yaml_states_every_default():
 
     from hydra.utils import instantiate
 
-    from experiments.run.compose import compose_config
+    from experiments.configure.compose import compose_config
 
     cfg = compose_config(["variant=cross_encoder"])
     assert list(cfg.variant.stages) == ["bm25", "dense", "fusion", "cross_encoder"]

@@ -8,7 +8,7 @@ from types import MappingProxyType
 import numpy as np
 import pytest
 
-from experiments.run.build import pipeline_from_config
+from experiments.configure.build import pipeline_from_config
 from retrieval.aging import AccessLedger, epoch_days, importance_weight, recency
 from retrieval.pipeline import Pipeline
 from retrieval.retrievers.bm25 import BM25Retriever
@@ -160,7 +160,7 @@ def test_switched_off_decay_and_prune_are_identical_to_their_absence():
 
 
 def test_variant_config_replays_access_and_prunes():
-    from experiments.run.compose import compose_config
+    from experiments.configure.compose import compose_config
 
     cfg = compose_config(["variant=decay", "tracking=none"])
     pipeline = pipeline_from_config(list(cfg.variant.stages), cfg.stage, depth=cfg.depth)

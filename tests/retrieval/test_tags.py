@@ -7,7 +7,7 @@ from types import MappingProxyType
 import numpy as np
 import pytest
 
-from experiments.run.build import pipeline_from_config
+from experiments.configure.build import pipeline_from_config
 from retrieval.pipeline import Pipeline
 from retrieval.retrievers.bm25 import BM25Retriever
 from retrieval.stages.keyword_tags import KeywordTags
@@ -183,7 +183,7 @@ def test_switched_off_tag_boost_is_identical_to_no_tag_boost():
 
 
 def test_variant_config_builds_keyword_tags_then_tag_boost():
-    from experiments.run.compose import compose_config
+    from experiments.configure.compose import compose_config
 
     cfg = compose_config(["variant=tag_inference", "tracking=none"])
     pipeline = pipeline_from_config(list(cfg.variant.stages), cfg.stage, depth=cfg.depth)

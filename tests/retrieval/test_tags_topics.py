@@ -6,7 +6,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from experiments.run.build import pipeline_from_config
+from experiments.configure.build import pipeline_from_config
 from retrieval.stages.topic_tags import TopicTags
 from retrieval.types import Memory
 
@@ -83,7 +83,7 @@ def test_beam_loader_adds_topic_metadata_only_when_asked(beam_synth_dir):
 
 
 def test_topic_variant_config_builds_topic_tags_then_tag_boost():
-    from experiments.run.compose import compose_config
+    from experiments.configure.compose import compose_config
     from retrieval.stages.tag_boost import TagBoost
 
     cfg = compose_config(["suite=beam", "+suite.topics=true", "variant=tag_inference_topics"])

@@ -7,7 +7,7 @@ from types import MappingProxyType
 import numpy as np
 import pytest
 
-from experiments.run.build import pipeline_from_config
+from experiments.configure.build import pipeline_from_config
 from experiments.suites.generators.tiered_synth import tiered_synth
 from retrieval.fusions.tier_fusion import TierFusion
 from retrieval.pipeline import Pipeline
@@ -242,7 +242,7 @@ def test_pipeline_on_synth_never_returns_decoys_and_never_leaks():
 def test_configs_build_both_policies_of_the_one_mechanism():
     from hydra.utils import instantiate
 
-    from experiments.run.compose import compose_config
+    from experiments.configure.compose import compose_config
 
     overrides = [
         "variant=tiering",
@@ -272,7 +272,7 @@ def test_configs_build_both_policies_of_the_one_mechanism():
 
 
 def test_tiering_advisory_variant_is_the_same_mechanism_under_the_advisory_policy():
-    from experiments.run.compose import compose_config
+    from experiments.configure.compose import compose_config
 
     cfg = compose_config(["variant=tiering_advisory", "tracking=none"])
     policy, tiered, fusion = pipeline_from_config(list(cfg.variant.stages), cfg.stage, depth=cfg.depth).stages

@@ -11,8 +11,8 @@ from pathlib import Path
 import ir_measures
 import pytest
 
+from experiments.configure.compose import compose_config
 from experiments.run.app import build_pipeline, run_experiment
-from experiments.run.compose import compose_config
 from experiments.run.resume import config_hash
 from experiments.suites.jsonl import save_suite
 from retrieval.pipeline import Pipeline, PipelineConfigError

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from experiments.configure.compose import CONF_DIR, compose_config
 from experiments.run.app import build_pipeline
-from experiments.run.compose import CONF_DIR, compose_config
 from retrieval.pipeline import Pipeline
 
 CONF = CONF_DIR
@@ -67,7 +67,7 @@ def test_config_yaml_reads_back_as_omegaconf_writes_it_for_every_variant_and_awk
     import yaml
     from omegaconf import OmegaConf
 
-    from experiments.run.compose import yaml_text
+    from experiments.configure.compose import yaml_text
 
     awkward = ["1", "1.5", "1e3", "true", "on", "no", "null", "~", "", " lead", "a: b", "#x", "- x", "ünï ☃"]
     awkward += ["line\nbreak", "x" * 300 + " y" * 200, "'quoted'", '"dq"', "%tag", "@at", "`tick`"]
@@ -114,7 +114,7 @@ def test_config_copy_is_deepcopy_node_for_node(overrides):
 
     from omegaconf import OmegaConf
 
-    from experiments.run.compose import config_copy
+    from experiments.configure.compose import config_copy
 
     cfg = compose_config(overrides, hydra_node=True)
     OmegaConf.set_readonly(cfg.hydra, True)  # flags below the root travel too
@@ -128,7 +128,7 @@ def test_config_copy_is_deepcopy_node_for_node(overrides):
 def test_config_copy_of_what_pickle_cannot_take_is_a_deepcopy():
     from omegaconf import OmegaConf
 
-    from experiments.run.compose import config_copy
+    from experiments.configure.compose import config_copy
 
     cfg = OmegaConf.create({"a": 1}, flags={"allow_objects": True})
     cfg.fn = lambda: 3  # noqa: E731

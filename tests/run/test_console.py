@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.run.config_check import ConfigError
+from experiments.configure.check import ConfigError
 from experiments.run.phase_lines import ENV, PhaseLines, every_s_from_env
 from retrieval import progress
 from tests.support import CACHE_DIR, REPO

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from experiments.run.config_check import ConfigError
+from experiments.configure.check import ConfigError
 from experiments.shards import (
     SHARD_OF_TAG,
     SHARD_TAG,

@@ -1,6 +1,6 @@
 """A real SLURM cluster: `.ci/slurm-up` starts (or finds) a single-node cluster on 127.0.0.1 (munged,
 slurmdbd, slurmctld, slurmd), a 4-shard BEAM 100K bm25 sweep goes through Hydra's submitit launcher as
-4 SLURM jobs, the sweep merges them (experiments/track/shard_merge.py), and the merged run is the
+4 SLURM jobs, the sweep merges them (experiments/merge.py), and the merged run is the
 unsharded run: run.trec, qrels.tsv and ranking.csv byte for byte, per_query.csv and metrics.json but for
 timings. MLflow holds one sweep parent, the merged run below it and the 4 shard jobs below that. A job
 cancelled on the cluster fails the sweep naming its state (submitit reads it from the accounting), and a

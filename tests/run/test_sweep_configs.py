@@ -6,7 +6,7 @@ import pytest
 import yaml
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
-from experiments.run.compose import compose_config
+from experiments.configure.compose import compose_config
 from tests.support import REPO
 from tests.sweep_support import job_dirs, sweep, write_tiny_suite
 

@@ -12,7 +12,7 @@ from typing import ClassVar
 import numpy as np
 import pytest
 
-from experiments.run.compose import CONF_DIR, compose_config
+from experiments.configure.compose import CONF_DIR, compose_config
 from experiments.run.resume import config_hash, finished_on_disk, record_finished
 from experiments.run_folder import resume_enabled
 from retrieval.pipeline import Pipeline
@@ -47,7 +47,8 @@ def test_config_hash_ignores_key_order_and_nested_progress_flags():
 
 def test_config_hash_is_the_same_in_another_process():
     code = (
-        "from experiments.run.compose import compose_config; from experiments.run.resume import config_hash\n"
+        "from experiments.configure.compose import compose_config\n"
+        "from experiments.run.resume import config_hash\n"
         "print(config_hash(compose_config(['variant=bm25'])))"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
@@ -111,7 +112,7 @@ def test_stage_memo_keys_from_the_run_resolved_config_are_each_stages_own(varian
     keys as resolving each stage node on its own (interpolations into other parts of the config too)."""
     from omegaconf import OmegaConf
 
-    from experiments.run.build import _stage_key
+    from experiments.configure.build import _stage_key
 
     boost = ["stage.instruction_boost.weight=${seed}"] if variant == "exp05" else []  # one into elsewhere
     cfg = compose_with(f"variant={variant}", "seed=3", *boost)

@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 
 from experiments.compare.drilldown import DrilldownOptions
 from experiments.compare.render import Block, Paragraph
-from experiments.run.compose import CONF_DIR, compose_config, run_config
+from experiments.configure.compose import CONF_DIR, compose_config, run_config
 from experiments.study import Experiment, PlanError, Row, SectionContext, load_plan, write_report
 from experiments.study.plan import Stats, StudyPlan
 from experiments.study.sections import available_sections

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from experiments.run.compose import compose_config
+from experiments.configure.compose import compose_config
 from experiments.study.cli import report_dir
 
 

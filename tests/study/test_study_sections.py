@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 
 from experiments.compare import analysis
 from experiments.compare.render import Paragraph, Table, to_markdown
-from experiments.run.compose import compose_config
+from experiments.configure.compose import compose_config
 from experiments.study import SectionContext, load_plan
 from experiments.study.sections import available_sections, resolve_section
 from experiments.study.sections.targets import target_lines

@@ -99,8 +99,8 @@ def test_beam_takes_errata_too(tmp_path):
 
 @pytest.mark.slow  # two runs and a report: ~12 s on the shared machine
 def test_a_run_and_its_report_list_the_errata_applied(tmp_path, monkeypatch):
+    from experiments.configure.compose import compose_config
     from experiments.run.app import run_experiment
-    from experiments.run.compose import compose_config
 
     monkeypatch.chdir(tmp_path)
     path = errata_file(tmp_path)

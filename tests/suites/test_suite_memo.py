@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from experiments.run.compose import compose_config
+from experiments.configure.compose import compose_config
 from tests.support import tiny_suite
 from tests.sweep_support import write_tiny_suite
 

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
+from experiments.configure.compose import compose_config
 from experiments.run.app import run_experiment
-from experiments.run.compose import compose_config
 from tests.support import CACHE_DIR
 
 pytestmark = pytest.mark.slow  # a new SQLite store takes ~10 s to create

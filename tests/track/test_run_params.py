@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from omegaconf import OmegaConf
 
-from experiments.run.compose import compose_config
+from experiments.configure.compose import compose_config
 from experiments.track.run_params import child_run_name, param_text, run_params, sweep_axes, varying_overrides
 
 

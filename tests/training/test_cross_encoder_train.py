@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from experiments.run.compose import compose_config
+from experiments.configure.compose import compose_config
 from experiments.suites.jsonl import save_suite
 from experiments.training.reranker import (
     Budget,

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from experiments.run.build import pipeline_from_config
+from experiments.configure.build import pipeline_from_config
 from experiments.training.fusion import fit
 from retrieval.fusion_model import (
     FusionModelError,
@@ -137,7 +137,7 @@ def test_the_stage_ranks_by_the_model_and_keeps_every_column(tmp_path):
 @pytest.mark.slow
 def test_train_on_two_beam_conversations_then_run_the_learned_fusion_variant(tmp_path, beam_100k):
     """End to end on real BEAM: the trainer's model file is the one the variant's stage loads and ranks by."""
-    from experiments.run.compose import compose_config
+    from experiments.configure.compose import compose_config
     from experiments.suites.beam import load_beam
     from experiments.training.fusion import train
     from tests.support import CACHE_DIR

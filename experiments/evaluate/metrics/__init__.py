@@ -1,5 +1,7 @@
 """Per-query relevance metrics: metric names, the kernels behind them, and the per-query table.
 
+A metric is one file here, its kernel and its `METRICS` declaration (family.py); `families()` finds them.
+
 Data flow: a suite's qrels and a retrieval run go in, a per-query DataFrame comes out; the
 runner aggregates it (overall, per label) and logs it. Every metric is a numpy kernel in its own
 module over the same arrays, built once per run:
@@ -27,8 +29,11 @@ a query without one (`must_not`).
 
 from __future__ import annotations
 
+import functools
+import importlib
+import pkgutil
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from types import MappingProxyType
@@ -36,68 +41,45 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from experiments.evaluate.metrics.average_precision import average_precision
 from experiments.evaluate.metrics.conventions import (
     KNOWN_PARAMETERS,
     at_threshold,
     exponential,
     parse_parameters,
 )
-from experiments.evaluate.metrics.harm import harm
-from experiments.evaluate.metrics.hit import hit
-from experiments.evaluate.metrics.ndcg import ndcg
-from experiments.evaluate.metrics.ndcg_any import ndcg_any
-from experiments.evaluate.metrics.precision import precision
-from experiments.evaluate.metrics.r_precision import r_precision
-from experiments.evaluate.metrics.recall import recall
-from experiments.evaluate.metrics.recall_all import recall_all
-from experiments.evaluate.metrics.recall_all_lme import recall_all as lme_recall_all
-from experiments.evaluate.metrics.recall_any import recall_any
-from experiments.evaluate.metrics.reciprocal_rank import reciprocal_rank
-from experiments.evaluate.metrics.session_view import session_view
+from experiments.evaluate.metrics.family import Kernel, MetricFamily
 from experiments.evaluate.metrics.trec_order import cells, scored_grades
 
 if TYPE_CHECKING:  # pandas only when a table is built: metric names are parsed by light modules too
     import pandas as pd
 
-Kernel = Callable[[np.ndarray, np.ndarray, np.ndarray, int | None], np.ndarray]
 Qrels = Mapping[str, Mapping[str, int]]
 Run = Mapping[str, Sequence[str]]
 
 
-@dataclass(frozen=True)
-class MetricFamily:
-    kernel: Kernel
-    needs_cutoff: bool
-    raw_grades: bool = False  # the kernel sees the qrels grades as they are, negatives included
+@functools.cache
+def families() -> Mapping[str, MetricFamily]:
+    """Every metric by its name: the `METRICS` each module of this package declares (one metric per file,
+    experiments/evaluate/metrics/family.py), found by a scan of the package; a name declared twice is an
+    error. Scanned when a name is first parsed, not at import: the modules import this package."""
+    found: dict[str, MetricFamily] = {}
+    for info in pkgutil.iter_modules(__path__, f"{__name__}."):
+        for name, family in getattr(importlib.import_module(info.name), "METRICS", {}).items():
+            if name in found:
+                raise TypeError(f"two metric modules declare {name!r} ({info.name} and another)")
+            found[name] = family
+    return MappingProxyType(found)
 
 
-FAMILIES: Mapping[str, MetricFamily] = MappingProxyType(
-    {
-        "P": MetricFamily(precision, needs_cutoff=True),
-        "R": MetricFamily(recall, needs_cutoff=True),
-        "nDCG": MetricFamily(ndcg, needs_cutoff=False),
-        "RR": MetricFamily(reciprocal_rank, needs_cutoff=False),
-        "AP": MetricFamily(average_precision, needs_cutoff=False),
-        "hit": MetricFamily(hit, needs_cutoff=True),
-        "R_all": MetricFamily(recall_all, needs_cutoff=True),
-        "Rprec": MetricFamily(r_precision, needs_cutoff=False),
-        "harm": MetricFamily(harm, needs_cutoff=True, raw_grades=True),
-        # LongMemEval's official retrieval metrics, under their own names (docs/benchmarks.md).
-        "recall_any": MetricFamily(recall_any, needs_cutoff=True),
-        "recall_all": MetricFamily(lme_recall_all, needs_cutoff=True),
-        "ndcg_any": MetricFamily(ndcg_any, needs_cutoff=True),
-        # Its session view of a turn-level run: computed by LongMemEval's official scorer only.
-        "session_recall_any": MetricFamily(session_view, needs_cutoff=True),
-        "session_recall_all": MetricFamily(session_view, needs_cutoff=True),
-        "session_ndcg_any": MetricFamily(session_view, needs_cutoff=True),
-    }
-)
-KNOWN_NAMES = (
-    "P@k, R@k, nDCG, nDCG@k, RR, RR@k, AP, AP@k, hit@k, R_all@k, Rprec, harm@k, recall_any@k, recall_all@k, "
-    "ndcg_any@k, session_recall_any@k, session_recall_all@k, session_ndcg_any@k (k a positive integer), "
-    f"each optionally with parameters in parentheses before @: {KNOWN_PARAMETERS}, e.g. P(rel=2)@5"
-)
+def known_names() -> str:
+    """The metric names a run accepts, for an error that lists them (derived from `families`)."""
+    names = [f"{n}@k" if f.needs_cutoff else f"{n}, {n}@k" for n, f in families().items()]
+    return (
+        f"{', '.join(names)} (k a positive integer), each optionally with parameters in parentheses "
+        f"before @: {KNOWN_PARAMETERS}, e.g. P(rel=2)@5"
+    )
+
+
 _NAME = re.compile(r"(?P<family>\w+?)(?:\((?P<params>[^()]*)\))?(?:@(?P<k>[1-9][0-9]*))?")
 
 
@@ -116,7 +98,7 @@ class Metric:
     ) -> np.ndarray:
         """One value per ranked list. `grades` are the raw qrels grades of the ranked documents
         (negatives kept), for the kernels that need them (harm@k); `gains` has them clipped at 0."""
-        family = FAMILIES[self.family]
+        family = families()[self.family]
         if family.raw_grades:
             return family.kernel(gains if grades is None else grades, n_relevant, ideal, self.k)
         if self.family == "nDCG":
@@ -133,9 +115,9 @@ class Metric:
 def parse_metric(name: str) -> Metric:
     """Parse a metric name ("P@5", "RR", "R_all@10", "P(rel=2)@5"); anything else raises ValueError."""
     match = _NAME.fullmatch(name) if isinstance(name, str) else None
-    family = FAMILIES.get(match["family"]) if match else None
+    family = families().get(match["family"]) if match else None
     if family is None or (family.needs_cutoff and match["k"] is None):
-        raise ValueError(f"unknown metric name {name!r}; known: {KNOWN_NAMES}")
+        raise ValueError(f"unknown metric name {name!r}; known: {known_names()}")
     try:
         params = parse_parameters(match["params"], match["family"]) if match["params"] is not None else {}
     except ValueError as err:
@@ -171,7 +153,7 @@ def over_own_queries(name: str) -> bool:
     """Whether a metric is averaged over its own queries (harm@k: those with must-not judgements, NaN on
     the others) rather than the answerable ones; False for names that are no relevance metric (noise@k)."""
     try:
-        return FAMILIES[parse_metric(name).family].raw_grades
+        return families()[parse_metric(name).family].raw_grades
     except ValueError:
         return False
 
@@ -254,7 +236,7 @@ class _Rows:
         if empty not in EMPTY_QUERIES:
             raise ValueError(f"empty queries must be one of {', '.join(EMPTY_QUERIES)}, got {empty!r}")
         queries = answerable(qrels) if empty == "apart" else list(qrels)
-        raw = any(FAMILIES[m.family].raw_grades for m in self.parsed)
+        raw = any(families()[m.family].raw_grades for m in self.parsed)
         self.harmful = set(must_not(qrels)) if raw else set()
         rows = set(queries)  # once: a set per query made this quadratic in the queries
         extra = [q for q in qrels if q in self.harmful and q not in rows]
@@ -274,7 +256,7 @@ class _Rows:
         if self.harmful:  # each measure over its own queries: harm@k over those with must-not judgements
             judged_harm = np.array([q in self.harmful for q in self.queries], dtype=bool)
             for m in self.parsed:
-                own = judged_harm if FAMILIES[m.family].raw_grades else self.relevant_rows
+                own = judged_harm if families()[m.family].raw_grades else self.relevant_rows
                 columns[m.name] = np.where(own, columns[m.name], np.nan)
         index = pd.Index(self.queries, name="query_id")
         return pd.DataFrame(columns, index=index, columns=self.metrics)
@@ -287,11 +269,13 @@ def mean(frame: pd.DataFrame) -> dict[str, float]:
 
 __all__ = [
     "EMPTY_QUERIES",
-    "FAMILIES",
     "Kernel",
     "Metric",
+    "MetricFamily",
     "abstentions",
     "answerable",
+    "families",
+    "known_names",
     "mean",
     "metric_name_for_mlflow",
     "missing_from_run",

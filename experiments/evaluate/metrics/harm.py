@@ -8,6 +8,11 @@ It is the one kernel that sees the raw grades, negatives included (`MetricFamily
 
 import numpy as np
 
+from experiments.evaluate.metrics.family import MetricFamily
+
 
 def harm(grades: np.ndarray, n_relevant: np.ndarray, ideal: np.ndarray, k: int) -> np.ndarray:
     return (grades[..., :k] < 0).sum(axis=-1) / k
+
+
+METRICS = {"harm": MetricFamily(harm, needs_cutoff=True, raw_grades=True)}

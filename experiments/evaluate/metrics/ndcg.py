@@ -7,6 +7,8 @@ was retrieved, otherwise a run that finds one of three relevant documents would 
 
 import numpy as np
 
+from experiments.evaluate.metrics.family import MetricFamily
+
 
 def _discounted_sum(grades: np.ndarray) -> np.ndarray:
     return (grades / np.log2(np.arange(2, grades.shape[-1] + 2))).sum(axis=-1)
@@ -14,3 +16,6 @@ def _discounted_sum(grades: np.ndarray) -> np.ndarray:
 
 def ndcg(gains: np.ndarray, n_relevant: np.ndarray, ideal: np.ndarray, k: int | None) -> np.ndarray:
     return _discounted_sum(gains[..., :k]) / _discounted_sum(ideal[..., :k])
+
+
+METRICS = {"nDCG": MetricFamily(ndcg, needs_cutoff=False)}

@@ -8,6 +8,8 @@ whole corpus), never from what was retrieved.
 
 import numpy as np
 
+from experiments.evaluate.metrics.family import MetricFamily
+
 
 def _dcg(relevant: np.ndarray) -> np.ndarray:
     ranks = np.arange(1, relevant.shape[-1] + 1)
@@ -16,3 +18,6 @@ def _dcg(relevant: np.ndarray) -> np.ndarray:
 
 def ndcg_any(gains: np.ndarray, n_relevant: np.ndarray, ideal: np.ndarray, k: int) -> np.ndarray:
     return _dcg((gains[..., :k] > 0).astype(float)) / _dcg((ideal[..., :k] > 0).astype(float))
+
+
+METRICS = {"ndcg_any": MetricFamily(ndcg_any, needs_cutoff=True)}  # LongMemEval's, by its name

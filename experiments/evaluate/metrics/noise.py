@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from retrieval.types import Query
+
+if TYPE_CHECKING:  # pandas when a table is built: the metric scan imports this module for --help too
+    import pandas as pd
 
 
 def noise_at_k(texts: Sequence[str], patterns: Sequence[str], k: int = 5) -> float:
@@ -35,6 +37,8 @@ def noise_table(
     queries: Sequence[Query], run: Mapping[str, Sequence[str]], texts: Mapping[str, str], k: int = 5
 ) -> pd.DataFrame:
     """Per query `noise@k`, indexed by query id; empty (no columns) when no query has noise patterns."""
+    import pandas as pd
+
     if not any(q.noise_patterns for q in queries):
         return pd.DataFrame(index=pd.Index([q.id for q in queries], name="query_id"))
     values = {q.id: noise_at_k([texts[m] for m in run.get(q.id, ())], q.noise_patterns, k) for q in queries}

@@ -2,6 +2,11 @@
 
 import numpy as np
 
+from experiments.evaluate.metrics.family import MetricFamily
+
 
 def recall(gains: np.ndarray, n_relevant: np.ndarray, ideal: np.ndarray, k: int) -> np.ndarray:
     return (gains[..., :k] > 0).sum(axis=-1) / n_relevant
+
+
+METRICS = {"R": MetricFamily(recall, needs_cutoff=True)}

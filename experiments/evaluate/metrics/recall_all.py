@@ -7,6 +7,11 @@ is exact because a ranked list never repeats a document (per_query checks it).
 
 import numpy as np
 
+from experiments.evaluate.metrics.family import MetricFamily
+
 
 def recall_all(gains: np.ndarray, n_relevant: np.ndarray, ideal: np.ndarray, k: int) -> np.ndarray:
     return ((gains[..., :k] > 0).sum(axis=-1) == n_relevant).astype(float)
+
+
+METRICS = {"R_all": MetricFamily(recall_all, needs_cutoff=True)}

@@ -9,6 +9,14 @@ refuses these names on a suite without that scorer before any work).
 
 import numpy as np
 
+from experiments.evaluate.metrics.family import MetricFamily
+
 
 def session_view(gains: np.ndarray, n_relevant: np.ndarray, ideal: np.ndarray, k: int) -> np.ndarray:
     return np.full(np.shape(gains)[:-1], np.nan)
+
+
+METRICS = {
+    name: MetricFamily(session_view, needs_cutoff=True)
+    for name in ("session_recall_any", "session_recall_all", "session_ndcg_any")
+}

@@ -39,7 +39,7 @@ import numpy as np
 import yaml
 
 from experiments.suites.jsonl import save_suite
-from experiments.suites.suite import Suite, check_suite
+from experiments.suites.suite import Gathered, Suite, check_suite
 from retrieval.types import Concept, Feedback, Knowledge, Memory, Query, Relation
 
 # The template data (name syllables, values, filler and review chatter) lives beside this module.
@@ -207,11 +207,8 @@ def graph_synth(
                 "long_memory",
                 [ids["review", s]],
             )
-    suite = Suite(
-        name=name,
-        memories=tuple(memories),
-        queries=tuple(queries),
-        qrels=qrels,
+    suite = Gathered(memories, queries, qrels).suite(
+        name,
         k=k,
         description=f"graph_synth: {conversations} conversations x {services} services, seed {seed}",
         label_names=("ability",),

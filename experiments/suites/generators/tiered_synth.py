@@ -28,7 +28,7 @@ from types import MappingProxyType
 import numpy as np
 
 from experiments.suites.jsonl import save_suite
-from experiments.suites.suite import Suite, check_suite
+from experiments.suites.suite import Gathered, Suite, check_suite
 from retrieval.types import Memory, Query
 
 SERVICES = (
@@ -221,11 +221,8 @@ def tiered_synth(
                 )
             )
             qrels[qid] = judged
-    suite = Suite(
-        name=name,
-        memories=tuple(memories),
-        queries=tuple(queries),
-        qrels=qrels,
+    suite = Gathered(memories, queries, qrels).suite(
+        name,
         k=k,
         description=f"tiered_synth(observations={observations}, scopes={scopes}, seed={seed})",
         label_names=("category",),

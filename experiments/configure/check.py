@@ -5,7 +5,7 @@
 It checks the top-level run settings (depth, metrics, objective, seed, resume, cache_dir, progress), the
 suite's loader arguments (suite.path present and of the right kind, no unknown or mistyped argument),
 the variant's stage list, tracking and a live system's config. The stages check their own fields when
-the run builds them (experiments.run.build.pipeline_from_config: types against annotations, ranges on
+the run builds them (experiments.configure.build.pipeline_from_config: types against annotations, ranges on
 construction); the run lists their problems after these (experiments.run.app.checked_pipeline). All
 problems come back at once, one a line, named by their config key (`depth`, `metrics`, `suite.path`,
 `stage.bm25.k1`), so the runner can print them and exit 2 with nothing written and no MLflow run.
@@ -145,15 +145,6 @@ def run_problems(cfg: DictConfig) -> list[str]:
     return out
 
 
-def _directory_loaders() -> tuple[Any, ...]:
-    """Shipped loaders whose `path` names a folder (or a list of folders)."""
-    # Imported when a suite config is checked (~60 ms, the BEAM loader's release tables): not for --help.
-    from experiments.suites.beam import load_beam
-    from experiments.suites.jsonl import load_suite
-
-    return (load_suite, load_beam)
-
-
 def _path_problems(key: str, path: Any, wants_directory: bool) -> list[str]:
     if isinstance(path, list) and path:
         return [
@@ -189,7 +180,7 @@ def suite_problems(cfg: DictConfig) -> list[str]:
     if suite.get("primary") is not None:  # the report's default primary metric for this suite
         out += metric_problems("suite.primary", [suite.primary])
     if "path" in params:
-        out += _path_problems_of(suite, loader in _directory_loaders())
+        out += _path_problems_of(suite, getattr(loader, "reads_folder", False))  # suites/files.py
     for key in suite:
         if key in SUITE_META_KEYS or (key == "path" and key in params):
             continue

@@ -1,13 +1,13 @@
 """What every composition of memeval's configs needs, set up by one explicit call before it composes:
 
-    from experiments.config_setup import setup
+    from experiments.configure.setup import setup
     setup()
 
-- the `stage` config group's nodes, built from the stage classes (experiments/run/stage_nodes.py), and the
-  `system` group's bases, built from the live adapters' classes (experiments/systems/nodes.py);
+- the `stage` config group's nodes, built from the stage classes (experiments/configure/nodes.py), and the
+  `system` group's bases, built from the live adapters' classes (experiments/configure/nodes.py);
 - the OmegaConf resolvers the YAML files use, below.
 
-Called by each entry point that composes (the Hydra apps' mains, experiments.run.compose.compose_config
+Called by each entry point that composes (the Hydra apps' mains, experiments.configure.compose.compose_config
 that the gate, reports, studies, the server, benchmarks and tests use). Idempotent: a second call replaces
 the same nodes and resolvers. Nothing here runs at import, and nothing is registered through Hydra's plugin
 discovery, which would run it in every Hydra app of the environment (tests/project/test_architecture.py).
@@ -18,10 +18,9 @@ from __future__ import annotations
 from omegaconf import OmegaConf
 
 from experiments import PROJECT_ROOT
+from experiments.configure.nodes import register_stage_nodes, register_system_nodes
 from experiments.exit_codes import RULE
-from experiments.run.stage_nodes import register_stage_nodes
 from experiments.shipped_data import shipped_dataset
-from experiments.systems.nodes import register_system_nodes
 
 
 def setup() -> None:

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from experiments.configure.check import ConfigError
+from experiments.configure.compose import CONF_DIR, compose_config
 from experiments.run.app import build_pipeline, checked_pipeline, run_experiment
-from experiments.run.compose import CONF_DIR, compose_config
-from experiments.run.config_check import ConfigError
 from experiments.run.resume import config_hash
 from retrieval.field_types import value_problems
 from retrieval.fusions.rrf import RRFFusion

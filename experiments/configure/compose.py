@@ -18,10 +18,9 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
-from experiments.config_setup import register_resolvers, setup
-from experiments.run.build import stage_order
-from experiments.run.stage_nodes import stage_classes
-from experiments.systems.nodes import ADAPTERS
+from experiments.configure.build import stage_order
+from experiments.configure.nodes import stage_classes, system_nodes
+from experiments.configure.setup import register_resolvers, setup
 
 # conf/ at the top of the checkout, shipped as the package experiments.conf (pyproject's package-dir):
 # the package's folder is the config folder in a checkout, an editable install and a wheel alike.
@@ -60,7 +59,7 @@ def finish_variant(cfg: DictConfig, choice: str | None) -> DictConfig:
     """What a variant file leaves unstated (conf/config.yaml: `variant: {stages: null, name: null}`), filled:
     - `variant.name`: the variant's file name, `choice` (`variant=exp05` runs as `exp05`: run.trec's tag, the
       MLflow run name);
-    - `variant.stages`: the order of its stages by kind (experiments.run.build.stage_order).
+    - `variant.stages`: the order of its stages by kind (experiments.configure.build.stage_order).
     `variant.name=label` and `variant.stages=[...]`, on the command line or in a variant file, win. The
     Hydra apps call it with their job's choice (HydraConfig), compose_config with its composition's."""
     variant = cfg.get("variant")
@@ -195,11 +194,13 @@ def config_groups() -> dict[str, list[str]]:
         group = path.parent.relative_to(CONF_DIR).as_posix()
         if group != "." and group != "hydra" and not group.startswith("hydra/"):
             groups.setdefault(group, []).append(path.stem)
-    # The stage nodes built from the classes are options as well (experiments/run/stage_nodes.py).
+    # The stage nodes built from the classes are options as well (experiments/configure/nodes.py).
     groups["stage"] = sorted({*groups.get("stage", []), *stage_classes()})
     groups["stage/dataclass"] = sorted(stage_classes())
-    # And the `system` group's bases, built from the live adapters' classes (experiments/systems/nodes.py).
-    groups["system/dataclass"] = sorted(["channel", *ADAPTERS])
+    # And the `system` group's bases, built from the live adapters' classes (experiments/configure/nodes.py).
+    for name in system_nodes():
+        group, _, option = f"system/dataclass/{name}".rpartition("/")
+        groups.setdefault(group, []).append(option)
     return {group: sorted(options) for group, options in sorted(groups.items())}
 
 

@@ -69,11 +69,23 @@ def pipeline_from_config(
     whole config once): the memo's keys are made from it instead of resolving each stage again.
     """
     order = stage_order(stages) if order is None else order
+    built = build_stages(order, stages, memo, resolved)
+    return Pipeline(tuple(built[name] for name in order), depth=depth)
+
+
+def build_stages(
+    order: Sequence[str],
+    stages: Mapping[str, Any],
+    memo: ProcessMemo | None = None,
+    resolved: Mapping[str, Any] | None = None,
+) -> dict[str, Stage]:
+    """Each stage of `order` by its slot name, built and checked (`pipeline_from_config`; memeval-serve
+    builds its stages here too): one PipelineConfigError lists every problem of every stage."""
     missing = [name for name in order if name not in stages]
     if missing:
         raise PipelineConfigError(f"variant names stages with no config under `stage`: {missing}")
     problems: list[str] = []
-    built = []
+    built: dict[str, Stage] = {}
     for name in order:
         source = resolved[name] if resolved is not None and name in resolved else stages[name]
         key = _stage_key(source) if memo is not None else None
@@ -83,10 +95,10 @@ def pipeline_from_config(
             if stage is not None and key is not None:
                 memo.put(f"stage.{name}", key, stage)
         if stage is not None:
-            built.append(stage)
+            built[name] = stage
     if problems:
         raise PipelineConfigError(problems)
-    return Pipeline(tuple(built), depth=depth)
+    return built
 
 
 def _stage_key(node: Any) -> str | None:
