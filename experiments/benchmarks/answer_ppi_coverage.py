@@ -40,6 +40,11 @@ ACCURACY = (6.0, 4.0)  # Beta parameters of a conversation's accuracy: mean 0.6
 FALSE_ACCEPT = (2.0, 8.0)  # mean 0.2
 FALSE_REJECT = (1.0, 9.0)  # mean 0.1
 TARGET = ACCURACY[0] / sum(ACCURACY)
+HEADER = (
+    "| conversations | cluster PPI covers population | iid PPI covers population "
+    "| cluster covers question set | iid covers question set | cluster mean width | iid mean width "
+    "| accepted (93-97 %) |\n" + "|---" * 8 + "|"
+)
 
 
 @dataclass(frozen=True)
@@ -128,9 +133,7 @@ intervals. "Population": the accuracy of conversations like these ({TARGET}); "q
 questions' own accuracy. A coverage of exactly 0.95 lands within +/-{1.96 * se:.3f} of it in 95 % of such
 simulations.
 
-| conversations | cluster PPI covers population | iid PPI covers population | cluster covers question set |
-iid covers question set | cluster mean width | iid mean width | accepted (93-97 %) |
-|---|---|---|---|---|---|---|---|
+{HEADER}
 {table}
 
 - The cluster interval (memeval's headline, `ppi` in metrics.json's answer block) holds its 95 % for the

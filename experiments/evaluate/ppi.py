@@ -8,9 +8,11 @@ judge's errors, and narrower than the labels alone when the judge is good.
 Three intervals, reported side by side and labelled, because they answer different questions:
 - `cluster` (memeval's headline): conversations are the sampling unit, as memeval's other intervals
   (docs/metrics.md, "Statistics with few conversations"). The estimate is a sum over conversations of their
-  imputed and rectifier sums; its variance is the cluster-robust one, G/(G-1) * sum_g psi_g^2 with psi_g the
-  conversation's linearised contribution, and the interval uses t with G - 1 degrees of freedom. It answers
-  "accuracy on conversations like these" (reports/benchmarks/answer_ppi_coverage.md: 93-97 % coverage).
+  imputed and rectifier sums; its variance is the cluster-robust one with CR2's correction,
+  sum_g psi_g^2 / (1 - h_g), psi_g the conversation's linearised contribution and h_g its share of the
+  questions (G/(G-1) * sum psi_g^2 for equal sizes); the interval uses t with G - 1 degrees of freedom. It
+  answers "accuracy on conversations like these" (reports/benchmarks/answer_ppi_coverage.md: its
+  coverage).
 - `iid` (PPI, lambda = 1) and `iid_ppi++` (PPI++, lambda estimated): what `ppi_py.ppi_mean_ci` and ARES's
   `pp_mean_iid_asymptotic` compute, equal to them to 1e-12 (tests/evaluate/test_ppi.py). They treat answers
   as independent, so they answer "accuracy on these questions" and are too narrow for the former.
@@ -85,7 +87,7 @@ def ppi_mean_cluster(
     """(estimate, low, high, G) of the PPI mean (lambda 1) with conversations as the unit: the estimate is the
     iid one; each conversation g contributes psi_g = (S_g - N_g f)/N + (R_g - n_g r)/n (S_g its judged sum on
     unlabelled answers, R_g its rectifier sum on labelled ones, f and r their means), the variance is
-    G/(G-1) sum psi_g^2, the interval t with G - 1 degrees of freedom."""
+    sum psi_g^2 / (1 - h_g) (h_g: the conversation's share of the questions), the interval t with G - 1 df."""
     codes, g = _codes(np.concatenate([clusters_unlabelled, clusters_labelled]))
     unl, lab = codes[: judged_unlabelled.size], codes[judged_unlabelled.size :]
     big_n, n = judged_unlabelled.size, labels.size
@@ -96,7 +98,10 @@ def ppi_mean_cluster(
         + np.bincount(lab, weights=rectifier - r, minlength=g) / n
     )
     estimate = float(f + r)
-    half = _ppf(1 - alpha / 2, g - 1) * float(np.sqrt(g / (g - 1) * (psi @ psi)))
+    # CR2's small-sample correction, as memeval's cluster mean interval (statistics._cr2_t): each
+    # conversation's squared contribution over 1 - its share of the questions (G/(G-1) for equal sizes).
+    share = np.bincount(codes, minlength=g) / codes.size
+    half = _ppf(1 - alpha / 2, g - 1) * float(np.sqrt((psi**2 / (1.0 - share)).sum()))
     return estimate, estimate - half, estimate + half, g
 
 
