@@ -1,11 +1,11 @@
 """The labels file: human (or strong-judge) verdicts on a random subset of a run's answers, for PPI.
 
 JSONL, one object a line: `{"query_id": "conv-26:q3", "answer_sha256": "<sha256 of the answer's UTF-8 text>",
-"label": 1, "labeller": "ana"}` (label 0 = wrong, 1 = right). A label is tied to the exact answer it
-judged: when
-the answer changes (another answerer, another context) its hash no longer matches and the label is refused,
-never silently applied to a changed answer. Every problem is a LabelsError naming the file, the line and the
-field (the runtime exits 2 on it); nothing is returned from a file with any problem. Blank lines are skipped.
+"label": 1, "labeller": "ana"}` (label 0 = wrong, 1 = right). A label is tied to the exact answer it judged:
+when the answer changes (another answerer, another context) its hash no longer matches and the label is
+refused, never silently applied to a changed answer. Every problem is a LabelsError naming the file, the line
+and the field (the runtime exits 2 on it); nothing is returned from a file with any problem. Blank lines are
+skipped.
 """
 
 from __future__ import annotations

@@ -1,13 +1,12 @@
 """The answerer's messages: a query and its context memories as the chat the answerer model is sent.
 
-Under `protocol=official` the prompt is upstream's, byte for byte (tests/evaluate/test_answer_upstream.py
-checks
-it against the vendored upstream code):
-- LoCoMo, RAG dialog mode (task_eval/evaluate_gpts.py, later task_eval/gpt_utils.py): each memory as
-  `<session date_time>: <Speaker> said, "<text>"`, joined by newlines, then `QA_PROMPT` with the question;
-  category 2 (temporal) adds " Use DATE of CONVERSATION to answer with an approximate date."; category 5
-  (adversarial) asks upstream's two-option question, "(a) Not mentioned in the conversation (b) <distractor>"
-  or the other way round, the order drawn from `seed` and the query id (upstream: `random.random()`), under
+Under `protocol=official` the prompt is upstream's, byte for byte (tests/answer/test_prompts_upstream.py
+checks it against the vendored upstream code):
+- LoCoMo, RAG dialog mode (task_eval/evaluate_gpts.py, later task_eval/gpt_utils.py): each memory as `<session
+  date_time>: <Speaker> said, "<text>"`, joined by newlines, then `QA_PROMPT` with the question; category 2
+  (temporal) adds " Use DATE of CONVERSATION to answer with an approximate date."; category 5 (adversarial)
+  asks upstream's two-option question, "(a) Not mentioned in the conversation (b) <distractor>" or the other
+  way round, the order drawn from `seed` and the query id (upstream: `random.random()`), under
   `QA_PROMPT_CAT_5`. One user message (upstream sends gpt-4 models a user message, gpt-3.5 a system one).
   `locomo_cat5_answer` maps a reply of "a"/"(b)" back to the option's text, as upstream's get_cat_5_answer.
 - LongMemEval (src/generation/run_generation.py, `prepare_prompt`, with the settings its run_generation.sh
@@ -15,10 +14,9 @@ it against the vendored upstream code):
   chats between you and a user…", each memory a `### Session <i>:` block holding its session date and the turn
   as JSON, the blocks sorted by date, then `Current Date:` (the question date) and the question. Upstream
   expands a retrieved user turn into its round (the turn and the reply after it); a memeval memory is one
-  turn,
-  so the reply is not there (docs/judges.md).
-Other benchmarks and protocols take `template` (config `answer.template`) with the placeholders `{question}`,
-`{context}` (the memories, one per line) and `{now}`; without one, memeval's DEFAULT_TEMPLATE.
+  turn, so the reply is not there (docs/judges.md). Other benchmarks and protocols take `template` (config
+  `answer.template`) with the placeholders `{question}`, `{context}` (the memories, one per line) and `{now}`;
+  without one, memeval's DEFAULT_TEMPLATE.
 """
 
 from __future__ import annotations

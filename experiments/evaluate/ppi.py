@@ -6,17 +6,17 @@ theta = mean_U(judged) + mean_L(label - judged) (Angelopoulos et al., Science 20
 judge's errors, and narrower than the labels alone when the judge is good.
 
 Three intervals, reported side by side and labelled, because they answer different questions:
-- `cluster` (memeval's headline): conversations are the sampling unit, as memeval's other intervals
-  (docs/metrics.md, "Statistics with few conversations"). The estimate is a sum over conversations of their
-  imputed and rectifier sums; its variance is the cluster-robust one with CR2's correction,
-  sum_g psi_g^2 / (1 - h_g), psi_g the conversation's linearised contribution and h_g its share of the
-  questions (G/(G-1) * sum psi_g^2 for equal sizes); the interval uses t with G - 1 degrees of freedom. It
-  answers "accuracy on conversations like these" (reports/benchmarks/answer_ppi_coverage.md: its
-  coverage).
-- `iid` (PPI, lambda = 1) and `iid_ppi++` (PPI++, lambda estimated): what `ppi_py.ppi_mean_ci` and ARES's
-  `pp_mean_iid_asymptotic` compute, equal to them to 1e-12 (tests/evaluate/test_ppi.py). They treat answers
-  as independent, so they answer "accuracy on these questions" and are too narrow for the former.
-No interval is given (with the `reason`) from fewer than 2 conversations or fewer than MIN_LABELS labels.
+- `ppi`, the cluster interval (memeval's headline): conversations are the sampling unit, as memeval's other
+  intervals (docs/metrics.md, "Statistics with few conversations"). The estimate is a sum over conversations
+  of their imputed and rectifier sums; its variance is the cluster-robust one with CR2's correction, sum_g
+  psi_g^2 / (1-h_g), psi_g the conversation's linearised contribution and h_g its share of the questions
+  (G/(G-1) * sum_g psi_g^2 for equal sizes); the interval uses t with G - 1 degrees of freedom. It answers
+  "accuracy on conversations like these" (reports/benchmarks/answer_ppi_coverage.md: its coverage).
+- `iid_ppi` (PPI, lambda = 1) and `iid_ppi_plus_plus` (PPI++, lambda estimated): what `ppi_py.ppi_mean_ci` and
+  ARES's `pp_mean_iid_asymptotic` compute, equal to them to 1e-12 (tests/evaluate/test_ppi.py). They treat
+  answers as independent, so they answer "accuracy on these questions" and are too narrow for the former.
+
+No interval is given (the `reason` says why) from fewer than 2 conversations or fewer than MIN_LABELS labels.
 
 The judge's own error against the labels: false-accept rate (judged 1 where the label is 0, over the labels
 that are 0) and false-reject rate (judged 0 where the label is 1, over the labels that are 1), each with the

@@ -1,4 +1,4 @@
-"""LoCoMo's answer scoring and RAG answer prompt, verbatim where marked, for tests/evaluate/test_answer_upstream.py only.
+"""LoCoMo's answer scoring and RAG answer prompt, verbatim where marked, for tests/answer/ only.
 
 Provenance: github.com/snap-research/LoCoMo, branch `code` at commit 92286325a40764bee61f77824ddb95233b11c4d6 (the
 snapshot reachable here; the retrieval lines in locomo_evaluation.py cite a later main commit, 3eb6f2c, where the

@@ -1,10 +1,9 @@
 """The answer stage's judges, found by a scan of this package: each module's classes with a `name` are judges.
 
 A judge is constructed with keyword options (`protocol`: official | memeval, `prompt_set`, its own options)
-and
-has `judge(items, chat) -> list[Verdict]` (chat is None for the lexical judge), `columns()` naming its
-per-query
-columns and `notes()` saying what it reproduces. A new judge is a new module here; nothing else to register.
+and has `judge(items, chat) -> list[Verdict]` (chat is None for the lexical judge), `columns()` naming its
+per-query columns and `notes()` saying what it reproduces. A new judge is a new module here; nothing else to
+register.
 """
 
 from __future__ import annotations

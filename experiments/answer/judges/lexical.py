@@ -2,7 +2,7 @@
 
 Upstream: snap-research/LoCoMo task_eval/evaluation.py, `eval_question_answering` and the helpers it calls
 (`normalize_answer`, `f1_score`, `f1`, `exact_match_score`), vendored in tests/upstream/locomo_answer.py and
-checked against it on every question of conversations 1-5 (tests/evaluate/test_answer_upstream.py):
+checked against it on every question of conversations 1-5 (tests/answer/test_lexical_upstream.py):
 - an answer is lower-cased, stripped of punctuation, of commas and of the words a/an/the/and, and split on
   whitespace; each token is Porter-stemmed (nltk's PorterStemmer, as upstream); F1 is the Counter overlap;
 - categories 2-4 (temporal, open-domain, single-hop): F1 of the whole answer; category 3's gold is cut at its
@@ -10,8 +10,8 @@ checked against it on every question of conversations 1-5 (tests/evaluate/test_a
   part, averaged; category 5 (adversarial): 1 when the answer says "no information available" or "not
   mentioned" (case-insensitive), else 0;
 - exact match (`answer.lexical.exact_match`): upstream's `exact_match_score`, the normalised token *sets*
-  equal (category 3's gold cut as above; category 5 as its F1).
-A query with no LoCoMo category (another suite) is scored as categories 2-4 are.
+  equal (category 3's gold cut as above; category 5 as its F1). A query with no LoCoMo category (another
+  suite) is scored as categories 2-4 are.
 """
 
 from __future__ import annotations

@@ -4,8 +4,7 @@ The judge builds its chat calls from the prompt set, sends each through the `cha
 endpoint and its cassette: a judge never opens a connection), and reads each reply as the prompt set says
 (upstream's own parse under `protocol=official`). A reply that cannot be read makes the whole item `unparsed`
 (score None, the raw replies kept): never silently right or wrong. `extra["plain_label"]` is 1 when every
-reply
-was nothing but the label, so a run can say how many replies upstream's lenient parse had to interpret.
+reply was nothing but the label, so a run can say how many replies upstream's lenient parse had to interpret.
 
 `answer.judges=[longmemeval]` is the same judge as `llm` with `prompt_set=longmemeval` (one name per set).
 """

@@ -3,17 +3,14 @@ src/evaluation/compute_metrics.py).
 
 One call per rubric item: the prompt with `<rubric_item>` and `<llm_response>` replaced (in that order, as
 upstream's `.replace` chain), one user message; the reply is read by upstream's `parse_json_response` (a
-fenced
-block, else the whole reply as JSON, else the first `{...}` or `[...]`), its `score`; the item's score is
-the mean
-over its rubric items.
-- `official` reproduces what BEAM's shipped code does, defects included, and says so in the run's notes:
-  the prompt's `<question>` placeholder is never filled (the judge sees the literal text `<question>`), and
-  nine
+fenced block, else the whole reply as JSON, else the first `{...}` or `[...]`), its `score`; the item's score
+is the mean over its rubric items.
+- `official` reproduces what BEAM's shipped code does, defects included, and says so in the run's notes: the
+  prompt's `<question>` placeholder is never filled (the judge sees the literal text `<question>`), and nine
   of the ten abilities add `int(score)`, so a 0.5 counts 0 (event_ordering adds `float(score)`); a reply
   upstream's parse refuses is unparsed (upstream then tries json_repair, which memeval does not carry);
-- `memeval` fills `<question>` with the question (first, so an answer holding the text `<question>` is left
-  as it is) and keeps 0.5; a score that is not 0, 0.5 or 1 is unparsed.
+- `memeval` fills `<question>` with the question (first, so an answer holding the text `<question>` is left as
+  it is) and keeps 0.5; a score that is not 0, 0.5 or 1 is unparsed.
 """
 
 from __future__ import annotations

@@ -3,10 +3,9 @@
 Five templates: one for single-session-user / single-session-assistant / multi-session, one each for
 temporal-reasoning, knowledge-update and single-session-preference, and one for abstention questions, all
 answered yes/no; sent as one user message with temperature 0 and max_tokens 10, as upstream sends them.
-- `official`: a question is an abstention one when its id holds `_abs` anywhere (upstream); the reply is
-  read as upstream reads it, `'yes' in reply.strip().lower()`, so every reply is a verdict
-  ("The correct answer is no" is a no, "eyes" a yes); whether the reply was a plain yes/no is counted
-  beside it;
+- `official`: a question is an abstention one when its id holds `_abs` anywhere (upstream); the reply is read
+  as upstream reads it, `'yes' in reply.strip().lower()`, so every reply is a verdict ("The correct answer is
+  no" is a no, "eyes" a yes); whether the reply was a plain yes/no is counted beside it;
 - `memeval`: abstention when the id ends with `_abs` (the loader's `abstention` label); the reply must be a
   plain yes or no (case, surrounding spaces and a final `.` ignored), anything else is unparsed.
 """

@@ -1,17 +1,14 @@
 """`mem0`: the CORRECT/WRONG "generous" judge of mem0's former LoCoMo evaluation
 (evaluation/metrics/llm_judge.py).
 
-The prompt is upstream's `ACCURACY_PROMPT`, verbatim (its curly quotes and trailing spaces included), sent
-as one
-user message at temperature 0 with `response_format={"type": "json_object"}`, as upstream sent it. The
-reply is
-read as upstream read it: the JSON found by mem0's `extract_json` (a ```json block, else the text from the
-first
-`{` to the last `}`), its `label`: 1 when it is exactly "CORRECT", else 0.
+The prompt is upstream's `ACCURACY_PROMPT`, verbatim (its curly quotes and trailing spaces included), sent as
+one user message at temperature 0 with `response_format={"type": "json_object"}`, as upstream sent it. The
+reply is read as upstream read it: the JSON found by mem0's `extract_json` (a ```json block, else the text
+from the first `{` to the last `}`), its `label`: 1 when it is exactly "CORRECT", else 0.
 - `official`: that parse; a reply that is not JSON or has no `label` (upstream raised and stopped) is
   unparsed;
-- `memeval`: the same, but a label other than CORRECT or WRONG is unparsed rather than 0.
-A plain label is a reply that is nothing but `{"label": ...}`.
+- `memeval`: the same, but a label other than CORRECT or WRONG is unparsed rather than 0. A plain label is a
+  reply that is nothing but `{"label": ...}`.
 """
 
 from __future__ import annotations

@@ -2,10 +2,8 @@
 
 Upstream judges are lenient in different ways (mem0's is told to be "generous": an answer touching the gold's
 topic passes; LongMemEval's passes any reply holding the word "yes"). `strict` asks whether the response
-states
-the gold answer's facts and nothing that contradicts them, treats a hedge between several candidate answers
-and
-an unrequested refusal as wrong, and wants a one-word reply. It is the same under either protocol.
+states the gold answer's facts and nothing that contradicts them, treats a hedge between several candidate
+answers and an unrequested refusal as wrong, and wants a one-word reply. It is the same under either protocol.
 
 Reply: exactly `CORRECT` or `INCORRECT` (case, surrounding spaces and a final `.` ignored); anything else is
 unparsed (never silently right or wrong). Sent as one user message, temperature 0, max_tokens 5.
