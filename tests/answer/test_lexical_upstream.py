@@ -19,6 +19,7 @@ from experiments.answer.aggregates import upstream_aggregates
 from experiments.answer.judges import find_judge
 from experiments.answer.types import AnswerItem
 from experiments.suites.locomo import CATEGORIES
+from tests.support import DATA
 from tests.upstream import locomo_answer as upstream
 
 FILLERS = ("the", "a", "and", "maybe", "Yes", "about", "2023", "running", "cats", "in")
@@ -42,12 +43,11 @@ def perturbations(gold: str, rng: random.Random) -> list[str]:
     ]
 
 
-@pytest.fixture(scope="module")
-def cases(locomo_file):
-    """(upstream line, memeval item) for every question and every prediction of it."""
+def build_cases(path) -> list[tuple[dict, AnswerItem]]:
+    """(upstream line, memeval item) for every question of a LoCoMo file and every prediction of it."""
     rng = random.Random(43)
     out = []
-    for sample in json.loads(locomo_file.read_text("utf-8")):
+    for sample in json.loads(path.read_text("utf-8")):
         for j, qa in enumerate(sample["qa"]):
             qa = dict(qa)
             if qa["category"] == 5:
@@ -68,10 +68,25 @@ def cases(locomo_file):
 
 
 @pytest.fixture(scope="module")
+def cases(locomo_file):
+    return build_cases(locomo_file)
+
+
+@pytest.fixture(scope="module")
 def scored(cases):
     """Upstream's per-question values and memeval's verdicts on the same cases."""
     expected = upstream.eval_question_answering_answers([line for line, _ in cases])
     return expected, find_judge("lexical")().judge([item for _, item in cases])
+
+
+def test_the_committed_fixture_scores_as_upstream():
+    """The fast tier's version, on tests/data/locomo/locomo_fixture.json (all five categories)."""
+    cases = build_cases(DATA / "locomo" / "locomo_fixture.json")
+    expected = upstream.eval_question_answering_answers([line for line, _ in cases])
+    verdicts = find_judge("lexical")().judge([item for _, item in cases])
+    assert {line["category"] for line, _ in cases} == {1, 2, 3, 4, 5}
+    assert max(abs(v.score - e) for v, e in zip(verdicts, expected, strict=True)) <= 1e-9
+    assert any(0 < e < 1 for e in expected)
 
 
 def test_every_question_of_conversations_1_to_5_scores_as_upstream(scored):

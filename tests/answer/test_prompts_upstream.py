@@ -41,14 +41,13 @@ class FixedDraw:
         return self.value
 
 
-@pytest.fixture(scope="module")
-def locomo_cases(locomo_file):
+def build_locomo_cases(path) -> list[tuple]:
     """(upstream prompt, memeval's prompt given the raw turn and question texts, memeval's prompt from today's
     loader, whether today's loader has them: no retrieved turn with an image or surrounding spaces and no
     question with surrounding spaces) for every question, with 1-10 seeded retrieved turns of its
     conversation."""
-    raw = {s["sample_id"]: s for s in json.loads(locomo_file.read_text("utf-8"))}
-    suite = load_locomo(locomo_file)
+    raw = {s["sample_id"]: s for s in json.loads(path.read_text("utf-8"))}
+    suite = load_locomo(path)
     by_id = {m.id: m for m in suite.memories}
     rng, out = random.Random(3), []
     for query in suite.queries:
@@ -59,7 +58,7 @@ def locomo_cases(locomo_file):
             for k, v in sample["conversation"].items()
         }
         database = locomo_up.dialog_database(conversation)
-        order = rng.sample(range(len(database["dia_id"])), rng.randint(1, 10))
+        order = rng.sample(range(len(database["dia_id"])), rng.randint(1, min(10, len(database["dia_id"]))))
         args = SimpleNamespace(top_k=len(order), rag_mode="dialog")
         context, ids = locomo_up.rag_context(database, order, args)
         if qa["category"] == 5:
@@ -91,6 +90,19 @@ def locomo_cases(locomo_file):
             )
         )
     return out
+
+
+@pytest.fixture(scope="module")
+def locomo_cases(locomo_file):
+    return build_locomo_cases(locomo_file)
+
+
+def test_locomo_rag_prompt_is_upstreams_on_the_committed_fixture():
+    """The fast tier's version, on tests/data/locomo/locomo_fixture.json (all five categories)."""
+    cases = build_locomo_cases(DATA / "locomo" / "locomo_fixture.json")
+    assert len(cases) == 6
+    for expected, messages, _, _ in cases:
+        assert messages == [{"role": "user", "content": expected}]
 
 
 def test_locomo_rag_prompt_is_upstreams_for_every_question(locomo_cases):
