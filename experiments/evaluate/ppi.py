@@ -161,7 +161,7 @@ def ppi_block(
             f"ppi_block: labels must hold {judged.size} or {int(mask.sum())} values, got {labels.size}"
         )
     if not np.all(np.isin(judged, (0.0, 1.0))) or not np.all(np.isin(labels, (0.0, 1.0))):
-        raise ValueError("ppi_block: judged verdicts and labels must be 0 or 1")
+        raise ValueError("ppi_block: judged verdicts and labels must be 0 or 1 (leave unparsed answers out)")
     if not 0 < alpha < 1:
         raise ValueError(f"ppi_block: alpha must be in (0, 1), got {alpha}")
     n, big_n = labels.size, int((~mask).sum())

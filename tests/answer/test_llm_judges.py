@@ -230,6 +230,8 @@ def test_an_llm_judge_refuses_bad_input_before_any_call():
         find_judge("longmemeval")().judge([good, bad], chat)
     with pytest.raises(ValueError, match="q3: the beam prompt set needs a rubric"):
         find_judge("beam")().judge([AnswerItem("q3", "Q?", "A")], chat)
+    with pytest.raises(ValueError, match="q4: the mem0 prompt set needs a gold answer"):
+        find_judge("mem0")().judge([AnswerItem("q4", "Q?", "A")], chat)
     assert chat.sent == []
     with pytest.raises(ValueError, match="protocol must be one of official, memeval"):
         find_judge("mem0")(protocol="upstream")

@@ -41,6 +41,15 @@ class PromptSet(Protocol):
     def notes(self, protocol: str) -> tuple[str, ...]: ...
 
 
+def gold_of(item: AnswerItem, prompt_set: str) -> str:
+    """The item's gold answer; ValueError naming the query when it has none (before any call is made)."""
+    if item.gold is None:
+        raise ValueError(
+            f"query {item.query_id}: the {prompt_set} prompt set needs a gold answer (none given)"
+        )
+    return item.gold
+
+
 def prompt_set_names() -> tuple[str, ...]:
     return tuple(sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.ispkg))
 

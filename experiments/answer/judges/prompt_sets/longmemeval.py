@@ -12,7 +12,7 @@ answered yes/no; sent as one user message with temperature 0 and max_tokens 10, 
 
 from __future__ import annotations
 
-from experiments.answer.judges.prompt_sets import Parsed
+from experiments.answer.judges.prompt_sets import Parsed, gold_of
 from experiments.answer.types import AnswerItem
 
 _STANDARD_TEMPLATE = (
@@ -126,7 +126,7 @@ class LongMemEvalPrompts:
         if task is None:
             raise ValueError(f"query {item.query_id}: the longmemeval prompt set needs a question_type label")
         prompt = anscheck_prompt(
-            task, item.question, item.gold or "", item.answer, is_abstention(item, protocol)
+            task, item.question, gold_of(item, "longmemeval"), item.answer, is_abstention(item, protocol)
         )
         return [([{"role": "user", "content": prompt}], PARAMS)]
 

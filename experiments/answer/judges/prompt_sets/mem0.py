@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 
-from experiments.answer.judges.prompt_sets import Parsed
+from experiments.answer.judges.prompt_sets import Parsed, gold_of
 
 ACCURACY_PROMPT = (
     "\n"
@@ -74,7 +74,7 @@ class Mem0Prompts:
 
     def calls(self, item, protocol):
         prompt = ACCURACY_PROMPT.format(
-            question=item.question, gold_answer=item.gold or "", generated_answer=item.answer
+            question=item.question, gold_answer=gold_of(item, "mem0"), generated_answer=item.answer
         )
         return [([{"role": "user", "content": prompt}], PARAMS)]
 

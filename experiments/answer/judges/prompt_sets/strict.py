@@ -11,7 +11,7 @@ unparsed (never silently right or wrong). Sent as one user message, temperature 
 
 from __future__ import annotations
 
-from experiments.answer.judges.prompt_sets import Parsed
+from experiments.answer.judges.prompt_sets import Parsed, gold_of
 
 PROMPT = (
     "You grade an answer to a question about a past conversation against the gold answer.\n\n"
@@ -38,7 +38,7 @@ class StrictPrompts:
     column = "correct"
 
     def calls(self, item, protocol):
-        prompt = PROMPT.format(question=item.question, gold=item.gold or "", answer=item.answer)
+        prompt = PROMPT.format(question=item.question, gold=gold_of(item, "strict"), answer=item.answer)
         return [([{"role": "user", "content": prompt}], PARAMS)]
 
     def parse(self, reply, item, protocol):
