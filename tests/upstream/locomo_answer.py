@@ -4,8 +4,9 @@ Provenance: github.com/snap-research/LoCoMo, branch `code` at commit 92286325a40
 snapshot reachable here; the retrieval lines in locomo_evaluation.py cite a later main commit, 3eb6f2c, where the
 same code was reorganised and the RAG prompt building moved to task_eval/gpt_utils.py, which is not in this snapshot):
 - `normalize_answer`, `exact_match_score`, `f1_score`, `f1`: task_eval/evaluation.py:74-91, 94-100, 125-137, 140-144;
-- `eval_question_answering_answers`: task_eval/evaluation.py:188-233, the answer lines (the bert_score branch,
-  209-212, and the recall lines left out; it takes the qa list instead of reading a file);
+- `eval_question_answering_answers`: task_eval/evaluation.py:188-238, the answer lines (the bert_score branch,
+  209-213, and the recall lines left out, so line 214's `elif` reads `if`; it takes the qa list instead of
+  reading a file);
 - `category_means`: the per-category lines of `analyze_acc`, task_eval/evaluation_stats.py:46-51 and 79-81;
 - `QA_PROMPT`, `QA_PROMPT_CAT_5`: task_eval/evaluate_gpts.py:32-43; `dialog_database`: its dialog RAG
   database, evaluate_gpts.py:130-144; `rag_context`: get_rag_context, evaluate_gpts.py:273-297 (the ranking by
@@ -15,7 +16,7 @@ Copyright the LoCoMo authors (Maharana et al., ACL 2024). Licence: Creative Comm
 Attribution-NonCommercial 4.0 International (tests/upstream/LICENSE-LoCoMo.txt,
 https://creativecommons.org/licenses/by-nc/4.0/). Changes: the excerpts above, wrapped as functions; `regex`
 imported as upstream does, nltk's PorterStemmer as upstream builds it; `random` passed in (upstream uses the
-module's global generator). No line of scoring or prompt logic is altered. Used for non-commercial research
+module's global generator). No line of scoring or prompt logic is altered but the `elif` above. Used for non-commercial research
 testing only.
 """
 
@@ -85,7 +86,7 @@ def f1(prediction, ground_truth):
 
 
 def eval_question_answering_answers(lines, eval_key='prediction'):
-    # task_eval/evaluation.py:195-233 (answer lines)
+    # task_eval/evaluation.py:195-238 (answer lines)
     all_ems = []
     answer_lengths = []
     for i, line in enumerate(lines):
@@ -99,7 +100,7 @@ def eval_question_answering_answers(lines, eval_key='prediction'):
         
         output = line[eval_key]
 
-        if line['category'] in [2, 3, 4]:  # [evaluation.py:209-213, the bertscore branch, left out]
+        if line['category'] in [2, 3, 4]:  # [evaluation.py:209-213, the bertscore branch, left out; `elif` upstream]
             # print(answer, output)
             all_ems.append(f1_score(output, answer))
             # all_ems.append(rougel_score(output, answer))
@@ -119,6 +120,10 @@ def eval_question_answering_answers(lines, eval_key='prediction'):
                 all_ems.append(0)
                 # all_ems.append(1-f1_score(output, answer))
 
+        else:
+            print(line)
+            raise ValueError
+        
         assert i+1 == len(all_ems), all_ems
     return all_ems
 

@@ -7,7 +7,7 @@ Provenance: github.com/xiaowu0162/LongMemEval at commit 9e0b455f4ef0e2ab8f2e5822
   the reference list instead of reading files, and returns what it prints);
 - `prepare_prompt`: src/generation/run_generation.py:46-282 (whole).
 Copyright (c) 2024 Di Wu, MIT License (tests/upstream/LICENSE-LongMemEval.txt). Changes: the excerpts wrapped as
-functions; print_qa_metrics's prints also collected into a returned list. No line of logic is altered.
+functions; print_qa_metrics returns what it prints (a list), instead of printing it. No line of logic is altered.
 """
 
 import json
