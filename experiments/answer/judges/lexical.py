@@ -113,7 +113,15 @@ class LexicalJudge:
 
     name = "lexical"
 
-    def __init__(self, *, protocol: str = "official", prompt_set: str | None = None, **options: object):
+    def __init__(
+        self,
+        *,
+        protocol: str = "official",
+        prompt_set: str | None = None,
+        concurrency: int = 1,
+        **options: object,
+    ):
+        # concurrency is every judge's option; this one makes no calls, so it has nothing to run at once
         if prompt_set is not None:
             raise ValueError(f"answer.judges: the lexical judge takes no prompt set, got {prompt_set!r}")
         if options:
