@@ -61,6 +61,14 @@ def test_the_judges_are_found_by_name():
     with pytest.raises(KeyError, match="unknown prompt set 'nope'"):
         find_judge("llm")(prompt_set="nope")
     assert find_judge("llm")(prompt_set="longmemeval").columns() == ("answer.llm_longmemeval.correct",)
+    assert find_judge("lexical")(concurrency=4).columns() == (
+        "answer.lexical.f1",
+        "answer.lexical.exact_match",
+    )
+    with pytest.raises(ValueError, match=r"unknown option\(s\) for the lexical judge: \['temperature'\]"):
+        find_judge("lexical")(temperature=0)
+    with pytest.raises(ValueError, match="judge 'mem0' uses prompt set 'mem0', got 'beam'"):
+        find_judge("mem0")(prompt_set="beam")
 
 
 @pytest.mark.parametrize("name", ["longmemeval_fixture.json", "longmemeval_official_edges.json"])
