@@ -26,14 +26,14 @@ def _body(adapter: dict, operation: str, scope: dict, memories: list[Memory] = (
 
 def test_the_user_id_is_filled_for_any_suites_scope_and_differs_between_scopes():
     adapter = _adapter()
-    scopes = [{"project": "spark"}, {"conversation": "1"}, {"conversation": "2"}, {"user": "a", "session": "b"}]
+    scopes = [{"project": "spark"}, {"conversation": "1"}, {"conversation": "2"}, {"user": "a", "sess": "b"}]
     users = [_body(adapter, "reset", s)["user_id"] for s in scopes]
     assert all(isinstance(u, str) and u for u in users), users
     assert len(set(users)) == len(users)
 
 
 def _memory(mid: str, text: str, role: str | None) -> Memory:
-    return Memory(id=mid, text=text, scope={"conversation": "1"}, created_at="2026-01-01T00:00:00Z", role=role)
+    return Memory(id=mid, text=text, scope={"conversation": "1"}, created_at="2026-01-01", role=role)
 
 
 def test_the_role_reaches_memeval_serve_and_a_stage_that_finds_none_is_named(capsys):
@@ -60,4 +60,3 @@ def test_a_variant_whose_stages_read_no_memory_field_warns_of_nothing():
     service = MemoryService(compose_config(["variant=hybrid", "tracking=none"]))
     service.ingest({"conversation": "1"}, [{"id": "m1", "text": "no role here"}])
     assert service.warnings() == []
-
