@@ -171,8 +171,10 @@ def _run_experiment(
         instantiate(cfg.tracking.tracker, **tracker_fields(parent or {})) if cfg.tracking.enabled else None
     )
     if tracker is not None:
+        told("check MLflow store")
         ensure_store(resolve_uri(tracker.uri))  # a half-made store is an error before any work
     if resume_enabled(cfg.get("resume", "auto"), multirun):
+        told("look up a finished run")
         finished = find_finished(
             cache_dir=cfg.cache_dir,
             cfg_hash=cfg_hash,
@@ -189,6 +191,7 @@ def _run_experiment(
     # Taken after the run: a record run's cassette now holds this run's exchanges, and its content digest
     # is part of the run version (SystemRetriever.fingerprint), so a re-run is answered by this run only
     # while the cassette is unchanged.
+    told("run version")
     version = run_version(pipeline)
     evaluation.metrics.update(
         wall_s=time.perf_counter() - started,

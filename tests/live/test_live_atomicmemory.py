@@ -5,6 +5,7 @@ BEAM 100K: tests/live/test_live_serve.py; the README's one-liner: tests/project/
 
 from __future__ import annotations
 
+import pytest
 from omegaconf import OmegaConf
 
 from experiments.run.compose import compose_config
@@ -12,6 +13,7 @@ from experiments.serve.http_face import from_atomicmemory
 from experiments.serve.service import MemoryService
 from experiments.systems.templates import fill, memory_records, scope_values
 from retrieval.types import Memory
+from tests.live.test_live_serve import ENV, health, memeval_run, quality, served
 
 
 def _adapter():
@@ -60,3 +62,22 @@ def test_a_variant_whose_stages_read_no_memory_field_warns_of_nothing():
     service = MemoryService(compose_config(["variant=hybrid", "tracking=none"]))
     service.ingest({"conversation": "1"}, [{"id": "m1", "text": "no role here"}])
     assert service.warnings() == []
+
+
+@pytest.mark.slow
+def test_served_exp05_through_atomicmemory_gives_the_in_process_run_trec_on_beam_100k_conversation_1(
+    tmp_path, beam_100k
+):
+    suite = ["suite=beam", f"suite.path={beam_100k / '1'}"]
+    memeval_run(tmp_path, tmp_path / "in_process", *suite, "variant=exp05")
+    system = ["variant=system", "variant.name=exp05", "system=atomicmemory"]
+    with served("variant=exp05") as (url, _):
+        # memeval-serve started without --token-env checks no token: any value of the variable does
+        with pytest.MonkeyPatch.context() as env:
+            env.setitem(ENV, "ATOMICMEMORY_API_KEY", "any")
+            memeval_run(tmp_path, tmp_path / "served", *suite, *system, f"system.base_url={url}")
+        assert health(url)["warnings"] == []  # instruction_tagging found the user messages' roles
+    assert (tmp_path / "served" / "run.trec").read_bytes() == (
+        tmp_path / "in_process" / "run.trec"
+    ).read_bytes()
+    assert quality(tmp_path / "served") == quality(tmp_path / "in_process")
