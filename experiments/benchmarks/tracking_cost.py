@@ -43,9 +43,13 @@ def measure(variant: str, repeats: int, scratch: Path) -> dict:
     load_before = os.getloadavg()
     for i in range(repeats):
         for mode in runs:
-            runs[mode].append(_timed([*base, f"tracking={mode}", f"hydra.run.dir=run-{mode}-{i}"], cwd=scratch))
+            runs[mode].append(
+                _timed([*base, f"tracking={mode}", f"hydra.run.dir=run-{mode}-{i}"], cwd=scratch)
+            )
     load_after = os.getloadavg()
-    med = {m: (statistics.median(w for w, _ in r), statistics.median(c for _, c in r)) for m, r in runs.items()}
+    med = {
+        m: (statistics.median(w for w, _ in r), statistics.median(c for _, c in r)) for m, r in runs.items()
+    }
     return {
         "variant": variant,
         "repeats": repeats,

@@ -44,12 +44,18 @@ class Evaluation:
     metrics: dict[str, Any]
 
 
-def query_cluster(query: Query) -> str:
+def query_cluster(query: Query, unit: str = "scope") -> str:
     """The cluster a query's statistics belong to: a `cluster` the suite declares in the query's labels
-    or scope, else its scope (the conversation): `name=value` for a one-key scope, else the scope key."""
+    or scope; else by the suite's unit (suite.yaml `cluster`): the query itself (`query`), a label's
+    value (`label.<name>`), or its scope (the conversation): `name=value` for a one-key scope, else the
+    scope key."""
     declared = query.labels.get("cluster") or query.scope.get("cluster")
     if declared:
         return str(declared)
+    if unit == "query":
+        return f"query={query.id}"
+    if unit.startswith("label.") and query.labels.get(unit[6:]) is not None:
+        return f"{unit[6:]}={query.labels[unit[6:]]}"
     if len(query.scope) == 1:
         ((name, value),) = query.scope.items()
         return f"{name}={value}"
@@ -121,7 +127,7 @@ def per_query_table(
             for name in dict.fromkeys(n for q in queries for n in q.labels)
         },
         "abstention": [suite.is_abstention(q) for q in ids],
-        "cluster": [query_cluster(q) for q in queries],
+        "cluster": [query_cluster(q, suite.cluster) for q in queries],
         "n_returned": [len(r.memory_ids) if r else 0 for r in ranked],
         "top_score": [float(r.scores[0]) if r and len(r.scores) else np.nan for r in ranked],
         "latency_ms": [r.latency_ms if r else np.nan for r in ranked],
@@ -257,7 +263,9 @@ def summarize(
             unit_note = unit_warning(chosen, clusters, n)
             if chosen == "query" and unit_note:  # one cluster: the fall back to queries is never silent
                 warn_once(unit_note)
-            notes = [unit_note, design_effect_warning(effects, len(set(clusters)))]
+            # a design effect below 1 is a caveat of cluster intervals only (one query a cluster: it is 1)
+            effect_note = design_effect_warning(effects, len(set(clusters))) if chosen == "cluster" else None
+            notes = [unit_note, effect_note]
             statistics = {
                 "unit": chosen,
                 "unit_reason": reason,
