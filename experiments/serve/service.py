@@ -505,6 +505,12 @@ class MemoryService:
         allowed = f" (allowed: {self.fields[path].allowed()})" if path in self.fields else ""
         return f"config_override {label}: {problem[:300]}{allowed}"
 
+    def embedding_caches(self) -> list[str]:
+        """The embedding cache folders (absolute) of the served stages' encoders: where a memeval-run
+        started with the same cache_dir (or MEMEVAL_CACHE_DIR) reads and writes the same vectors."""
+        folders = {getattr(getattr(s, "encoder", None), "cache_dir", None) for s in self.stages.values()}
+        return sorted(str(Path(f).resolve()) for f in folders if f)
+
     def describe(self) -> dict[str, Any]:
         """What is served: the variant, its stages and a hash of its resolved stage config."""
         stages = json.dumps(
