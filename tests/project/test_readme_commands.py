@@ -216,3 +216,69 @@ def test_what_the_documented_commands_write_is_ignored_by_git():
     for path in written:
         ignored = subprocess.run(["git", "check-ignore", "-q", "--no-index", path], cwd=REPO)
         assert ignored.returncode == 0, f"{path}: written by a documented command, not ignored by git"
+
+
+# --- docs/slurm.md and docs/running_at_scale.md: every command names what exists and composes -------------
+
+SCALE_PAGES = (REPO / "docs" / "slurm.md", REPO / "docs" / "running_at_scale.md")
+CLUSTER_TOOLS = ("squeue", "sacct", "export")  # SLURM's own tools and the shell's `export`: not ours
+SCALE_PLACEHOLDERS = {
+    "multirun/<time>": "multirun",
+    "/data/beam": str(BEAM_DIR),
+    "../shared/beam": str(BEAM_DIR),
+}
+
+
+def scale_commands() -> list[str]:
+    commands = []
+    for page in SCALE_PAGES:
+        for line in doc_commands(page.read_text()) + inline_commands(page):
+            commands += [c.strip() for c in line.split(";") if c.strip().split()[0] not in CLUSTER_TOOLS]
+    return commands
+
+
+def test_every_slurm_and_scale_command_names_what_exists():
+    commands = scale_commands()
+    assert "make slurm-up" in commands and not any("sudo" in c for c in commands)
+    assert_names_what_exists(commands)
+    # a generated suite is written where git ignores it (outputs/), never into data/ inside the checkout
+    assert not any(re.search(r"(^|\s|=)data/", c) for c in commands), commands
+
+
+def test_make_slurm_up_runs_as_root_and_asks_sudo_only_as_a_user(tmp_path):
+    """`make slurm-up` as docs/slurm.md writes it: as root (a container: no sudo there) it calls .ci/slurm-up,
+    as a user it calls it through sudo (`make -n`: what it would run)."""
+    fake = tmp_path / "bin"  # an `id` that says who runs make
+    fake.mkdir()
+    for uid, expected in ((0, ".ci/slurm-up"), (1000, "sudo .ci/slurm-up")):
+        (fake / "id").write_text(f"#!/bin/sh\necho {uid}\n")
+        (fake / "id").chmod(0o755)
+        env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"}
+        done = subprocess.run(["make", "-n", "slurm-up"], cwd=REPO, env=env, capture_output=True, text=True)
+        assert done.returncode == 0 and done.stdout.strip() == expected, (uid, done.stdout, done.stderr)
+
+
+@pytest.mark.slow
+def test_every_slurm_and_scale_command_composes_or_answers_its_help(tmp_path):
+    """memeval-run commands compose their config as the sweep's first point (their SLURM cluster is not up
+    here: tests/run/test_slurm.py submits for real), every other memeval script answers --help, every
+    `python -m` module imports."""
+    compose_or_help(scale_commands(), SCALE_PLACEHOLDERS, tmp_path)
+
+
+def compose_or_help(commands: list[str], placeholders: dict[str, str], tmp_path: Path) -> None:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    for command in commands:
+        for placeholder, value in placeholders.items():
+            command = command.replace(placeholder, value)
+        args = without_assignments(shlex.split(re.sub(r"\s*&$", "", command)))
+        name = args[0].rsplit("/", 1)[-1]
+        if name not in SCRIPTS:
+            continue  # make, python -m: named above
+        args[0] = str(Path(sys.executable).parent / name)
+        if name in ("memeval-run", "memeval-study"):  # a sweep composes as its first point
+            args = [first_point(a) for a in args if a != "-m"] + ["--cfg=job"]
+        else:
+            args = [args[0], "--help"]
+        done = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, f"{command}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
