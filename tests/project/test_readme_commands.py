@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import shlex
@@ -29,6 +30,7 @@ SCRIPTS = set(tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["s
 PLACEHOLDERS = {
     "<its TREC run file>": str(REPO / "datasets" / "spark25" / "runs" / "bm25.trec"),
     "<its URL>": "http://127.0.0.1:9",  # a live service's address: such a command is only composed (below)
+    "<its token>": "any",  # the live one-liner's token (the test that runs it: below)
 }
 # README commands that take minutes or start a server: checked by composing their config instead.
 COMPOSE_ONLY = ("memeval-study",)
@@ -38,7 +40,8 @@ def inline_commands(page: Path = REPO / "README.md") -> list[str]:
     """A page's inline `code` spans outside code blocks that are commands (they contain a space)."""
     text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
     spans = re.findall(r"`([^`]+)`", text.replace("\n", " "))
-    return [s for s in spans if " " in s and re.match(r"(\.venv/bin/|make |python |memeval-|\.ci/)", s)]
+    commands = r"([A-Z_]+=\S+ )*(\.venv/bin/|make |python |memeval-|\.ci/)"  # after `NAME=value` settings
+    return [s for s in spans if " " in s and re.match(commands, s)]
 
 
 def readme_commands() -> list[str]:
@@ -93,12 +96,14 @@ def without_assignments(args: list[str]) -> list[str]:
 def test_the_inline_memeval_commands_run_from_another_directory(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
     for command in inline_commands():
-        if not command.startswith(".venv/bin/memeval-"):
-            continue
         for placeholder, value in PLACEHOLDERS.items():
             command = command.replace(placeholder, value)
+        words = shlex.split(command)
+        args = without_assignments(words)
+        if not args[0].startswith(".venv/bin/memeval-"):
+            continue
         assert "<" not in command, f"{command!r}: a placeholder this test does not know"
-        args = shlex.split(command)
+        env = {**env, **dict(w.split("=", 1) for w in words[: len(words) - len(args)])}
         args[0] = str(Path(sys.executable).parent / args[0].rsplit("/", 1)[1])
         if args[0].endswith(COMPOSE_ONLY) or "variant=system" in args or "suite=beam" in args:
             args.append("--cfg=job")  # minutes of BEAM work, or a live service: only that it composes
@@ -196,6 +201,8 @@ def test_every_live_systems_command_composes_or_answers_its_help(tmp_path):
 def first_point(override: str) -> str:
     """A sweep override (`key=a,b,c`) as its first value (`key=a`); anything else as it is."""
     key, sep, value = override.partition("=")
+    if sep and value.startswith("range("):  # Hydra's range(start, stop[, step]): its first value
+        return f"{key}={value[6:].split(',')[0]}"
     return f"{key}={value.split(',')[0]}" if sep and "," in value and not value.startswith("[") else override
 
 
@@ -282,3 +289,31 @@ def compose_or_help(commands: list[str], placeholders: dict[str, str], tmp_path:
             args = [args[0], "--help"]
         done = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, f"{command}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+
+
+@pytest.mark.slow
+def test_the_readmes_live_one_liner_runs_against_memeval_serve_on_the_default_suite(tmp_path):
+    """Issue 41: `system=atomicmemory` needed an undocumented token, then sent no user id on spark25 (its
+    scope is `project`). As the README writes it, against a memeval-serve of the default variant, from
+    another folder: exit 0, no scope leak, and the in-process run's ranking."""
+    from tests.live.test_live_serve import served
+
+    (line,) = [c for c in inline_commands() if "system=atomicmemory" in c]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    common = [f"encoder.cache_dir={CACHE_DIR / 'embeddings'}", "progress=false"]
+    script = str(Path(sys.executable).parent / "memeval-run")
+    reference = [script, "hydra.run.dir=in_process", *common, "tracking=none"]
+    done = subprocess.run(reference, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    with served() as (url, _):
+        words = shlex.split(line.replace("<its URL>", url).replace("<its token>", "any"))
+        args = without_assignments(words)
+        env.update(w.split("=", 1) for w in words[: len(words) - len(args)])
+        args = [script, *args[1:], "hydra.run.dir=live", *common]
+        done = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, f"{line}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+    metrics = json.loads((tmp_path / "live" / "metrics.json").read_text())
+    assert metrics["scope_leaks"] == 0 and metrics["system"]["memories_ingested"] == 306
+    assert (tmp_path / "live" / "run.trec").read_text().replace("system", "hybrid") == (
+        tmp_path / "in_process" / "run.trec"
+    ).read_text()
