@@ -81,6 +81,8 @@ def assert_names_what_exists(commands: list[str]) -> None:
             assert rest[0] == "-m" and importlib.util.find_spec(rest[1]), command
         elif first.startswith(".ci/"):
             assert (REPO / first).is_file(), command
+        elif first == "export":  # the shell's: a variable a later command reads (a service's token)
+            assert rest and all(re.match(r"[A-Z_]+=", r) for r in rest), command
         else:
             raise AssertionError(f"{command!r}: not a command this project ships")
 
