@@ -23,6 +23,7 @@ import pandas as pd
 from experiments.evaluate.metrics import over_own_queries
 from experiments.evaluate.metrics.noise import noise_table
 from experiments.evaluate.metrics.official import per_query as relevance_per_query
+from experiments.evaluate.metrics.official import upstream_aggregates
 from experiments.evaluate.statistics import (
     bootstrap_ci,
     bootstrap_cis,
@@ -327,4 +328,7 @@ def evaluate(
     summary["build_ms"] = dict(output.build_ms)
     summary["prefix_cache_hit"] = output.prefix_cache_hit
     summary["cache"] = dict(output.cache)  # what came from a cache, and whether latency was measured
+    official = upstream_aggregates(suite.scorer, frame, summary["overall"], metrics)
+    if official:  # suite.protocol=official: upstream's own printed number beside memeval's mean
+        summary["official"] = official
     return Evaluation(frame, summary)

@@ -42,6 +42,8 @@ def print_results(
         f"{latency}; scope leaks {evaluation.metrics['scope_leaks']}; "
         f"prefix cache {'hit' if output.prefix_cache_hit else 'miss'}"
     )
+    for metric, numbers in evaluation.metrics.get("official", {}).items():  # suite.protocol=official
+        print(f"{metric}: " + "; ".join(f"{name} {value:.4f}" for name, value in numbers.items()))
     print(f"results in {run_dir}")
 
 
