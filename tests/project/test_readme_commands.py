@@ -30,7 +30,7 @@ SCRIPTS = set(tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["s
 PLACEHOLDERS = {
     "<its TREC run file>": str(REPO / "datasets" / "spark25" / "runs" / "bm25.trec"),
     "<its URL>": "http://127.0.0.1:9",  # a live service's address: such a command is only composed (below)
-    "<its token>": "any",  # the live one-liner's token (the test that runs it: below)
+    "<token>": "any",  # the live one-liner's token (the test that runs it: below)
 }
 # README commands that take minutes or start a server: checked by composing their config instead.
 COMPOSE_ONLY = ("memeval-study",)
@@ -40,7 +40,8 @@ def inline_commands(page: Path = REPO / "README.md") -> list[str]:
     """A page's inline `code` spans outside code blocks that are commands (they contain a space)."""
     text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
     spans = re.findall(r"`([^`]+)`", text.replace("\n", " "))
-    commands = r"([A-Z_]+=\S+ )*(\.venv/bin/|make |python |memeval-|\.ci/)"  # after `NAME=value` settings
+    # after `NAME=value` settings (a value may be a `<placeholder>` with spaces)
+    commands = r"([A-Z_]+=(<[^>]*>|\S+) )*(\.venv/bin/|make |python |memeval-|\.ci/)"
     return [s for s in spans if " " in s and re.match(commands, s)]
 
 
@@ -308,7 +309,7 @@ def test_the_readmes_live_one_liner_runs_against_memeval_serve_on_the_default_su
     done = subprocess.run(reference, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     with served() as (url, _):
-        words = shlex.split(line.replace("<its URL>", url).replace("<its token>", "any"))
+        words = shlex.split(line.replace("<its URL>", url).replace("<token>", "any"))
         args = without_assignments(words)
         env.update(w.split("=", 1) for w in words[: len(words) - len(args)])
         args = [script, *args[1:], "hydra.run.dir=live", *common]
