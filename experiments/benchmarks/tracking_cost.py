@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from experiments import PROJECT_ROOT
+from experiments.benchmarks.report_paths import report_file
 from experiments.benchmarks.sweep_cost import _timed
 from experiments.track.mlflow_tracker import git_commit
 from retrieval.compute import cpu_isa
@@ -107,13 +108,13 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument("--variant", default="bm25")
     p.add_argument("--repeats", type=int, default=4)
-    p.add_argument("--out", type=Path, default=REPORT, help="the report's path (markdown)")
+    p.add_argument("--out", default=str(REPORT), help="the report (markdown), or a folder to write it in")
     args = p.parse_args(argv)
+    out = report_file(args.out, REPORT.name)
     with tempfile.TemporaryDirectory(prefix="memeval-tracking-cost-") as scratch:
         result = measure(args.variant, args.repeats, Path(scratch))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(report(result))
-    print(args.out.read_text())
+    out.write_text(report(result))
+    print(out.read_text())
 
 
 if __name__ == "__main__":
