@@ -32,7 +32,6 @@ def print_results(
 ) -> None:
     """The results table, the latency (never a figure replayed from a cache), scope leaks, the folder."""
     print(results_table(evaluation, metrics, label))
-    overall = evaluation.metrics["overall"]
     latency = latency_text(evaluation.metrics)
     print(
         f"{latency}; scope leaks {evaluation.metrics['scope_leaks']}; "
