@@ -60,7 +60,7 @@ from experiments.track.mlflow_tracker import (
     statistics_tags,
 )
 from experiments.track.run_log import log_run
-from experiments.track.run_params import child_run_name, job_values
+from experiments.track.run_params import child_run_name, job_values, live_run_name
 from experiments.track.sweep_parent import VARYING_KEY, JobFailed, job_started, read_parent, tracker_fields
 from retrieval.compute import cpu_isa
 from retrieval.encoder import ModelNotFoundError
@@ -225,7 +225,7 @@ def _run_experiment(
         told("log to MLflow")
         run_id = log_run(
             tracker, cfg, resolved, suite, evaluation,
-            run_name=run_name or f"{suite.name}-{cfg.variant.name}", tags=tags, run_tags=run_tags or {},
+            run_name=run_name or _run_name(cfg, suite, output), tags=tags, run_tags=run_tags or {},
             run_dir=run_dir, config_text=config_text, started_ms=started_ms,
         )  # fmt: skip
         print(f"MLflow run {run_id} in {tracker.experiment}")
@@ -288,6 +288,15 @@ def _tags(
 
 
 # --- The live-system section: what a run with a live channel adds to its folder and tags ---
+
+
+def _run_name(cfg: DictConfig, suite: Suite, output: RunOutput) -> str:
+    """`<suite>-<variant>`; a live run also names its service and mode (`spark25-system atomicmemory
+    replay`): ten runs of different services are not ten `spark25-system`."""
+    if not output.channel_reports or not isinstance(cfg.get("system"), DictConfig):
+        return f"{suite.name}-{cfg.variant.name}"
+    mode = OmegaConf.select(cfg, "system.mode", default=None)
+    return live_run_name(suite.name, str(cfg.variant.name), _choice("system"), mode)
 
 
 def _keep_cassettes(output: RunOutput, run_dir: Path) -> None:
