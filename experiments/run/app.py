@@ -27,7 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from experiments.config_setup import setup
 from experiments.evaluate.metrics.official import check_metrics
-from experiments.exit_codes import console_script
+from experiments.exit_codes import console_script, one_line_warnings
 from experiments.run.build import pipeline_from_config
 from experiments.run.compose import answer_help, finish_variant, yaml_text
 from experiments.run.config_check import ConfigError, buildable_depth, config_problems, stages_checkable
@@ -335,6 +335,7 @@ def _choice(group: str) -> str | None:
 
 @hydra.main(version_base="1.3", config_path="pkg://experiments.conf", config_name="config")
 def run_app(cfg: DictConfig) -> float | None:
+    one_line_warnings()  # in a joblib or SLURM worker too (experiments/exit_codes.py)
     hydra_cfg = HydraConfig.get()
     finish_variant(cfg, hydra_cfg.runtime.choices.get("variant"))  # its name and stage order
     run_dir = Path(hydra_cfg.runtime.output_dir)

@@ -267,3 +267,35 @@ def test_a_live_http_clients_request_lines_are_not_printed(capsys):
     logging.getLogger("httpx").warning("a refused connection")
     said = capsys.readouterr()
     assert "HTTP Request" not in said.out + said.err and "a refused connection" in said.out + said.err
+
+
+@pytest.mark.slow
+def test_a_sweep_jobs_statistics_warning_is_one_line_in_a_joblib_worker(tmp_path):
+    """Issue 41: the one-cluster warning came out of joblib's workers as a raw UserWarning with its source
+    line; a sweep's job says it as the console script does, one `warning:` line."""
+    import dataclasses
+
+    from experiments.suites.jsonl import save_suite
+    from tests.support import tiny_suite
+
+    suite = tiny_suite()
+    one = dataclasses.replace(  # one scope: its two queries are one cluster, so statistics fall back
+        suite,
+        name="one_scope",
+        memories=tuple(m for m in suite.memories if m.scope["conversation"] == "c1"),
+        queries=tuple(q for q in suite.queries if q.scope["conversation"] == "c1"),
+        qrels={q: r for q, r in suite.qrels.items() if q.startswith("c1:")},
+    )
+    save_suite(one, tmp_path / "suite")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "MLFLOW_TRACKING_URI": ""}
+    done = subprocess.run(
+        [sys.executable, "-m", "experiments.run", "-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
+         "suite=jsonl", f"suite.path={tmp_path / 'suite'}", "variant=bm25", "stage.bm25.k1=1.2,1.5",
+         "tracking=none", "progress=false", f"cache_dir={tmp_path / 'cache'}",
+         f"hydra.sweep.dir={tmp_path / 'sweep'}"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    said = done.stdout + done.stderr
+    assert done.returncode == 0, said[-3000:]
+    assert "warning: all 2 queries are in one cluster (conversation=c1)" in said, said[-3000:]
+    assert "UserWarning" not in said and "warn_once(" not in said, said[-3000:]
