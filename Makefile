@@ -83,11 +83,13 @@ mlflow-shots: setup
 # A real single-node SLURM on 127.0.0.1 (Debian's slurm-wlm + munge, as root; installed if missing), for
 # `hydra/launcher=slurm` sweeps and the integration tier's SLURM test; `slurm-down` stops its daemons.
 # docs/slurm.md (running at scale).
+# As root (a container, CI) directly; as a user through sudo (there may be no sudo where one is root).
+AS_ROOT := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 slurm-up:
-	.ci/slurm-up
+	$(AS_ROOT) .ci/slurm-up
 
 slurm-down:
-	.ci/slurm-down
+	$(AS_ROOT) .ci/slurm-down
 
 clean-venv:
 	rm -rf $(VENV)

@@ -98,7 +98,7 @@ def console_script(main: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(main)
     def run(*args: Any, **kwargs: Any) -> Any:
         full = os.environ.get(FULL_ERROR) == "1"
-        warnings.formatwarning = _one_line_warning  # what the user should know, not where it was raised
+        one_line_warnings()
         try:
             with _hydra_raises():
                 return main(*args, **kwargs)
@@ -114,6 +114,13 @@ def console_script(main: Callable[..., Any]) -> Callable[..., Any]:
             sys.exit(EXIT_FAILED)
 
     return run
+
+
+def one_line_warnings() -> None:
+    """Warnings on the console as one line each: what the user should know, not where it was raised. A
+    console script sets it; so does each job of a sweep, which may run in a worker process (joblib, SLURM)
+    where the script's setting never reached."""
+    warnings.formatwarning = _one_line_warning
 
 
 def _one_line_warning(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> str:

@@ -612,7 +612,7 @@ def check_baseline_before_running(
             "on purpose (--refresh) once the change is intended"
         )
     # A tolerance the suite cannot detect is refused before the suite is run, too.
-    clusters = pd.Series({q.id: query_cluster(q) for q in suite.queries}, dtype=object)
+    clusters = pd.Series({q.id: query_cluster(q, suite.cluster) for q in suite.queries}, dtype=object)
     index = pd.Index(list(dict.fromkeys(q for values in baseline.per_query.values() for q in values)))
     refuse_untestable_clusters(gate, baseline, clusters.reindex(index))
     refuse_undetectable_tolerance(gate, detectable_effects(gate, baseline, clusters.reindex(index)))

@@ -20,6 +20,12 @@ from contextvars import ContextVar
 # `scope` is (k, n), the current unit's scope among n, or None.
 PhaseCallback = Callable[[str, "int | None", "int | None", "tuple[int, int] | None"], None]
 
+# A live service loading the suite (experiments/systems/retriever.py): memories done of all, scope k of n.
+# No progress bar covers these phases (the work is the service's), so their lines show with the bars on.
+SERVICE_INGEST = "service ingest"
+SERVICE_INDEX = "service index (wait until searchable)"
+UNBARRED = (SERVICE_INGEST, SERVICE_INDEX)
+
 _current: ContextVar[PhaseCallback | None] = ContextVar("memeval_phase_callback", default=None)
 _named: ContextVar[str | None] = ContextVar("memeval_phase_name", default=None)  # the phase told last
 

@@ -145,6 +145,12 @@ class Stage(abc.ABC):
     def fingerprint(self) -> str:
         return fingerprint_of(self)
 
+    def memory_fields(self) -> tuple[str, ...]:
+        """The Memory fields this stage's effect rests on (`role` for a tagger of user messages): where no
+        memory carries one, the stage silently does nothing, which a live service's caller should hear of
+        (experiments/serve/service.py warns). None by default."""
+        return ()
+
 
 @dataclass(frozen=True, kw_only=True)
 class IngestStage(Stage):

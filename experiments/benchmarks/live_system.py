@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from experiments import PROJECT_ROOT
+from experiments.benchmarks.report_paths import report_file
 from experiments.track.mlflow_tracker import git_commit
 from retrieval.types import Corpus
 
@@ -276,6 +277,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cache-dir", default=str(PROJECT_ROOT / ".memeval_cache"))
     parser.add_argument("--out", default=str(PROJECT_ROOT / "reports" / "benchmarks" / "live_system.md"))
     args = parser.parse_args(argv)
+    out = report_file(args.out, "live_system.md")  # a folder or a file, known before minutes of work
     suite = ["suite=beam", f"suite.path={Path(args.beam).resolve()}"]
     results = {
         "date": f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
@@ -288,9 +290,8 @@ def main(argv: list[str] | None = None) -> None:
         argv if argv is not None else sys.argv[1:]
     )
     text = report(results, command.strip())
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(text)
-    Path(args.out).with_suffix(".json").write_text(json.dumps(results, indent=2, default=str))
+    out.write_text(text)
+    out.with_suffix(".json").write_text(json.dumps(results, indent=2, default=str))
     print(text)
 
 

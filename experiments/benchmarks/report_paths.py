@@ -1,6 +1,7 @@
 """A benchmark report as another machine reads it: committed, so no absolute path of this one.
 
 text = portable(text, work=scratch)   # `$WORK/...`, `../shared/beam/100K`, `…/beam10M`
+path = report_file(args.out, "live_system.md")   # `--out <a folder>` writes that name inside it
 """
 
 from __future__ import annotations
@@ -28,3 +29,13 @@ def portable(text: str, work: Path | None = None) -> str:
         return f"…/{path.name}"
 
     return _ABSOLUTE.sub(relative, text)
+
+
+def report_file(out: str | Path, name: str) -> Path:
+    """Where a benchmark writes its report, decided before any measurement: `out` itself, or `out/name`
+    when `out` is a folder (one that exists, or written with a trailing `/`); its folder is made."""
+    path = Path(out)
+    if path.is_dir() or str(out).endswith(("/", os.sep)):
+        path = path / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path

@@ -153,6 +153,12 @@ def build_report(
             f"‡ significantly worse than the baseline **{baseline_md}**: {TEST_NAMES[test]} on "
             f"{_units_text(sig)}, seed {seed}; Holm correction across all {sig.attrs['comparisons']} "
             f"comparisons in this report ({md(sig.attrs['family'])}); α = {alpha}."
+            + (
+                " **†q / ‡q: query-level significance**: the statistics fell back to the query level "
+                f"({md(sig.attrs['unit_reason'])}), so these marks count the questions as independent."
+                if fell_back(sig)
+                else ""
+            )
         )
     )
     blocks += _statistics_blocks(comp, family, primary, alpha)
@@ -356,6 +362,18 @@ def _statistics_blocks(
     return blocks
 
 
+def fell_back(sig: pd.DataFrame) -> bool:
+    """Whether the statistics fell back to the query level although the suite's queries are clustered
+    (one cluster holds them all: `unit_warning`), so a significance mark rests on queries being
+    independent, which the suite does not claim (a suite declaring `cluster: query` does)."""
+    return sig.attrs.get("unit") == "query" and bool(sig.attrs.get("warning"))
+
+
+def _mark(better: bool, query_level: bool) -> str:
+    """† / ‡, with `q` where the significance is query-level only (`fell_back`)."""
+    return ("†" if better else "‡") + ("q" if query_level else "")
+
+
 def _means_table(comp: analysis.Comparison, sig: pd.DataFrame) -> pd.DataFrame:
     table = pd.DataFrame(index=list(comp.labels))
     for metric in comp.metrics:
@@ -367,7 +385,7 @@ def _means_table(comp: analysis.Comparison, sig: pd.DataFrame) -> pd.DataFrame:
             text = _f(row["mean"])
             text = f"**{text}**" if np.isclose(row["mean"], best, rtol=0, atol=1e-12) else text
             if row["significant"]:
-                text += "†" if (row["delta"] > 0) == higher else "‡"
+                text += _mark((row["delta"] > 0) == higher, fell_back(sig))
             cells.append(text)
         table[metric] = cells
     return table

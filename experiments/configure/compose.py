@@ -204,6 +204,19 @@ def config_groups() -> dict[str, list[str]]:
     return {group: sorted(options) for group, options in sorted(groups.items())}
 
 
+# Groups an app's --help lists only where that app takes them: plans for memeval-study; live systems and
+# sweeps not for the trainers (a trainer runs no study, system or sweep).
+HELP_ONLY_IN = {"study": ("run_study",), "system": ("config", "run_study"), "sweep": ("config", "run_study")}
+
+
+def shown_in_help(group: str, config_name: str) -> bool:
+    """Whether `--help` of the app composing `config_name` lists `group`: never the bases built from the
+    classes (`stage/dataclass`, `system/dataclass`: internal, a variant's files start from them)."""
+    if group.split("/")[-1] == "dataclass":
+        return False
+    return config_name in HELP_ONLY_IN.get(group, (config_name,))
+
+
 def help_text(config_name: str) -> str:
     """The app's `hydra.help.template` with `$APP_CONFIG_GROUPS` filled in as Hydra fills it.
 
@@ -221,7 +234,8 @@ def help_text(config_name: str) -> str:
         raise ValueError(f"{CONF_DIR / f'{config_name}.yaml'}: defaults: no `override hydra/help: <name>`")
     # Read as Hydra reads it, interpolations resolved (`${exit_code_rule:}`: experiments/exit_codes.py).
     template = OmegaConf.load(CONF_DIR / "hydra" / "help" / f"{chosen[0]}.yaml").template
-    groups = "".join(f"{group}: {', '.join(options)}\n" for group, options in config_groups().items())
+    shown = {g: o for g, o in config_groups().items() if shown_in_help(g, config_name)}
+    groups = "".join(f"{group}: {', '.join(options)}\n" for group, options in shown.items())
     # substitute, not safe_substitute: a placeholder Hydra would fill and this does not is an error
     return string.Template(template).substitute(APP_CONFIG_GROUPS=groups)
 

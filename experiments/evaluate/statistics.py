@@ -151,10 +151,14 @@ def unit_warning(chosen: str, clusters: ArrayLike | None, n: int) -> str | None:
     if chosen == "cluster":
         return few_clusters_warning(n_clusters)
     if n_clusters == 1 and n > 1:
+        # the cluster's own label (`project=spark`: the suite's real scope field), where it is one
+        first = np.asarray(clusters, dtype=object).ravel()[0]
+        which = first if isinstance(first, str) else "one scope"
         return (
-            f"all {n} queries are in one cluster (conversation), so the statistics fall back to the query "
-            "level: they count questions about one conversation as independent, and if those are "
-            "correlated the intervals are too narrow and the p-values too small"
+            f"all {n} queries are in one cluster ({which}), so the statistics fall back to the query "
+            "level: they count questions about one scope as independent, and if those are correlated "
+            "the intervals are too narrow and the p-values too small (a suite whose queries are "
+            "independent says so in suite.yaml: `cluster: query`)"
         )
     return None
 
@@ -699,10 +703,11 @@ def compare(
     base = _values(reference, baseline)
     if isinstance(clusters, pd.Series) and isinstance(reference, pd.Series):
         clusters = clusters.reindex(reference.index)
+    labels = clusters
     if clusters is not None:
         clusters = cluster_codes(clusters, base.size)
     chosen, reason = unit_choice(unit, clusters, base.size)
-    warning = unit_warning(chosen, clusters, base.size)
+    warning = unit_warning(chosen, labels, base.size)
     if warning and chosen == "query":
         warn_once(warning)
     resampled = clusters if chosen == "cluster" else None

@@ -24,6 +24,7 @@ from experiments.evaluate.metrics import over_own_queries
 from experiments.evaluate.metrics.noise import noise_table
 from experiments.evaluate.metrics.official import BenchmarkScorer
 from experiments.evaluate.metrics.official import per_query as relevance_per_query
+from experiments.evaluate.metrics.official import upstream_aggregates
 from experiments.evaluate.statistics import (
     bootstrap_ci,
     bootstrap_cis,
@@ -57,12 +58,18 @@ class Evaluation:
     metrics: dict[str, Any]
 
 
-def query_cluster(query: Query) -> str:
+def query_cluster(query: Query, unit: str = "scope") -> str:
     """The cluster a query's statistics belong to: a `cluster` the suite declares in the query's labels
-    or scope, else its scope (the conversation): `name=value` for a one-key scope, else the scope key."""
+    or scope; else by the suite's unit (suite.yaml `cluster`): the query itself (`query`), a label's
+    value (`label.<name>`), or its scope (the conversation): `name=value` for a one-key scope, else the
+    scope key."""
     declared = query.labels.get("cluster") or query.scope.get("cluster")
     if declared:
         return str(declared)
+    if unit == "query":
+        return f"query={query.id}"
+    if unit.startswith("label.") and query.labels.get(unit[6:]) is not None:
+        return f"{unit[6:]}={query.labels[unit[6:]]}"
     if len(query.scope) == 1:
         ((name, value),) = query.scope.items()
         return f"{name}={value}"
@@ -134,7 +141,7 @@ def per_query_table(
             for name in dict.fromkeys(n for q in queries for n in q.labels)
         },
         "abstention": [suite.is_abstention(q) for q in ids],
-        "cluster": [query_cluster(q) for q in queries],
+        "cluster": [query_cluster(q, suite.cluster) for q in queries],
         "n_returned": [len(r.memory_ids) if r else 0 for r in ranked],
         "top_score": [float(r.scores[0]) if r and len(r.scores) else np.nan for r in ranked],
         "latency_ms": [r.latency_ms if r else np.nan for r in ranked],
@@ -270,7 +277,9 @@ def summarize(
             unit_note = unit_warning(chosen, clusters, n)
             if chosen == "query" and unit_note:  # one cluster: the fall back to queries is never silent
                 warn_once(unit_note)
-            notes = [unit_note, design_effect_warning(effects, len(set(clusters)))]
+            # a design effect below 1 is a caveat of cluster intervals only (one query a cluster: it is 1)
+            effect_note = design_effect_warning(effects, len(set(clusters))) if chosen == "cluster" else None
+            notes = [unit_note, effect_note]
             statistics = {
                 "unit": chosen,
                 "unit_reason": reason,
@@ -332,4 +341,7 @@ def evaluate(
     summary["build_ms"] = dict(output.build_ms)
     summary["prefix_cache_hit"] = output.prefix_cache_hit
     summary["cache"] = dict(output.cache)  # what came from a cache, and whether latency was measured
+    official = upstream_aggregates(suite.scorer, frame, summary["overall"], metrics)
+    if official:  # suite.protocol=official: upstream's own printed number beside memeval's mean
+        summary["official"] = official
     return Evaluation(frame, summary)

@@ -31,7 +31,7 @@ from experiments.configure.check import ConfigError, buildable_depth, config_pro
 from experiments.configure.compose import answer_help, finish_variant, yaml_text
 from experiments.configure.setup import setup
 from experiments.evaluate.metrics.official import check_metrics
-from experiments.exit_codes import console_script
+from experiments.exit_codes import console_script, one_line_warnings
 from experiments.run.console import print_results, print_start
 from experiments.run.outputs import (
     OutputError,
@@ -61,7 +61,7 @@ from experiments.track.mlflow_tracker import (
     statistics_tags,
 )
 from experiments.track.run_log import log_run
-from experiments.track.run_params import child_run_name, job_values
+from experiments.track.run_params import child_run_name, job_values, live_run_name
 from experiments.track.sweep_parent import VARYING_KEY, JobFailed, job_started, read_parent, tracker_fields
 from retrieval.compute import cpu_isa
 from retrieval.encoder import ModelNotFoundError
@@ -172,8 +172,10 @@ def _run_experiment(
         instantiate(cfg.tracking.tracker, **tracker_fields(parent or {})) if cfg.tracking.enabled else None
     )
     if tracker is not None:
+        told("check MLflow store")
         ensure_store(resolve_uri(tracker.uri))  # a half-made store is an error before any work
     if resume_enabled(cfg.get("resume", "auto"), multirun):
+        told("look up a finished run")
         finished = find_finished(
             cache_dir=cfg.cache_dir,
             cfg_hash=cfg_hash,
@@ -190,6 +192,7 @@ def _run_experiment(
     # Taken after the run: a record run's cassette now holds this run's exchanges, and its content digest
     # is part of the run version (SystemRetriever.fingerprint), so a re-run is answered by this run only
     # while the cassette is unchanged.
+    told("run version")
     version = run_version(pipeline)
     evaluation.metrics.update(
         wall_s=time.perf_counter() - started,
@@ -223,7 +226,7 @@ def _run_experiment(
         told("log to MLflow")
         run_id = log_run(
             tracker, cfg, resolved, suite, evaluation,
-            run_name=run_name or f"{suite.name}-{cfg.variant.name}", tags=tags, run_tags=run_tags or {},
+            run_name=run_name or _run_name(cfg, suite, output), tags=tags, run_tags=run_tags or {},
             run_dir=run_dir, config_text=config_text, started_ms=started_ms,
         )  # fmt: skip
         print(f"MLflow run {run_id} in {tracker.experiment}")
@@ -288,6 +291,15 @@ def _tags(
 # --- The live-system section: what a run with a live channel adds to its folder and tags ---
 
 
+def _run_name(cfg: DictConfig, suite: Suite, output: RunOutput) -> str:
+    """`<suite>-<variant>`; a live run also names its service and mode (`spark25-system atomicmemory
+    replay`): ten runs of different services are not ten `spark25-system`."""
+    if not output.channel_reports or not isinstance(cfg.get("system"), DictConfig):
+        return f"{suite.name}-{cfg.variant.name}"
+    mode = OmegaConf.select(cfg, "system.mode", default=None)
+    return live_run_name(suite.name, str(cfg.variant.name), _choice("system"), mode)
+
+
 def _keep_cassettes(output: RunOutput, run_dir: Path) -> None:
     """A recorded or replayed live channel's cassette, copied into the run folder (so MLflow logs it too)."""
     for channel, report in output.channel_reports.items():
@@ -324,6 +336,7 @@ def _choice(group: str) -> str | None:
 
 @hydra.main(version_base="1.3", config_path="pkg://experiments.conf", config_name="config")
 def run_app(cfg: DictConfig) -> float | None:
+    one_line_warnings()  # in a joblib or SLURM worker too (experiments/exit_codes.py)
     hydra_cfg = HydraConfig.get()
     finish_variant(cfg, hydra_cfg.runtime.choices.get("variant"))  # its name and stage order
     run_dir = Path(hydra_cfg.runtime.output_dir)

@@ -32,17 +32,25 @@ def print_results(
 ) -> None:
     """The results table, the latency (never a figure replayed from a cache), scope leaks, the folder."""
     print(results_table(evaluation, metrics, label))
-    overall = evaluation.metrics["overall"]
-    latency = (  # absent when cached work was not timed here
-        f"latency ms p50 {overall['latency_ms_p50']:.1f} p95 {overall['latency_ms_p95']:.1f}"
-        if overall.get("latency_ms_p50") is not None
-        else "latency not measured (reused from cache)"
-    )
+    latency = latency_text(evaluation.metrics)
     print(
         f"{latency}; scope leaks {evaluation.metrics['scope_leaks']}; "
         f"prefix cache {'hit' if output.prefix_cache_hit else 'miss'}"
     )
+    for metric, numbers in evaluation.metrics.get("official", {}).items():  # suite.protocol=official
+        print(f"{metric}: " + "; ".join(f"{name} {value:.4f}" for name, value in numbers.items()))
     print(f"results in {run_dir}")
+
+
+def latency_text(metrics: dict) -> str:
+    """The console's latency: measured, reused from a cache (not timed here), or none to measure (a shard
+    whose scopes hold no query: nothing came from a cache)."""
+    overall = metrics["overall"]
+    if overall.get("latency_ms_p50") is not None:
+        return f"latency ms p50 {overall['latency_ms_p50']:.1f} p95 {overall['latency_ms_p95']:.1f}"
+    if not metrics.get("n_queries"):
+        return "no query to time (this run holds none)"
+    return "latency not measured (reused from cache)"
 
 
 def results_table(evaluation: Evaluation, metrics: list[str], label: str | None) -> str:

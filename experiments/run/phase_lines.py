@@ -5,7 +5,8 @@ The pipeline and the encoder tell their phases through a callback (retrieval/pro
 tells its own (load suite, metrics, write, MLflow). A background thread prints the latest phase once
 `every_s` seconds have passed since the last line, so a phase that reports nothing for minutes (loading a
 model, a bootstrap, an upload) still shows, and a short run prints nothing at all. With the bars on
-(`progress=true`) no line is printed here: the bars say it. A phase over units (texts, queries) has an
+(`progress=true`) no line is printed here (the bars say it) but for the phases no bar covers (`UNBARRED`:
+a live service ingesting or indexing). A phase over units (texts, queries) has an
 ETA (the units left at the rate so far in this phase) and, over queries, the scope (conversation) the
 current one is in.
 
@@ -27,6 +28,7 @@ import time
 from typing import TextIO
 
 from experiments.configure.check import ConfigError
+from retrieval.progress import UNBARRED
 
 ENV = "MEMEVAL_PROGRESS_EVERY_S"
 DEFAULT_EVERY_S = 20.0
@@ -96,9 +98,9 @@ class PhaseLines:
         return "\n".join([f"[memeval] where the time went ({_clock(whole)} in all):", *rows])
 
     def __enter__(self) -> PhaseLines:
-        if not self.quiet:
-            self._thread = threading.Thread(target=self._tick, name="memeval-phase-lines", daemon=True)
-            self._thread.start()
+        # quiet or not: a phase no bar covers (UNBARRED) is printed either way
+        self._thread = threading.Thread(target=self._tick, name="memeval-phase-lines", daemon=True)
+        self._thread.start()
         return self
 
     def __exit__(self, failed: type[BaseException] | None, *_exc: object) -> None:
@@ -112,6 +114,8 @@ class PhaseLines:
     def _tick(self) -> None:
         # Wakes a few times per interval, so a line is at most a fraction of it late.
         while not self._stop.wait(min(1.0, self.every_s / 4)):
+            if self.quiet and self._phase[0] not in UNBARRED:
+                continue
             if time.monotonic() - self._last >= self.every_s:
                 print(self.line(), file=self.stream, flush=True)
                 self._last = time.monotonic()

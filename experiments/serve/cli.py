@@ -117,6 +117,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"on http://{args.host}:{args.port}",
         flush=True,
     )
+    for folder in service.embedding_caches():  # one cache with memeval-run: the same folder (cache_dir)
+        print(f"memeval-serve: embeddings cached in {folder}", flush=True)
     uvicorn.run(make_app(service, faults, guard), host=args.host, port=args.port, log_level="warning")
 
 

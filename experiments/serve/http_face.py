@@ -7,8 +7,8 @@
                               -> {"results": [{"id", "score", "text"}]}
     POST /v1/memories/reset   {"scope": {...}} -> {"removed": n}
     POST /v1/memories/count   {"scope": {...}} -> {"count": n}     (what the searchable wait polls)
-    GET  /health              -> {"status": "ok", "variant", "stages", "counts"}   (without a token the
-                                 server asks for: {"status": "ok"} only)
+    GET  /health              -> {"status": "ok", "variant", "stages", "counts", "warnings"}
+                                 (without a token the server asks for: {"status": "ok"} only)
 
 The AtomicMemory shape (conf/system/atomicmemory.yaml) is served on the same routes: a body with `user_id`
 instead of `scope` is that shape (scope {"user_id": ...}, memories `{id, content, created_at?,
@@ -261,7 +261,13 @@ def make_app(service: MemoryService, faults: Faults | None = None, guard: Guard 
     @app.get("/health")
     async def health() -> Response:
         return answer(
-            {"status": "ok", **service.describe(), "counts": service.counts(), "rejected": faults.rejected[0]}
+            {
+                "status": "ok",
+                **service.describe(),
+                "counts": service.counts(),
+                "rejected": faults.rejected[0],
+                "warnings": service.warnings(),  # e.g. a stage that found no memory with the field it reads
+            }
         )
 
     return dataclasses.replace(guard or Guard(), liveness="/health").wrap(app)

@@ -24,6 +24,11 @@ on the built stage with `dataclasses.replace`: it never reaches OmegaConf or Hyd
 (stages unchanged by it are the same objects, and so are the channel indexes when it changes only rank
 stages).
 
+A stage whose effect rests on a memory field (`Stage.memory_fields`: instruction_tagging reads `role`)
+finds none when a client's memory shape leaves that field out, and then silently does nothing (a served
+exp05 would rank as exp05 at boost weight 0). The service says so once per stage and field, on stderr
+and in `warnings()` (GET /health), naming the scopes.
+
 With a `state_dir`, every accepted ingest and every reset is appended to `state_dir/log.jsonl` (fsynced),
 and a restarted service reads it back: a service killed mid-run keeps what it stored, and its lifetime
 counts (`counts()`), as a real memory service would.
@@ -36,6 +41,7 @@ import hashlib
 import itertools
 import json
 import os
+import sys
 import threading
 import types
 import typing
@@ -203,6 +209,7 @@ class MemoryService:
         self._changes = itertools.count(1)  # each change of a scope's content gets a new number
         self._building: set[tuple] = set()  # scope contents whose indexes are being built (`count`)
         self._counts = {"ingested": 0, "duplicates_refused": 0, "resets": 0, "searches": 0}
+        self._field_gaps: dict[tuple[str, str], list[str]] = {}  # (stage, field) -> scopes with none
         self._log: Path | None = None
         if state_dir is not None:
             Path(state_dir).mkdir(parents=True, exist_ok=True)
@@ -244,7 +251,36 @@ class MemoryService:
                 state.version = next(self._changes)
             self._counts["ingested"] += stored
             self._counts["duplicates_refused"] += refused
+            self._check_fields(scope, state.memories)
             return {"stored": stored, "duplicates_refused": refused}
+
+    def _check_fields(self, scope: Mapping[str, str], memories: Sequence[Memory]) -> None:
+        """Note each enabled stage's memory field that none of the scope's memories carries (module
+        docstring); the first time for a stage and field, a line on stderr."""
+        for stage in self.pipeline.stages:
+            if not getattr(stage, "enabled", True):
+                continue
+            for name in stage.memory_fields():
+                if any(getattr(m, name, None) is not None for m in memories):
+                    continue
+                scopes = self._field_gaps.setdefault((stage.name, name), [])
+                if scope_key(scope) in scopes:
+                    continue
+                scopes.append(scope_key(scope))
+                if len(scopes) == 1:
+                    print(f"memeval-serve: warning: {self._gap_message(stage.name, name)}", file=sys.stderr)
+
+    def _gap_message(self, stage: str, name: str) -> str:
+        scopes = self._field_gaps[(stage, name)]
+        return (
+            f"stage {stage} reads each memory's `{name}`, but no memory of {len(scopes)} scope(s) "
+            f"(first {scopes[0]}) has one: it changes nothing there (send `{name}` with each memory)"
+        )
+
+    def warnings(self) -> list[str]:
+        """What the service noted of the memories it was sent (module docstring), one line each."""
+        with self._lock:
+            return [self._gap_message(stage, name) for stage, name in self._field_gaps]
 
     def count(self, scope: Mapping[str, str]) -> int:
         """Memories searchable under the scope (what `wait_until_searchable` polls): 0 until the variant's
@@ -456,6 +492,12 @@ class MemoryService:
         label = used if used == path else f"{used} (-> {path})"
         allowed = f" (allowed: {self.fields[path].allowed()})" if path in self.fields else ""
         return f"config_override {label}: {problem[:300]}{allowed}"
+
+    def embedding_caches(self) -> list[str]:
+        """The embedding cache folders (absolute) of the served stages' encoders: where a memeval-run
+        started with the same cache_dir (or MEMEVAL_CACHE_DIR) reads and writes the same vectors."""
+        folders = {getattr(getattr(s, "encoder", None), "cache_dir", None) for s in self.stages.values()}
+        return sorted(str(Path(f).resolve()) for f in folders if f)
 
     def describe(self) -> dict[str, Any]:
         """What is served: the variant, its stages and a hash of its resolved stage config."""

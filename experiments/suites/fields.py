@@ -138,6 +138,19 @@ def label_names_problem(value: Any) -> str | None:
     return next(filter(None, (name_problem("label name", x) for x in value)), None)
 
 
+CLUSTER_UNITS = ("scope", "query")  # or `label.<name>` (experiments/evaluate/table.py: query_cluster)
+
+
+def cluster_problem(value: Any) -> str | None:
+    """A suite's statistical unit (suite.yaml `cluster`): `scope` (questions about one conversation are one
+    cluster), `query` (each query stands alone: independent scenarios) or `label.<name>` (a label's value)."""
+    if value in CLUSTER_UNITS:
+        return None
+    if isinstance(value, str) and value.startswith("label.") and not name_problem("label name", value[6:]):
+        return None
+    return f"must be one of {', '.join(CLUSTER_UNITS)} or label.<name>, got {_show(value)}"
+
+
 def surrogates(value: Any, path: str = "") -> Iterator[tuple[str, str]]:
     """(field path, message) for every string (key or value) holding a lone surrogate, anywhere in value."""
     if not path and _encodes(value):  # fast path (C speed) for the usual, clean record or file

@@ -1,6 +1,6 @@
 """The canonical on-disk suite format (docs/suites.md): read, validate, write.
 
-    DIR/suite.yaml       optional: name, version, description, k, labels
+    DIR/suite.yaml       optional: name, version, description, k, labels, cluster (the statistical unit)
     DIR/memories.jsonl   one memory object a line
     DIR/queries.jsonl    one query object a line
     DIR/qrels.tsv        TREC qrels: query_id 0 memory_id grade
@@ -49,7 +49,7 @@ IMPORTANCE = ("critical", "high", "medium", "low")
 MAX_YAML_BYTES = 64 * 1024  # suite.yaml holds a name, a description, k and label names
 MAX_YAML_DEPTH = 8
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: same rules, faster
-SUITE_YAML_FIELDS = ("name", "version", "description", "k", "labels")
+SUITE_YAML_FIELDS = ("name", "version", "description", "k", "labels", "cluster")
 
 
 def _str_list(v: Any) -> str | None:
@@ -354,6 +354,7 @@ def _read_meta(path: Path, problems: list[Problem]) -> dict[str, Any]:
         "description": fields.string_problem,
         "k": fields.cutoff_problem,
         "labels": fields.label_names_problem,
+        "cluster": fields.cluster_problem,
     }
     for name, value in meta.items():
         line = lines.get(name)
@@ -411,6 +412,7 @@ def load_suite(path: str | Path, *, name: str | None = None, errata: str | None 
         version=str(meta.get("version", "")),
         description=str(meta.get("description", "")),
         label_names=tuple(meta.get("labels", ())),
+        cluster=str(meta.get("cluster", "scope")),
         knowledge=_knowledge(knowledge),
     )
     check_suite(
@@ -459,6 +461,7 @@ def save_suite(suite: Suite, path: str | Path) -> Path:
             "description": suite.description,
             "k": suite.k,
             "labels": list(suite.label_names),
+            **({"cluster": suite.cluster} if suite.cluster != "scope" else {}),
         }
         (tmp / "suite.yaml").write_text(yaml.safe_dump(meta, sort_keys=False), "utf-8")
         for fname, records in (

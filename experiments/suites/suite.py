@@ -59,6 +59,9 @@ class Suite:
     version: str = ""
     description: str = ""
     label_names: tuple[str, ...] = ()
+    # The statistical unit (suite.yaml `cluster`): which queries are not independent of each other.
+    # `scope`: questions about one conversation; `query`: none (independent scenarios); `label.<name>`.
+    cluster: str = "scope"
     notes: tuple[str, ...] = field(default=())  # what a loader skipped or adjusted, said aloud
     # Concept graphs and feedback records the evaluated system holds (optional; scoped like memories).
     knowledge: Knowledge = field(default_factory=Knowledge)

@@ -43,6 +43,7 @@ import numpy as np
 
 from experiments.systems.cassette import FORMAT, Cassette, RecordedSystem
 from experiments.systems.protocol import Hit, LiveSystemError, MemorySystem, SearchRequest
+from retrieval.progress import SERVICE_INDEX, SERVICE_INGEST, phase
 from retrieval.stage import Range, Retriever, fingerprint_of
 from retrieval.types import Corpus, Query
 
@@ -90,14 +91,19 @@ class _SystemIndex:
         self._ingest_s = 0.0
         self._searchable_s = 0.0
         self._ingested = 0
-        for key in corpus.scopes:
+        total, n = len(corpus.memories), len(corpus.scopes)
+        for k, key in enumerate(corpus.scopes, 1):
             part = corpus.partition(key)
             memories = [corpus.memories[i] for i in part]
             scope = memories[0].scope
+            # Told, so the console is never silent while a service ingests or indexes for minutes
+            # (experiments/run/phase_lines.py prints these even with the bars on: no bar covers them).
+            phase(SERVICE_INGEST, self._ingested, total, (k, n))
             t = time.perf_counter()
             system.reset(scope)
             system.ingest(scope, memories)
             self._ingest_s += time.perf_counter() - t
+            phase(SERVICE_INDEX, self._ingested, total, (k, n))
             t = time.perf_counter()
             system.wait_until_searchable(scope, memories)
             self._searchable_s += time.perf_counter() - t

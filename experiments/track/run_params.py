@@ -119,6 +119,21 @@ def child_run_name(variant: str, varying: Mapping[str, Any]) -> str:
     return " ".join([variant, *parts])
 
 
+def sweep_run_name(overrides: Sequence[str], axes: Mapping[str, str], variant: str | None) -> str:
+    """A sweep parent's MLflow name: what it sweeps first (`sweep exp05 weight=0,0.1,0.2`), so a runs table
+    that cuts names still tells sweeps apart; the settings every job shares are its params."""
+    if "variant" in axes:  # the variants are what it sweeps: they lead (child_run_name names a variant apart)
+        return child_run_name(f"sweep variant={axes['variant']}", dict(axes))
+    label = override_values(overrides).get("variant") or variant
+    return child_run_name(f"sweep {label}" if label else "sweep", dict(axes))
+
+
+def live_run_name(suite: str, variant: str, system: str | None, mode: str | None) -> str:
+    """A live run's MLflow name: the suite, the variant and which service in which mode
+    (`spark25-system atomicmemory live`), so runs of different services or modes read apart."""
+    return " ".join(x for x in (f"{suite}-{variant}", system, mode) if x)
+
+
 def varying_overrides(overrides_per_run: Sequence[Sequence[str]]) -> list[str]:
     """The override keys whose value differs between runs (or that only some runs give), in first-seen
     order: what a sweep or a study varies."""

@@ -34,7 +34,7 @@ from omegaconf import DictConfig
 
 from experiments.run_folder import resume_enabled
 from experiments.track.mlflow_tracker import finish_parent, open_parent_run, resolve_uri
-from experiments.track.run_params import override_values, sweep_axes
+from experiments.track.run_params import override_values, sweep_axes, sweep_run_name
 
 PARENT_FILE = "mlflow_parent.json"
 FAILED_FILE = "failed.json"  # in a job's directory: that job failed (error, its FAILED child run)
@@ -114,7 +114,7 @@ class MlflowSweepCallback(Callback):
             instantiate(config.tracking.tracker),
             key_tag=SWEEP_KEY_TAG,
             key=sweep_key(str(config.hydra.job.config_name), overrides),
-            run_name="sweep " + " ".join(overrides),
+            run_name=sweep_run_name(overrides, axes, config.hydra.runtime.choices.get("variant")),
             tags={"memeval.sweep_dir": str(config.hydra.sweep.dir)},
             params=params,
             source="memeval-run",

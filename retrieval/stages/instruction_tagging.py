@@ -66,6 +66,9 @@ class InstructionTagging(IngestStage):
     anchor: str = "word"
     importance_floor: float = 0.95
 
+    def memory_fields(self) -> tuple[str, ...]:
+        return () if self.roles is None else ("role",)
+
     def is_instruction(self, memory: Memory, pattern: re.Pattern[str] | None = None) -> bool:
         if self.roles is not None and memory.role not in self.roles:
             return False

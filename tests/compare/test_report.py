@@ -149,8 +149,9 @@ def test_report_from_mlflow_experiment_has_table_curves_heatmap_and_embedded_plo
     assert "The runs vary `stage.bm25.k1`" in markdown
     table = markdown.split("## Variants × metrics")[1].split("\n\n")[1].splitlines()
     rr_cells = [line.strip("|").split("|")[2].strip() for line in table[2:]]
-    assert rr_cells[0].startswith("**") and not rr_cells[0].endswith("‡")
-    assert rr_cells[-1].endswith("‡") and not rr_cells[-1].startswith(
+    # ‡q: these runs' one scope left only query-level statistics, and the mark says so
+    assert rr_cells[0].startswith("**") and not rr_cells[0].endswith(("‡", "‡q"))
+    assert rr_cells[-1].endswith("‡q") and not rr_cells[-1].startswith(
         "**"
     )  # k1=3 ranks the distractors first
     parser = _Html()
@@ -196,7 +197,7 @@ def test_sweep_baseline_is_the_lowest_setting_and_means_match_per_query_files(ru
     table = markdown.split("## Variants × metrics")[1].split("\n\n")[1].splitlines()
     header = [c.strip() for c in table[0].strip("|").split("|")]
     for line in table[2:]:
-        cells = [c.strip().strip("*†‡") for c in line.strip("|").split("|")]
+        cells = [c.strip().removesuffix("q").strip("*†‡") for c in line.strip("|").split("|")]
         k1 = cells[0].split("=")[1].rstrip("]")
         frame = pd.read_csv(runs["tmp"] / "runs" / f"k1_{k1}" / "per_query.csv")
         answerable = frame[~frame["abstention"]]

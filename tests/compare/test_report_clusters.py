@@ -4,6 +4,8 @@ and a study compares every row against several references under one Holm family.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -123,6 +125,13 @@ def test_one_conversation_is_stated_in_the_report_with_the_unit_used_and_why(run
     text = (tmp_path / "report.md").read_text()
     assert "statistics by query: all 96 queries are in one cluster" in text
     assert "**Statistics by query**" in text and "fall back to the query level" in text
+    assert "one cluster (conversation=only)" in text  # the cluster's own field, as the suite names it
+    # each significance mark of the means table says it is query-level only (issue 41): no bare † or ‡
+    section = text.split("## Variants × metrics", 1)[1].split("\n## ", 1)[0]
+    rows = "\n".join(line for line in section.splitlines() if line.startswith("|"))
+    marks = re.findall(r"[†‡]q?", rows)
+    assert marks and all(m.endswith("q") for m in marks), marks
+    assert "query-level significance" in text
 
 
 def test_cluster_reports_print_the_calibrated_intervals(runs, tmp_path):

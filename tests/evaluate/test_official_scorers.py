@@ -91,6 +91,11 @@ def test_locomo_official_recall_equals_upstreams_eval_question_answering(locomo_
         no_evidence = [i for i, q in enumerate(qas) if not q["evidence"]]
         expected = (sum(round(float(v), 3) for v in upstream) - len(no_evidence)) / len(qas)
         assert abs(locomo_upstream.overall_recall(stored, "m") - expected) <= TOLERANCE
+        # both numbers in metrics.json, each labelled (issue 41): memeval's mean and upstream's printed one
+        official = evaluation.metrics["official"][f"R@{k}"]
+        assert official["memeval mean"] == evaluation.metrics["overall"][f"R@{k}"]
+        printed = official["LoCoMo task_eval/evaluation_stats.py: Overall recall accuracy"]
+        assert abs(printed - locomo_upstream.overall_recall(stored, "m")) <= TOLERANCE
 
 
 @pytest.mark.parametrize("granularity", ["turn", "session"])

@@ -8,6 +8,7 @@ non-editable install into a fresh virtualenv (.ci/check_installed).
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -97,7 +98,7 @@ def test_entry_modules_import_no_heavy_package_before_parsing_arguments(module):
 def test_help_text_is_the_one_hydra_renders_for_each_app():
     # The apps answer --help from their template without Hydra (whose group listing costs ~1.5 s);
     # this runs Hydra's own help for each and compares.
-    from experiments.configure.compose import help_text
+    from experiments.configure.compose import help_text, shown_in_help
 
     apps = {
         "config": "experiments.run.app",
@@ -111,7 +112,25 @@ def test_help_text_is_the_one_hydra_renders_for_each_app():
         )
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env())
         assert done.returncode == 0, done.stderr
-        assert done.stdout == help_text(config_name) + "\n", config_name
+        # Hydra lists every group; the apps leave out internal ones and those they do not take (below)
+        listed = [
+            line
+            for line in done.stdout.split("\n")
+            if not ((m := re.match(r"([a-z_/]+): ", line)) and not shown_in_help(m[1], config_name))
+        ]
+        assert "\n".join(listed) == help_text(config_name) + "\n", config_name
+
+
+def test_help_lists_no_internal_group_and_only_the_groups_an_app_takes():
+    """Issue 41: --help listed `stage/dataclass`, and memeval-train-reranker listed studies and systems."""
+    from experiments.configure.compose import help_text
+
+    for config_name in ("config", "run_study", "train_reranker"):
+        text = help_text(config_name)
+        assert "dataclass" not in text and "\nvariant: " in text and "\nstage: " in text, config_name
+    assert "\nstudy: " in help_text("run_study") and "\nstudy: " not in help_text("config")
+    trainer = help_text("train_reranker")
+    assert "\nstudy: " not in trainer and "\nsystem: " not in trainer and "\nsweep: " not in trainer
 
 
 def test_the_configs_are_the_top_level_conf_folder_imported_as_experiments_conf():

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import shlex
@@ -29,6 +30,7 @@ SCRIPTS = set(tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["s
 PLACEHOLDERS = {
     "<its TREC run file>": str(REPO / "datasets" / "spark25" / "runs" / "bm25.trec"),
     "<its URL>": "http://127.0.0.1:9",  # a live service's address: such a command is only composed (below)
+    "<token>": "any",  # the live one-liner's token (the test that runs it: below)
 }
 # README commands that take minutes or start a server: checked by composing their config instead.
 COMPOSE_ONLY = ("memeval-study",)
@@ -38,7 +40,9 @@ def inline_commands(page: Path = REPO / "README.md") -> list[str]:
     """A page's inline `code` spans outside code blocks that are commands (they contain a space)."""
     text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
     spans = re.findall(r"`([^`]+)`", text.replace("\n", " "))
-    return [s for s in spans if " " in s and re.match(r"(\.venv/bin/|make |python |memeval-|\.ci/)", s)]
+    # after `NAME=value` settings (a value may be a `<placeholder>` with spaces)
+    commands = r"([A-Z_]+=(<[^>]*>|\S+) )*(\.venv/bin/|make |python |memeval-|\.ci/)"
+    return [s for s in spans if " " in s and re.match(commands, s)]
 
 
 def readme_commands() -> list[str]:
@@ -78,6 +82,8 @@ def assert_names_what_exists(commands: list[str]) -> None:
             assert rest[0] == "-m" and importlib.util.find_spec(rest[1]), command
         elif first.startswith(".ci/"):
             assert (REPO / first).is_file(), command
+        elif first == "export":  # the shell's: a variable a later command reads (a service's token)
+            assert rest and all(re.match(r"[A-Z_]+=", r) for r in rest), command
         else:
             raise AssertionError(f"{command!r}: not a command this project ships")
 
@@ -93,12 +99,14 @@ def without_assignments(args: list[str]) -> list[str]:
 def test_the_inline_memeval_commands_run_from_another_directory(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
     for command in inline_commands():
-        if not command.startswith(".venv/bin/memeval-"):
-            continue
         for placeholder, value in PLACEHOLDERS.items():
             command = command.replace(placeholder, value)
+        words = shlex.split(command)
+        args = without_assignments(words)
+        if not args[0].startswith(".venv/bin/memeval-"):
+            continue
         assert "<" not in command, f"{command!r}: a placeholder this test does not know"
-        args = shlex.split(command)
+        env = {**env, **dict(w.split("=", 1) for w in words[: len(words) - len(args)])}
         args[0] = str(Path(sys.executable).parent / args[0].rsplit("/", 1)[1])
         if args[0].endswith(COMPOSE_ONLY) or "variant=system" in args or "suite=beam" in args:
             args.append("--cfg=job")  # minutes of BEAM work, or a live service: only that it composes
@@ -196,6 +204,8 @@ def test_every_live_systems_command_composes_or_answers_its_help(tmp_path):
 def first_point(override: str) -> str:
     """A sweep override (`key=a,b,c`) as its first value (`key=a`); anything else as it is."""
     key, sep, value = override.partition("=")
+    if sep and value.startswith("range("):  # Hydra's range(start, stop[, step]): its first value
+        return f"{key}={value[6:].split(',')[0]}"
     return f"{key}={value.split(',')[0]}" if sep and "," in value and not value.startswith("[") else override
 
 
@@ -216,3 +226,97 @@ def test_what_the_documented_commands_write_is_ignored_by_git():
     for path in written:
         ignored = subprocess.run(["git", "check-ignore", "-q", "--no-index", path], cwd=REPO)
         assert ignored.returncode == 0, f"{path}: written by a documented command, not ignored by git"
+
+
+# --- docs/slurm.md and docs/running_at_scale.md: every command names what exists and composes -------------
+
+SCALE_PAGES = (REPO / "docs" / "slurm.md", REPO / "docs" / "running_at_scale.md")
+CLUSTER_TOOLS = ("squeue", "sacct", "export")  # SLURM's own tools and the shell's `export`: not ours
+SCALE_PLACEHOLDERS = {
+    "multirun/<time>": "multirun",
+    "/data/beam": str(BEAM_DIR),
+    "../shared/beam": str(BEAM_DIR),
+}
+
+
+def scale_commands() -> list[str]:
+    commands = []
+    for page in SCALE_PAGES:
+        for line in doc_commands(page.read_text()) + inline_commands(page):
+            commands += [c.strip() for c in line.split(";") if c.strip().split()[0] not in CLUSTER_TOOLS]
+    return commands
+
+
+def test_every_slurm_and_scale_command_names_what_exists():
+    commands = scale_commands()
+    assert "make slurm-up" in commands and not any("sudo" in c for c in commands)
+    assert_names_what_exists(commands)
+    # a generated suite is written where git ignores it (outputs/), never into data/ inside the checkout
+    assert not any(re.search(r"(^|\s|=)data/", c) for c in commands), commands
+
+
+def test_make_slurm_up_runs_as_root_and_asks_sudo_only_as_a_user(tmp_path):
+    """`make slurm-up` as docs/slurm.md writes it: as root (a container: no sudo there) it calls .ci/slurm-up,
+    as a user it calls it through sudo (`make -n`: what it would run)."""
+    fake = tmp_path / "bin"  # an `id` that says who runs make
+    fake.mkdir()
+    for uid, expected in ((0, ".ci/slurm-up"), (1000, "sudo .ci/slurm-up")):
+        (fake / "id").write_text(f"#!/bin/sh\necho {uid}\n")
+        (fake / "id").chmod(0o755)
+        env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"}
+        done = subprocess.run(["make", "-n", "slurm-up"], cwd=REPO, env=env, capture_output=True, text=True)
+        assert done.returncode == 0 and done.stdout.strip() == expected, (uid, done.stdout, done.stderr)
+
+
+@pytest.mark.slow
+def test_every_slurm_and_scale_command_composes_or_answers_its_help(tmp_path):
+    """memeval-run commands compose their config as the sweep's first point (their SLURM cluster is not up
+    here: tests/run/test_slurm.py submits for real), every other memeval script answers --help, every
+    `python -m` module imports."""
+    compose_or_help(scale_commands(), SCALE_PLACEHOLDERS, tmp_path)
+
+
+def compose_or_help(commands: list[str], placeholders: dict[str, str], tmp_path: Path) -> None:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    for command in commands:
+        for placeholder, value in placeholders.items():
+            command = command.replace(placeholder, value)
+        args = without_assignments(shlex.split(re.sub(r"\s*&$", "", command)))
+        name = args[0].rsplit("/", 1)[-1]
+        if name not in SCRIPTS:
+            continue  # make, python -m: named above
+        args[0] = str(Path(sys.executable).parent / name)
+        if name in ("memeval-run", "memeval-study"):  # a sweep composes as its first point
+            args = [first_point(a) for a in args if a != "-m"] + ["--cfg=job"]
+        else:
+            args = [args[0], "--help"]
+        done = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, f"{command}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+
+
+@pytest.mark.slow
+def test_the_readmes_live_one_liner_runs_against_memeval_serve_on_the_default_suite(tmp_path):
+    """Issue 41: `system=atomicmemory` needed an undocumented token, then sent no user id on spark25 (its
+    scope is `project`). As the README writes it, against a memeval-serve of the default variant, from
+    another folder: exit 0, no scope leak, and the in-process run's ranking."""
+    from tests.live.test_live_serve import served
+
+    (line,) = [c for c in inline_commands() if "system=atomicmemory" in c]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    common = [f"encoder.cache_dir={CACHE_DIR / 'embeddings'}", "progress=false"]
+    script = str(Path(sys.executable).parent / "memeval-run")
+    reference = [script, "hydra.run.dir=in_process", *common, "tracking=none"]
+    done = subprocess.run(reference, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    with served() as (url, _):
+        words = shlex.split(line.replace("<its URL>", url).replace("<token>", "any"))
+        args = without_assignments(words)
+        env.update(w.split("=", 1) for w in words[: len(words) - len(args)])
+        args = [script, *args[1:], "hydra.run.dir=live", *common]
+        done = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, f"{line}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+    metrics = json.loads((tmp_path / "live" / "metrics.json").read_text())
+    assert metrics["scope_leaks"] == 0 and metrics["system"]["memories_ingested"] == 306
+    assert (tmp_path / "live" / "run.trec").read_text().replace("system", "hybrid") == (
+        tmp_path / "in_process" / "run.trec"
+    ).read_text()

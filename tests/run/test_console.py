@@ -229,3 +229,73 @@ def test_the_mlflow_names_in_docs_metrics_are_the_logged_ones():
         names = [n for n in re.findall(r"`([^`]+)`", left) if n in printed]
         if len(names) == len(keys):  # each key is its name's (under a label's), in order
             assert [logged[k].rsplit(".", 1)[-1] for k in keys] == names
+
+
+def test_a_run_with_no_query_does_not_say_its_latency_was_reused_from_cache():
+    """Issue 41: an empty shard (its scopes hold no query) said "reused from cache"; nothing was."""
+    import dataclasses
+
+    from experiments.evaluate.table import evaluate
+    from experiments.run.console import latency_text
+    from retrieval.pipeline import Pipeline
+    from retrieval.retrievers.bm25 import BM25Retriever
+    from tests.support import tiny_suite
+
+    suite = tiny_suite()
+    for queries, expected in ((), "no query to time"), (suite.queries, "latency ms p50"):
+        part = dataclasses.replace(suite, queries=queries, qrels=suite.qrels if queries else {})
+        output = Pipeline((BM25Retriever(),), depth=10).run(part.memories, part.queries, progress=False)
+        said = latency_text(evaluate(part, output, ["P@5"]).metrics)
+        assert said.startswith(expected) and "cache" not in said, said
+
+
+def test_a_live_http_clients_request_lines_are_not_printed(capsys):
+    """Issue 41: Chroma runs printed every httpx request (INFO); the run's logging keeps httpx to warnings."""
+    import logging
+    import logging.config
+
+    from omegaconf import OmegaConf
+
+    from experiments.configure.compose import compose_config
+
+    cfg = compose_config(["variant=system", "system=chroma"], hydra_node=True)
+    setup = OmegaConf.to_container(cfg.hydra.job_logging)  # as a job sets it up, but for its log file
+    setup["handlers"].pop("file")
+    setup["root"]["handlers"] = [h for h in setup["root"]["handlers"] if h != "file"]
+    logging.config.dictConfig(setup)
+    logging.getLogger("httpx").info('HTTP Request: POST http://127.0.0.1/api "HTTP/1.1 200 OK"')
+    logging.getLogger("httpx").warning("a refused connection")
+    said = capsys.readouterr()
+    assert "HTTP Request" not in said.out + said.err and "a refused connection" in said.out + said.err
+
+
+@pytest.mark.slow
+def test_a_sweep_jobs_statistics_warning_is_one_line_in_a_joblib_worker(tmp_path):
+    """Issue 41: the one-cluster warning came out of joblib's workers as a raw UserWarning with its source
+    line; a sweep's job says it as the console script does, one `warning:` line."""
+    import dataclasses
+
+    from experiments.suites.jsonl import save_suite
+    from tests.support import tiny_suite
+
+    suite = tiny_suite()
+    one = dataclasses.replace(  # one scope: its two queries are one cluster, so statistics fall back
+        suite,
+        name="one_scope",
+        memories=tuple(m for m in suite.memories if m.scope["conversation"] == "c1"),
+        queries=tuple(q for q in suite.queries if q.scope["conversation"] == "c1"),
+        qrels={q: r for q, r in suite.qrels.items() if q.startswith("c1:")},
+    )
+    save_suite(one, tmp_path / "suite")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "MLFLOW_TRACKING_URI": ""}
+    done = subprocess.run(
+        [sys.executable, "-m", "experiments.run", "-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
+         "suite=jsonl", f"suite.path={tmp_path / 'suite'}", "variant=bm25", "stage.bm25.k1=1.2,1.5",
+         "tracking=none", "progress=false", f"cache_dir={tmp_path / 'cache'}",
+         f"hydra.sweep.dir={tmp_path / 'sweep'}"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    said = done.stdout + done.stderr
+    assert done.returncode == 0, said[-3000:]
+    assert "warning: all 2 queries are in one cluster (conversation=c1)" in said, said[-3000:]
+    assert "UserWarning" not in said and "warn_once(" not in said, said[-3000:]

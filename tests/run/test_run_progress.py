@@ -102,6 +102,8 @@ def test_a_run_writes_its_peak_memory_and_phase_times_and_logs_the_memory_to_mlf
     peak = metrics["resource"]["peak_rss_mb"]
     assert peak > 50  # a Python process with numpy and the suite loaded: tens of MB at least
     assert {"load suite", "ingest", "index bm25", "search", "metrics"} <= set(metrics["timings"])
+    # named for what they do, not counted as loading the suite (issue 41)
+    assert {"check MLflow store", "run version"} <= set(metrics["timings"])
     assert all(seconds >= 0 for seconds in metrics["timings"].values())
     client = mlflow.MlflowClient(tracking_uri=uri)
     (run,) = client.search_runs([client.get_experiment_by_name("resource").experiment_id])
@@ -109,3 +111,31 @@ def test_a_run_writes_its_peak_memory_and_phase_times_and_logs_the_memory_to_mlf
     lines = [m for line in proc.stderr.splitlines() if (m := LINE.match(line))]
     assert lines, proc.stderr[-3000:]  # at one line per 0.05 s, a run of seconds prints some
     assert "[memeval] where the time went" in proc.stderr
+
+
+def test_a_live_service_ingesting_or_indexing_is_told_per_scope_and_shown_with_the_bars_on():
+    """Issue 41: minutes of a service ingesting or indexing showed nothing on the client's console."""
+    from experiments.configure.compose import compose_config
+    from experiments.serve.service import MemoryService
+    from experiments.systems.retriever import SystemRetriever
+    from tests.live.test_live_system import ServiceSystem
+
+    suite = tiny_suite()  # two scopes of five memories
+    heard: list[tuple] = []
+    system = ServiceSystem(MemoryService(compose_config(["variant=bm25", "tracking=none"])))
+    Pipeline((SystemRetriever(system=system),), depth=10).run(
+        suite.memories, suite.queries, progress=False, on_phase=lambda *told: heard.append(told)
+    )
+    service = [told for told in heard if told[0].startswith("service")]
+    assert service == [
+        ("service ingest", 0, 10, (1, 2)), ("service index (wait until searchable)", 0, 10, (1, 2)),
+        ("service ingest", 5, 10, (2, 2)), ("service index (wait until searchable)", 5, 10, (2, 2)),
+    ]  # fmt: skip
+    out = io.StringIO()
+    with PhaseLines(every_s=0.01, stream=out, quiet=True) as told:  # the bars are on
+        told("encode documents", 1, 4)
+        time.sleep(0.1)
+        told("service ingest", 5, 10, (2, 2))
+        time.sleep(0.1)
+    lines = [m for line in out.getvalue().splitlines() if (m := LINE.match(line))]
+    assert lines and all(m["phase"] == "service ingest" and m["k"] == "2" for m in lines), out.getvalue()

@@ -266,7 +266,7 @@ def test_suite_yaml_k_and_labels_are_read(tmp_path):
         ),
         (
             "colour: red\n",
-            "suite.yaml:1: colour: unknown field (known: name, version, description, k, labels)",
+            "suite.yaml:1: colour: unknown field (known: name, version, description, k, labels, cluster)",
         ),
         ("name: ''\n", "suite.yaml:1: name: must be a non-empty string"),
         ("- a\n- b\n", "suite.yaml: must be a mapping"),

@@ -12,7 +12,7 @@ docs/benchmarks.md tables both conventions side by side, with upstream's file an
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from experiments.evaluate.metrics import Metric, Qrels, Run, parse_metric
@@ -35,6 +35,23 @@ class BenchmarkScorer(Protocol):
     def owns(self, metric: Metric) -> bool: ...
 
     def score(self, query_id: str, ranked: Sequence[str], metric: Metric) -> float: ...
+
+
+def upstream_aggregates(
+    scorer: BenchmarkScorer | None, table: pd.DataFrame, overall: Mapping[str, float], metrics: Sequence[str]
+) -> dict[str, dict[str, float]]:
+    """For each metric the scorer owns, memeval's mean beside the number upstream's own stats script prints
+    (a scorer with an `aggregate`: LoCoMo's "Overall recall accuracy"), each labelled: metrics.json's
+    `official` section. {} without such a scorer."""
+    aggregate = getattr(scorer, "aggregate", None)
+    if scorer is None or aggregate is None:
+        return {}
+    out = {}
+    for name in metrics:
+        if scorer.owns(parse_metric(name)) and name in table.columns:
+            values = {q: float(table.at[q, name]) for q in table.index if q in scorer.scored}
+            out[name] = {"memeval mean": overall.get(name), scorer.aggregate_name: aggregate(values)}
+    return out
 
 
 def check_metrics(scorer: BenchmarkScorer | None, metrics: Sequence[str]) -> None:

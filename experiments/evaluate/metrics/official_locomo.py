@@ -21,6 +21,8 @@ from functools import cached_property
 from experiments.evaluate.metrics import Metric
 
 NAME = "LoCoMo task_eval/evaluation.py eval_question_answering (recall per question)"
+# What upstream's stats script prints as the run's number, beside memeval's mean of the same values.
+AGGREGATE = "LoCoMo task_eval/evaluation_stats.py: Overall recall accuracy"
 
 
 def locomo_recall(evidence: Sequence[str], context: Sequence[str], *, by_session: bool) -> float:
@@ -48,6 +50,16 @@ class LocomoScorer:
 
     def owns(self, metric: Metric) -> bool:
         return metric.family == "R"
+
+    aggregate_name: str = AGGREGATE
+
+    def aggregate(self, values: Mapping[str, float]) -> float:
+        """The number upstream's stats script prints for these per-question values (analyze_aggr_acc's rag
+        branch, evaluation_stats.py:52-67, 127-138): each value as stored, rounded to 3 places
+        (evaluate_qa.py:103), a question with no evidence counted 0, over every question. It differs from
+        memeval's mean (no rounding, no evidence = 1) by those conventions only."""
+        stored = sum(round(v, 3) for q, v in values.items() if self.evidence[q])
+        return stored / len(values) if values else float("nan")
 
     def score(self, query_id: str, ranked: Sequence[str], metric: Metric) -> float:
         context = [self.unit[m] for m in ranked[: metric.k] if m in self.unit]
