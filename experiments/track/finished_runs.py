@@ -19,10 +19,10 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from experiments.csv_cells import original_column, original_text
 from experiments.evaluate.metrics import parse_metric
 from experiments.run_folder import CONFIG_HASH_TAG
 from experiments.run_folder.ranking import FILENAME as RANKING_FILE
+from experiments.run_folder.per_query import read_per_query  # noqa: F401 (imported from here too)
 from experiments.run_folder.ranking import read_ranking
 from experiments.track.mlflow_tracker import REUSED_TAG_PREFIX, flatten, resolve_uri, sqlite_path
 
@@ -86,19 +86,6 @@ def _is_metric(name: str) -> bool:
     except ValueError:
         return False
     return True
-
-
-def read_per_query(path: Path) -> pd.DataFrame:
-    """per_query.csv as written: ids and labels are strings, always (a query id `NA`, `null` or `1.0`
-    stays that id: pandas' default NA parsing would make the first two NaN). Only an empty cell is
-    missing (what `to_csv` writes for NaN/None)."""
-    header = pd.read_csv(path, nrows=0).columns
-    as_text = {c: str for c in header if c in ("query_id", "cluster") or c.startswith("label.")}
-    frame = pd.read_csv(path, index_col="query_id", dtype=as_text, keep_default_na=False, na_values=[""])
-    frame.index = frame.index.astype(str).map(original_text)  # the text the writer made spreadsheet-safe
-    for column in (c for c in frame.columns if c.startswith("label.")):
-        frame[column] = original_column(frame[column])
-    return frame
 
 
 def load_run_dir(path: str | Path) -> RunRecord:
