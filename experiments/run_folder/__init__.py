@@ -20,3 +20,4 @@ def resume_enabled(setting: Any, multirun: bool) -> bool:
     if str(setting).lower() == "auto":
         return multirun
     raise ValueError(f"resume must be auto, true or false, not {setting!r}")
+PARTIAL_TAG = "memeval.partial"  # on a partial merge (memeval-merge --allow-partial): what it lacks

@@ -21,6 +21,7 @@ import yaml
 
 from experiments.evaluate.metrics import parse_metric
 from experiments.run_folder import CONFIG_HASH_TAG
+from experiments.run_folder.check import RunFolderError, check_run_folder, describe_partial, partial_mark
 from experiments.run_folder.ranking import FILENAME as RANKING_FILE
 from experiments.run_folder.per_query import read_per_query  # noqa: F401 (imported from here too)
 from experiments.run_folder.ranking import read_ranking
@@ -69,6 +70,17 @@ class RunRecord:
         return str(self.summary.get("suite", {}).get("name") or self.tags.get("suite") or "?")
 
     @property
+    def partial(self) -> dict[str, Any] | None:
+        """What a partial merge (memeval-merge --allow-partial) lacks; None for a whole run."""
+        return partial_mark(self.summary)
+
+    @property
+    def partial_text(self) -> str:
+        """`partial: 1 of 2 shards; missing 1/2`, or "" for a whole run."""
+        mark = self.partial
+        return "" if mark is None else f"partial: {describe_partial(mark)}"
+
+    @property
     def metrics(self) -> list[str]:
         """Relevance metric columns of the per-query table, in their order."""
         return [c for c in self.per_query.columns if _is_metric(c)]
@@ -97,18 +109,18 @@ def load_run_dir(path: str | Path) -> RunRecord:
     root = _followed(Path(path))
     if not (root / "metrics.json").is_file() and (root / "skipped.json").is_file():
         return _load_reused(root)
-    missing = [n for n in ("metrics.json", "per_query.csv") if not (root / n).is_file()]
-    if missing:
-        raise RunError(f"{root} is not a finished run directory: missing {', '.join(missing)}")
-    summary = json.loads((root / "metrics.json").read_text())
-    config = yaml.safe_load((root / "config.yaml").read_text()) if (root / "config.yaml").is_file() else {}
-    tags = json.loads((root / "tags.json").read_text()) if (root / "tags.json").is_file() else {}
-    per_query = read_per_query(root / "per_query.csv")
+    if not (root / "metrics.json").exists() and not (root / "metrics.json").is_symlink():
+        raise RunError(f"{root} is not a finished run directory: missing metrics.json")
+    try:  # its files whole, its per-query values those of its run.trec (experiments/run_folder/check.py)
+        checked = check_run_folder(root)
+    except RunFolderError as err:
+        raise RunError(f"not a whole finished run: {err}") from None
     finished = (root / "metrics.json").stat().st_mtime
     ranking = read_ranking(root / RANKING_FILE) if (root / RANKING_FILE).is_file() else None
     return RunRecord(
-        str(root), flatten(config or {}), summary, per_query, tags, finished, ranking, config or {}
-    )
+        str(root), flatten(checked.config), checked.metrics, checked.per_query, checked.tags, finished,
+        ranking, checked.config,
+    )  # fmt: skip
 
 
 def _followed(root: Path) -> Path:
