@@ -622,7 +622,9 @@ def check_variant(variant: str) -> None:
         return
     close = difflib.get_close_matches(variant, known, n=3)
     hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
-    raise GateError(f"unknown variant {variant!r} (no conf/variant/{variant}.yaml): {hint}known: {', '.join(known)}")
+    raise GateError(
+        f"unknown variant {variant!r} (no conf/variant/{variant}.yaml): {hint}known: {', '.join(known)}"
+    )
 
 
 def baseline_dir() -> Path:

@@ -485,7 +485,11 @@ def merged_before(paths: Sequence[str | Path], runs: Sequence[ShardRun]) -> Path
                 listed = {Path(s["folder"]).resolve() for s in merged["shards"]}
             except (OSError, ValueError, KeyError, TypeError):
                 continue  # not a merge this code wrote: never taken for one
-            if merged.get("partial") is None and listed == shards and (note.parent / "metrics.json").is_file():
+            if (
+                merged.get("partial") is None
+                and listed == shards
+                and (note.parent / "metrics.json").is_file()
+            ):
                 return note.parent
     return None
 

@@ -115,7 +115,9 @@ def name_runs(runs: Sequence[RunRecord]) -> tuple[list[str], str | None]:
         seen[label] = seen.get(label, 0) + 1
         if seen[label] > 1:
             labels[i] = f"{label} #{seen[label]}"
-    labels = [f"{lab} (partial)" if r.partial is not None else lab for lab, r in zip(labels, runs, strict=True)]
+    labels = [
+        f"{lab} (partial)" if r.partial is not None else lab for lab, r in zip(labels, runs, strict=True)
+    ]
     return labels, (numeric.pop() if len(numeric) == 1 else None)
 
 

@@ -67,8 +67,8 @@ def _partial_blocks(comp: analysis.Comparison) -> list[Block]:
         return []
     return [
         Paragraph(
-            f"**Partial: {len(partial)} run(s) merge some shards only**; their statistics cover those shards' "
-            "queries, not the whole suite: "
+            f"**Partial: {len(partial)} run(s) merge some shards only**; their statistics cover those "
+            "shards' queries, not the whole suite: "
             + "; ".join(f"{md(lab)} ({md(r.partial_text)})" for lab, r in partial)
             + "."
         )

@@ -87,7 +87,9 @@ def check_run_folder(folder: str | Path, *, values: bool = True) -> CheckedRun:
     values too. Raises RunFolderError."""
     folder = Path(folder)
     if not folder.is_dir():
-        raise RunFolderError(folder, ".", "the folder does not exist" if not folder.exists() else "not a folder")
+        raise RunFolderError(
+            folder, ".", "the folder does not exist" if not folder.exists() else "not a folder"
+        )
     texts = {name: read_text(folder, name) for name in REQUIRED}
     texts.update({name: read_text(folder, name, required=False) or "" for name in OPTIONAL})
     metrics = _json_object(folder, "metrics.json", texts["metrics.json"])
@@ -109,7 +111,8 @@ def read_text(folder: Path, name: str, *, required: bool = True) -> str | None:
         try:
             target = path.resolve(strict=True)
         except (OSError, RuntimeError):  # a loop, or a link to nothing
-            raise RunFolderError(folder, name, "a symlink that leads nowhere (a loop or a missing target)")
+            problem = "a symlink that leads nowhere (a loop or a missing target)"
+            raise RunFolderError(folder, name, problem) from None
         if target.parent != folder.resolve():
             raise RunFolderError(folder, name, f"a symlink to another folder's file ({target})")
     if not path.exists():
@@ -179,7 +182,9 @@ def parse_run(text: str, folder: Path | None = None) -> dict[str, list[str]]:
         fields = line.split()
         if len(fields) != 6:
             raise RunFolderError(
-                folder or Path("."), "run.trec", f"line {number}: {len(fields)} fields, not 6 (qid Q0 doc rank score tag)"
+                folder or Path("."),
+                "run.trec",
+                f"line {number}: {len(fields)} fields, not 6 (qid Q0 doc rank score tag)",
             )
         run.setdefault(fields[0], []).append(fields[2])
     return run
@@ -208,7 +213,9 @@ def _check_coverage(
     ids = set(frame.index)
     extra = sorted(set(run) - ids)
     if extra:
-        raise RunFolderError(folder, "run.trec", f"ranks queries per_query.csv does not hold: {_named(extra)}")
+        raise RunFolderError(
+            folder, "run.trec", f"ranks queries per_query.csv does not hold: {_named(extra)}"
+        )
     counts = frame["n_returned"].astype(int)
     short = [q for q, n in counts.items() if len(run.get(q, ())) != n]
     if short:
@@ -219,12 +226,16 @@ def _check_coverage(
         )
     stray = sorted(set(qrels) - ids)
     if stray:
-        raise RunFolderError(folder, "qrels.tsv", f"judges queries per_query.csv does not hold: {_named(stray)}")
+        raise RunFolderError(
+            folder, "qrels.tsv", f"judges queries per_query.csv does not hold: {_named(stray)}"
+        )
     answerable = frame.index[~frame["abstention"].astype(str).str.lower().eq("true")]
     unjudged = [q for q in answerable if not any(g > 0 for g in qrels.get(q, {}).values())]
     if unjudged:
         raise RunFolderError(
-            folder, "qrels.tsv", f"no relevant judgement for answerable queries of per_query.csv: {_named(unjudged)}"
+            folder,
+            "qrels.tsv",
+            f"no relevant judgement for answerable queries of per_query.csv: {_named(unjudged)}",
         )
 
 
@@ -275,7 +286,12 @@ def derived_values(folder: str | Path) -> dict[str, Any]:
     qrels = parse_qrels([checked.texts["qrels.tsv"], checked.texts[MUST_NOT_QRELS]], folder)
     wanted = [str(m) for m in checked.config.get("metrics") or [] if str(m) in checked.per_query.columns]
     return metric_columns(
-        None, qrels, run, wanted, list(checked.per_query.index), empty=checked.config.get("empty_queries", "apart")
+        None,
+        qrels,
+        run,
+        wanted,
+        list(checked.per_query.index),
+        empty=checked.config.get("empty_queries", "apart"),
     )
 
 

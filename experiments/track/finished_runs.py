@@ -22,8 +22,8 @@ import yaml
 from experiments.evaluate.metrics import parse_metric
 from experiments.run_folder import CONFIG_HASH_TAG
 from experiments.run_folder.check import RunFolderError, check_run_folder, describe_partial, partial_mark
-from experiments.run_folder.ranking import FILENAME as RANKING_FILE
 from experiments.run_folder.per_query import read_per_query  # noqa: F401 (imported from here too)
+from experiments.run_folder.ranking import FILENAME as RANKING_FILE
 from experiments.run_folder.ranking import read_ranking
 from experiments.track.mlflow_tracker import REUSED_TAG_PREFIX, flatten, resolve_uri, sqlite_path
 

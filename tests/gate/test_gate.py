@@ -19,6 +19,7 @@ from experiments.gate import main
 from experiments.suites.jsonl import save_suite
 from experiments.suites.suite import Suite
 from retrieval.types import Memory, Query
+from tests.support import worse_run
 
 TOPICS = [
     "python formatter black line length", "postgres connection pool size", "kubernetes pod memory limit",
@@ -108,10 +109,7 @@ def test_gate_reruns_the_suite_itself_and_passes(setup):
 
 def _degraded_copy(run: Path, target: Path, queries: list[str]) -> Path:
     shutil.copytree(run, target)
-    frame = pd.read_csv(target / "per_query.csv", index_col="query_id")
-    frame.loc[queries, ["P@5", "RR"]] = 0.0
-    frame.to_csv(target / "per_query.csv")
-    return target
+    return worse_run(target, queries)  # their relevant memories out of the ranking: P@5 and RR 0
 
 
 def test_gate_fails_a_worse_run_with_exit_1_and_names_the_regressed_queries(setup, capsys, monkeypatch):
@@ -252,7 +250,7 @@ NA_LIKE = ["NA", "null", "NaN", "None", "N/A", "#N/A", "<NA>", "nan", "NULL", "n
 def test_query_ids_like_na_and_null_round_trip_through_run_report_and_gate(tmp_path, monkeypatch, capsys):
     from experiments.compare import analysis
     from experiments.run_folder.trec import read_run
-    from experiments.track.finished_runs import load_run_dir, read_per_query
+    from experiments.track.finished_runs import load_run_dir
 
     base = gate_suite()
     rename = dict(zip((q.id for q in base.queries), NA_LIKE, strict=True))
@@ -290,9 +288,7 @@ def test_query_ids_like_na_and_null_round_trip_through_run_report_and_gate(tmp_p
 
     worse = tmp_path / "worse"
     shutil.copytree(tmp_path / "run", worse)
-    frame = read_per_query(worse / "per_query.csv")
-    frame.loc[["NA", "null"], ["P@5", "RR"]] = 0.0
-    frame.to_csv(worse / "per_query.csv")
+    worse_run(worse, ["NA", "null"])
     capsys.readouterr()
     assert main([*args, "--run-dir", str(worse)]) == 1
     out = capsys.readouterr().out
