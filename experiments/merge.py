@@ -292,7 +292,7 @@ def _config_diff(a: ShardRun, b: ShardRun) -> str:
         k for k in set(left) | set(right) if left.get(k) != right.get(k) and not k.startswith("hydra")
     )
     shown = [f"{k}={left.get(k, '(unset)')} vs {right.get(k, '(unset)')}" for k in keys[:6]]
-    return "config differs in " + "; ".join(shown) + (f" (+{len(keys) - 6} more)" if len(keys) > 6 else "")
+    return "its config.yaml differs in " + "; ".join(shown) + (f" (+{len(keys) - 6} more)" if len(keys) > 6 else "")
 
 
 def _line_blocks(text: str) -> Iterator[tuple[str, str]]:
