@@ -82,10 +82,16 @@ def describe_partial(mark: Mapping[str, Any]) -> str:
     return f"{mark.get('shards', '?')} shards; missing {missing}"
 
 
-def check_run_folder(folder: str | Path, *, values: bool = True) -> CheckedRun:
-    """The folder's files read and checked (module docstring); `values`: re-derive the per-query metric
-    values too. Raises RunFolderError."""
-    folder = Path(folder)
+def check_run_folder(folder: str | Path) -> CheckedRun:
+    """The folder's files read and checked together (module docstring). Raises RunFolderError."""
+    checked, run, qrels = _read(Path(folder))
+    _check_coverage(checked.folder, checked.per_query, run, qrels)
+    _check_values(checked.folder, checked.config, checked.per_query, run, qrels)
+    return checked
+
+
+def _read(folder: Path) -> tuple[CheckedRun, dict[str, list[str]], dict[str, dict[str, int]]]:
+    """The folder's files read and parsed (each readable and well-formed), not yet checked together."""
     if not folder.is_dir():
         raise RunFolderError(
             folder, ".", "the folder does not exist" if not folder.exists() else "not a folder"
@@ -98,10 +104,7 @@ def check_run_folder(folder: str | Path, *, values: bool = True) -> CheckedRun:
     per_query = _per_query(folder, texts[PER_QUERY])
     run = parse_run(texts["run.trec"], folder)
     qrels = parse_qrels([texts["qrels.tsv"], texts[MUST_NOT_QRELS]], folder)
-    _check_coverage(folder, per_query, run, qrels)
-    if values:
-        _check_values(folder, config, per_query, run, qrels)
-    return CheckedRun(folder, metrics, config, tags, per_query, texts)
+    return CheckedRun(folder, metrics, config, tags, per_query, texts), run, qrels
 
 
 def read_text(folder: Path, name: str, *, required: bool = True) -> str | None:
@@ -280,10 +283,7 @@ def _check_values(
 def derived_values(folder: str | Path) -> dict[str, Any]:
     """The per-query metric values run.trec and the judgements of a folder give (the check's side, for a
     tool that rewrites per_query.csv after changing a ranking on purpose)."""
-    folder = Path(folder)
-    checked = check_run_folder(folder, values=False)
-    run = parse_run(checked.texts["run.trec"], folder)
-    qrels = parse_qrels([checked.texts["qrels.tsv"], checked.texts[MUST_NOT_QRELS]], folder)
+    checked, run, qrels = _read(Path(folder))
     wanted = [str(m) for m in checked.config.get("metrics") or [] if str(m) in checked.per_query.columns]
     return metric_columns(
         None,
