@@ -134,6 +134,43 @@ def test_one_lost_query_is_within_tolerance_of_rr_but_not_of_p_at_5(setup, capsy
     assert "significant" not in out.split("Failures:")[1].split("W/T/L")[0]  # 1 of 12 queries: no evidence
 
 
+def test_a_failed_verdict_names_the_rule_that_failed(setup, capsys):
+    # One lost query of 12: P@5 drops by more than its tolerance, not significantly, so the verdict says it
+    # failed by the tolerance, not by the test ("FAIL: Δ ... smaller than the suite can detect (MDE ...)"
+    # read as a contradiction when it did not say which rule failed).
+    run = _degraded_copy(setup["run"], setup["tmp"] / "one", ["q3"])
+    assert main([*setup["args"], "--run-dir", str(run)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    p5 = next(line for line in lines if line.startswith("- **P@5:"))
+    rr = next(line for line in lines if line.startswith("- **RR:"))
+    verdict = p5.split("**")[1]
+    assert verdict == "P@5: FAIL by the tolerance (the mean moved the wrong way by more than it allows)"
+    assert "the test" not in verdict  # 1 of 12 queries: no evidence, the tolerance alone fails it
+    assert rr.startswith("- **RR: pass**")
+
+
+def test_an_unknown_variant_is_refused_naming_the_closest_before_any_baseline_is_looked_for(capsys):
+    assert main(["spark25", "hybird"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown variant 'hybird'" in err and "did you mean 'hybrid'" in err
+    assert "--refresh" not in err  # no baseline suggested for a variant that does not exist
+
+
+def test_a_class_moved_to_another_module_is_no_config_drift(setup, capsys):
+    # `_target_` names where a class lives; a baseline recorded before a module move still measures the same.
+    saved = json.loads(setup["baseline"].read_text())
+    saved["config"]["stage.bm25._target_"] = "retrieval.old_place.BM25Stage"
+    moved = setup["tmp"] / "moved.json"
+    moved.write_text(json.dumps(saved))
+    assert main([str(setup["gate"]), "bm25", "--baseline", str(moved), "--run-dir", str(setup["run"])]) == 0
+    out = capsys.readouterr().out
+    assert "_target_" not in out and "Config differs" not in out
+    saved["config"]["stage.bm25.k1"] = "9.9"  # what a stage computes with is still shown
+    moved.write_text(json.dumps(saved))
+    assert main([str(setup["gate"]), "bm25", "--baseline", str(moved), "--run-dir", str(setup["run"])]) == 0
+    assert "stage.bm25.k1" in capsys.readouterr().out.split("Config differs")[1]
+
+
 def test_a_baseline_for_another_suite_version_is_a_clear_error(setup, capsys):
     other_dir = save_suite(gate_suite(extra="v2"), setup["tmp"] / "suite_v2")
     gate = yaml.safe_load(setup["gate"].read_text())
@@ -437,4 +474,7 @@ def test_the_verdict_states_the_ci_of_the_paired_difference_and_resamples_conver
     assert "4 clusters, inverted sign-flip test" in out and "only 4 clusters" in out
     # 4 conversations: the smallest p any difference could get is 2/2^4; the interval is unbounded
     assert "95% CI [-inf, +inf]" in out and "the smallest attainable p 0.125 (at or above alpha 0.05" in out
-    assert "**RR: FAIL**: Δ -0.2500 (95% CI [" in out
+    assert (
+        "**RR: FAIL by the tolerance (the mean moved the wrong way by more than it allows)**: Δ -0.2500"
+        in out
+    )
