@@ -148,10 +148,17 @@ def build_report(
             )
         )
     if dropped:
+        partial_dropped = any(r.partial is not None for r in dropped)
         blocks.append(
             Paragraph(
-                f"{len(dropped)} run(s) with the same suite and config as another were left out (a whole run "
-                "is kept over a partial one, then the latest; `--keep-repeats` keeps all): "
+                (
+                    f"{len(dropped)} run(s) with the same suite and config as another were left out (a whole "
+                    "run is kept over a partial merge, whichever came later, then the latest"
+                    if partial_dropped
+                    else f"{len(dropped)} earlier run(s) with the same suite and config as a later one were "
+                    "left out (the latest is kept"
+                )
+                + "; `--keep-repeats` keeps all): "
                 + ", ".join(code(r.source) for r in dropped[:10])
                 + (f" and {len(dropped) - 10} more." if len(dropped) > 10 else ".")
             )
