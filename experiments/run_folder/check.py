@@ -31,6 +31,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from experiments.evaluate.metrics import parse_metric
 from experiments.evaluate.table import metric_columns
 from experiments.run_folder.per_query import FILENAME as PER_QUERY
 from experiments.run_folder.per_query import read_per_query
@@ -85,8 +86,10 @@ def describe_partial(mark: Mapping[str, Any]) -> str:
 def check_run_folder(folder: str | Path) -> CheckedRun:
     """The folder's files read and checked together (module docstring). Raises RunFolderError."""
     checked, run, qrels = _read(Path(folder))
-    _check_coverage(checked.folder, checked.per_query, run, qrels)
-    _check_values(checked.folder, checked.config, checked.per_query, run, qrels)
+    official = (checked.config.get("suite") or {}).get("protocol") == "official"
+    _check_coverage(checked.folder, checked.per_query, run, qrels, official=official)
+    if not official:  # a benchmark's own scorer (it lives in the suite's loader) made the values
+        _check_values(checked.folder, checked.config, checked.per_query, run, qrels)
     return checked
 
 
@@ -211,8 +214,15 @@ def parse_qrels(texts: list[str], folder: Path | None = None) -> dict[str, dict[
 
 
 def _check_coverage(
-    folder: Path, frame: pd.DataFrame, run: Mapping[str, list[str]], qrels: Mapping[str, Mapping[str, int]]
+    folder: Path,
+    frame: pd.DataFrame,
+    run: Mapping[str, list[str]],
+    qrels: Mapping[str, Mapping[str, int]],
+    *,
+    official: bool,
 ) -> None:
+    """`official`: a benchmark's scorer says which queries are answerable (upstream may score one that
+    has no relevant judgement), so only the judged queries' set is checked."""
     ids = set(frame.index)
     extra = sorted(set(run) - ids)
     if extra:
@@ -232,6 +242,8 @@ def _check_coverage(
         raise RunFolderError(
             folder, "qrels.tsv", f"judges queries per_query.csv does not hold: {_named(stray)}"
         )
+    if official:
+        return
     answerable = frame.index[~frame["abstention"].astype(str).str.lower().eq("true")]
     unjudged = [q for q in answerable if not any(g > 0 for g in qrels.get(q, {}).values())]
     if unjudged:
@@ -250,9 +262,7 @@ def _check_values(
     qrels: Mapping[str, Mapping[str, int]],
 ) -> None:
     """Each metric column of per_query.csv against the same metric scored from run.trec and the judgements."""
-    if (config.get("suite") or {}).get("protocol") == "official":  # the suite's own scorer made them
-        return
-    wanted = [str(m) for m in config.get("metrics") or [] if str(m) in frame.columns]
+    wanted = _relevance_metrics(config, frame)
     if not wanted:
         return
     try:
@@ -284,7 +294,7 @@ def derived_values(folder: str | Path) -> dict[str, Any]:
     """The per-query metric values run.trec and the judgements of a folder give (the check's side, for a
     tool that rewrites per_query.csv after changing a ranking on purpose)."""
     checked, run, qrels = _read(Path(folder))
-    wanted = [str(m) for m in checked.config.get("metrics") or [] if str(m) in checked.per_query.columns]
+    wanted = _relevance_metrics(checked.config, checked.per_query)
     return metric_columns(
         None,
         qrels,
@@ -293,6 +303,20 @@ def derived_values(folder: str | Path) -> dict[str, Any]:
         list(checked.per_query.index),
         empty=checked.config.get("empty_queries", "apart"),
     )
+
+
+def _relevance_metrics(config: Mapping[str, Any], frame: pd.DataFrame) -> list[str]:
+    """The run's metrics that run.trec and the judgements determine (relevance metrics, harm@k) and that
+    per_query.csv holds; any other column (an answer stage's, say) is not the check's to re-derive."""
+    out = []
+    for name in map(str, config.get("metrics") or []):
+        try:
+            parse_metric(name)
+        except ValueError:
+            continue
+        if name in frame.columns:
+            out.append(name)
+    return out
 
 
 def _named(ids: list[str]) -> str:
