@@ -713,8 +713,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.allow_few_clusters:
             gate = replace(gate, allow_few_clusters=True)
         path = args.baseline or baseline_path(gate, args.variant, args.baseline_dir)
-        if not args.run_dir:  # the gate runs the variant: it must exist
-            check_variant(args.variant)
+        if not args.run_dir and not any("searchpath" in o for o in args.overrides):
+            check_variant(args.variant)  # the gate runs it, so it must exist (on a search path: Hydra says)
         if not args.refresh and not args.run_dir:
             check_baseline_before_running(gate, args.variant, args.overrides, path)
         if args.run_dir:

@@ -161,9 +161,18 @@ def whole_config(config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def read_shard(folder: Path) -> ShardRun:
+    """A finished shard's folder (`_shard_or_whole`); a whole run is a MergeError naming it."""
+    shard = _shard_or_whole(folder)
+    if shard is None:
+        raise MergeError(f"{folder} is not a shard (its metrics.json has no `shard` section): a whole run")
+    return shard
+
+
+def _shard_or_whole(folder: Path) -> ShardRun | None:
     """A finished shard's folder, through the run folder check (experiments/run_folder/check.py: its files
     whole, its per-query values those of its run.trec); a failed, unfinished, damaged or unsharded run is
-    a MergeError naming it. A sweep job that a finished run answered (skipped.json) is read as that run."""
+    a MergeError naming it; a whole run is None. A sweep job that a finished run answered (skipped.json) is
+    read as that run."""
     skipped = folder / "skipped.json"
     if not _present(folder / "metrics.json") and skipped.is_file():
         reused = _json_note(folder, "skipped.json").get("run_dir")
@@ -179,7 +188,7 @@ def read_shard(folder: Path) -> ShardRun:
     except RunFolderError as err:
         raise MergeError(f"shard folder {err}") from None
     if SHARD_SECTION not in checked.metrics:
-        raise MergeError(f"{folder} is not a shard (its metrics.json has no `shard` section): a whole run")
+        return None
     return ShardRun(folder, checked.metrics, checked.config, checked.tags, checked.per_query, checked.texts)
 
 
@@ -230,7 +239,9 @@ def collect(paths: Sequence[str | Path]) -> tuple[list[ShardRun], list[str]]:
         for folder in folders:
             if (folder / MERGED_FILE).is_file():  # a merged run beside its shards is not one of them
                 continue
-            runs.append(read_shard(folder))
+            shard = _shard_or_whole(folder)
+            if shard is not None:  # a whole run among the jobs is no shard of theirs
+                runs.append(shard)
         for line in missing_run_dirs([path]):
             job = Path(line.split(": ", 1)[0])
             failures.append(f"shard {_declared_shard(job)} failed or did not finish ({line})")
@@ -292,7 +303,8 @@ def _config_diff(a: ShardRun, b: ShardRun) -> str:
         k for k in set(left) | set(right) if left.get(k) != right.get(k) and not k.startswith("hydra")
     )
     shown = [f"{k}={left.get(k, '(unset)')} vs {right.get(k, '(unset)')}" for k in keys[:6]]
-    return "its config.yaml differs in " + "; ".join(shown) + (f" (+{len(keys) - 6} more)" if len(keys) > 6 else "")
+    more = f" (+{len(keys) - 6} more)" if len(keys) > 6 else ""
+    return "its config.yaml differs in " + "; ".join(shown) + more
 
 
 def _line_blocks(text: str) -> Iterator[tuple[str, str]]:
