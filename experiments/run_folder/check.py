@@ -288,7 +288,7 @@ def _check_values(
             None, qrels, run, wanted, list(frame.index), empty=config.get("empty_queries", "apart")
         )
     except ValueError as err:
-        raise RunFolderError(folder, "config.yaml", f"field metrics: {err}") from None
+        raise RunFolderError(folder, "run.trec", f"cannot be scored: {err}") from None
     for name, values in derived.items():
         if name not in frame.columns:
             continue
