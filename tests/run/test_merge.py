@@ -434,3 +434,30 @@ def test_a_rerun_sharded_sweep_reports_its_merged_runs_not_the_shards_it_reused(
     )  # fmt: skip
     assert report.returncode == 0, report.stderr
     assert "2 runs" in report.stdout
+
+
+@pytest.mark.slow
+def test_merging_a_tracked_sweep_again_leaves_its_merged_child_with_its_shards(tmp_path, capsys, monkeypatch):
+    """`memeval-merge multirun/<time>` on a sweep that merged itself: said, nothing written, and the shard
+    runs stay below the sweep's merged child in MLflow (a second merge used to re-parent them)."""
+    suite = write_tiny_suite(tmp_path)
+    uri = store(tmp_path / "store")
+    command = ["suite=jsonl", f"suite.path={suite}", "variant=bm25", f"tracking.tracker.uri={uri}"]
+    command += ["tracking.tracker.experiment=again", "shard=0/2,1/2", f"hydra.sweep.dir={tmp_path / 'sweep'}"]
+    memeval_run(tmp_path, "-m", *command)
+
+    def shards_below() -> dict[str, str]:
+        every = tracked_runs(uri, "again")
+        (merged,) = [r for r in every if r.data.tags.get(MERGED_TAG)]
+        shards = [r for r in every if "memeval.shard" in r.data.tags]
+        return {
+            r.data.tags["memeval.shard"]: r.data.tags["mlflow.parentRunId"] == merged.info.run_id
+            for r in shards
+        }
+
+    assert shards_below() == {"0/2": True, "1/2": True}
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "")  # the shards' own config names the store
+    assert main([str(tmp_path / "sweep")]) == 0  # tracking on, as a user runs it
+    assert "already merged" in capsys.readouterr().out
+    assert sorted(p.name for p in (tmp_path / "sweep" / "merged").iterdir()) == ["0"]
+    assert shards_below() == {"0/2": True, "1/2": True}
