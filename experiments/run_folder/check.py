@@ -8,7 +8,8 @@ A folder passes when:
   a link to another folder's file, not a link loop), UTF-8 text, and parseable;
 - run.trec and qrels.tsv cover exactly the queries of per_query.csv: run.trec holds `n_returned` lines for
   each query that returned something and none for any other, qrels.tsv judges only per_query.csv's queries
-  and every query scored as answerable;
+  and has a relevant judgement for each answerable one (where a benchmark's own scorer decides which are
+  answerable, only the first);
 - each per-query metric value is what run.trec and the judgements give, within `VALUE_TOLERANCE`
   (a value's last bits depend on the batch it was scored in: docs/running_at_scale.md), unless the suite's
   own scorer made them (suite.protocol=official: its scorer lives in the suite's loader).
