@@ -23,6 +23,7 @@ queries per cluster (`unit: auto|cluster|query`), and the verdict states the CI 
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 import re
@@ -40,7 +41,7 @@ import yaml
 
 from experiments import PROJECT_ROOT
 from experiments.compare.render import code, md
-from experiments.configure.compose import compose_config
+from experiments.configure.compose import CONF_DIR, compose_config
 from experiments.evaluate.metrics import over_own_queries, parse_metric
 from experiments.evaluate.statistics import (
     UNITS,
@@ -63,7 +64,10 @@ BASELINE_ENV = "MEMEVAL_BASELINE_DIR"
 CONFIG_PREFIXES = ("suite.", "variant.", "stage.", "encoder.model", "depth")
 # ...except where the suite sits on this machine (its content hash identifies it) and encoder settings
 # that change speed or logging, not the vectors.
+# `_target_` names where a class lives, not what it measures: a class moved to another module (a refactor)
+# is no drift; a change of its code is the baseline's commit's business.
 CONFIG_IGNORED_SUFFIXES = (
+    "._target_",
     "suite.path",
     "encoder.cache_dir",
     "encoder.show_progress",
@@ -219,6 +223,7 @@ class MetricCheck:
     mde: float = float("nan")  # minimum detectable effect at the gate's alpha and power (from the baseline)
     design_effect: float = 1.0  # of the paired differences (1 at query level)
     min_p: float = float("nan")  # the smallest p-value the test can give on these differences
+    rules: tuple[str, ...] = ()  # the rules that failed, in `failures`' order: floor, tolerance, test
 
 
 @dataclass(frozen=True)
@@ -358,7 +363,7 @@ def check_run(run: RunRecord, baseline: Baseline, gate: GateConfig, baseline_pat
         row = tables[metric]
         base_mean, run_mean = float(row["mean"] - row["delta"]), float(row["mean"])
         floor, tolerance = gate.floor(metric, run.variant), gate.tolerance[metric]
-        failures = []
+        failures, rules = [], []
         # For a lower-is-better metric (harm@k: must-not memories returned) a rise is the regression and
         # its floor is a ceiling.
         sign = 1.0 if higher_is_better(metric) else -1.0
@@ -366,10 +371,12 @@ def check_run(run: RunRecord, baseline: Baseline, gate: GateConfig, baseline_pat
         if floor is not None and sign * (run_mean - floor) < 0:
             side = "under the floor" if sign > 0 else "over the ceiling"
             failures.append(f"{metric} mean {run_mean:.4f} is {side} {floor:.4f}")
+            rules.append("floor" if sign > 0 else "ceiling")
         if sign * (base_mean - run_mean) > tolerance + 1e-12:
             failures.append(
                 f"{metric} mean {worse} by {abs(base_mean - run_mean):.4f} (tolerance {tolerance:.4f})"
             )
+            rules.append("tolerance")
         # The paired test is two-sided; only a change for the worse fails (one-sided at alpha/2:
         # conservative for CI).
         if sign * row["delta"] < 0 and adjusted < gate.alpha:
@@ -377,13 +384,14 @@ def check_run(run: RunRecord, baseline: Baseline, gate: GateConfig, baseline_pat
             failures.append(
                 f"{metric} {change} is significant: p = {adjusted:.4g} after Holm (alpha {gate.alpha})"
             )
+            rules.append("significant")
         checks.append(
             MetricCheck(
                 metric, base_mean, run_mean, float(row["delta"]),
                 (float(row["delta_ci_low"]), float(row["delta_ci_high"])),
                 float(row["p_value"]), float(adjusted), floor, tolerance,
                 int(row["wins"]), int(row["ties"]), int(row["losses"]), tuple(failures),
-                mdes[metric], float(row["design_effect"]), float(row["min_p"]),
+                mdes[metric], float(row["design_effect"]), float(row["min_p"]), tuple(rules),
             )
         )  # fmt: skip
     return GateResult(
@@ -509,8 +517,9 @@ def summary_markdown(result: GateResult) -> str:
 
 
 def verdict_lines(result: GateResult) -> list[str]:
-    """One sentence per gated metric: the change with the CI of the paired difference, against what the
-    suite can detect and the tolerance, and the verdict."""
+    """One sentence per gated metric: the verdict and, when it fails, the rule that failed (a drop the suite
+    cannot tell from noise still fails the tolerance or the floor), then the change with the CI of the
+    paired difference against what the suite can detect and the tolerance."""
     out = []
     for c in result.checks:
         low, high = c.delta_ci
@@ -520,8 +529,9 @@ def verdict_lines(result: GateResult) -> list[str]:
             detectable = "smaller than the suite can detect"
         else:
             detectable = "at least the detectable effect"
+        verdict = f"FAIL by {_rules_text(c)}" if c.failures else "pass"
         out.append(
-            f"- **{c.metric}: {'FAIL' if c.failures else 'pass'}**: Δ {c.delta:+.4f} "
+            f"- **{c.metric}: {verdict}**: Δ {c.delta:+.4f} "
             f"(95% CI [{low:+.4f}, {high:+.4f}], {_unit_short(result)}), {detectable} "
             f"(MDE {_p(c.mde)}); tolerance {c.tolerance:.3f}; p {_p(c.p_value)}, the smallest attainable "
             f"p {_p(c.min_p)}"
@@ -532,6 +542,19 @@ def verdict_lines(result: GateResult) -> list[str]:
             )
         )
     return out
+
+
+_RULE_TEXT = {
+    "floor": "the floor (the mean is under it)",
+    "ceiling": "the ceiling (the mean is over it)",
+    "tolerance": "the tolerance (the mean moved the wrong way by more than it allows)",
+    "significant": "the test (a significant change for the worse)",
+}
+
+
+def _rules_text(check: MetricCheck) -> str:
+    """Which of the gate's rules failed, in words; a drop under the MDE fails only by floor or tolerance."""
+    return " and ".join(_RULE_TEXT[r] for r in check.rules) or "its rules"
 
 
 def _unit_short(result: GateResult) -> str:
@@ -574,6 +597,34 @@ def run_variant(gate: GateConfig, variant: str, overrides: Sequence[str], out_di
     cfg.resume = False
     run_experiment(cfg, out_dir)
     return load_run_dir(out_dir)
+
+
+def refuse_partial(run: RunRecord) -> None:
+    """Exit 2 (GateError) for a partial merge (memeval-merge --allow-partial): its statistics cover some
+    shards' queries under the whole suite's hash; it is neither judged nor ever written as a baseline."""
+    if run.partial is not None:
+        raise GateError(
+            f"{run.source} is a partial run ({run.partial_text}): the gate judges and records whole runs "
+            "only. Merge every shard (memeval-merge without --allow-partial), or gate an unsharded run"
+        )
+
+
+def known_variants() -> list[str]:
+    """The variants `variant=<name>` can name (conf/variant/)."""
+    return sorted(p.stem for p in (CONF_DIR / "variant").glob("*.yaml"))
+
+
+def check_variant(variant: str) -> None:
+    """Exit 2 (GateError) for a variant no config defines, naming the closest ones, before a baseline is
+    looked for (whose absence would suggest writing one for a variant that does not exist)."""
+    known = known_variants()
+    if variant in known:
+        return
+    close = difflib.get_close_matches(variant, known, n=3)
+    hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+    raise GateError(
+        f"unknown variant {variant!r} (no conf/variant/{variant}.yaml): {hint}known: {', '.join(known)}"
+    )
 
 
 def baseline_dir() -> Path:
@@ -662,6 +713,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.allow_few_clusters:
             gate = replace(gate, allow_few_clusters=True)
         path = args.baseline or baseline_path(gate, args.variant, args.baseline_dir)
+        if not args.run_dir and not any("searchpath" in o for o in args.overrides):
+            check_variant(args.variant)  # the gate runs it, so it must exist (on a search path: Hydra says)
         if not args.refresh and not args.run_dir:
             check_baseline_before_running(gate, args.variant, args.overrides, path)
         if args.run_dir:
@@ -672,6 +725,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             stamp = datetime.now(UTC).strftime("%Y-%m-%d_%H-%M-%S")
             out = args.out or Path("outputs/gate") / gate.name / args.variant / stamp
             run = run_variant(gate, args.variant, args.overrides, out)
+        refuse_partial(run)
         if args.refresh:
             return _refresh(run, gate, path, argv)
         result = check_run(run, Baseline.load(path), gate, path)

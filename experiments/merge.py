@@ -55,12 +55,20 @@ from experiments.csv_cells import original_text, safe_frame
 from experiments.evaluate.table import metric_columns, summarize
 from experiments.exit_codes import EXIT_BAD_INPUT, ArgumentParser, console_script
 from experiments.run.resume import CONFIG_HASH_TAG, config_hash, record_finished
+from experiments.run_folder import PARTIAL_TAG
+from experiments.run_folder.check import (
+    PARTIAL_SECTION,
+    RunFolderError,
+    check_run_folder,
+    parse_qrels,
+    parse_run,
+)
 from experiments.run_folder.ranking import FILENAME as RANKING_FILE
 from experiments.run_folder.trec import MUST_NOT_QRELS
 from experiments.shards import SHARD_KEY, SHARD_OF_TAG, SHARD_SECTION, SHARD_TAG, SHARDS_KEY
 from experiments.suites.load import load_suite_from_config
 from experiments.suites.suite import SuiteError
-from experiments.track.finished_runs import find_run_dirs, missing_run_dirs, read_per_query
+from experiments.track.finished_runs import find_run_dirs, missing_run_dirs
 from experiments.track.mlflow_tracker import flatten, statistics_tags
 from experiments.track.run_params import child_run_name, job_values
 from experiments.track.sweep_parent import FAILED_FILE, VARYING_KEY, read_parent
@@ -112,8 +120,6 @@ def comparable_rows(path: str | Path) -> list[list[str]]:
 
 MERGED_FILE = "merged.json"  # in a merged folder: its shards (folders, MLflow runs) and whether partial
 MERGED_TAG = "memeval.merged_from"  # "4 shards"
-PARTIAL_TAG = "memeval.partial"
-PARTIAL_SECTION = "partial"  # metrics.json of a partial merge
 BY_LINE = ("run.trec", "qrels.tsv", MUST_NOT_QRELS)  # one query's lines together, in query order
 # metrics.json keys a run writes that the merge computes (or takes from the shards, for circumstances):
 # any other section is an extra metrics section (`extra_metrics`) or a live system's cost, computed from
@@ -143,6 +149,8 @@ class ShardRun:
     metrics: dict[str, Any]
     config: dict[str, Any]  # the resolved config (config.yaml)
     tags: dict[str, str]
+    per_query: pd.DataFrame
+    texts: Mapping[str, str]  # run.trec, qrels.tsv, qrels.mustnot.tsv as written
 
     @property
     def section(self) -> dict[str, Any]:
@@ -161,24 +169,49 @@ def whole_config(config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def read_shard(folder: Path) -> ShardRun:
-    """A finished shard's folder; a failed, unfinished or unsharded run is a MergeError naming it. A sweep
-    job that a finished run answered (skipped.json) is read as that run."""
+    """A finished shard's folder (`_shard_or_whole`); a whole run is a MergeError naming it."""
+    shard = _shard_or_whole(folder)
+    if shard is None:
+        raise MergeError(f"{folder} is not a shard (its metrics.json has no `shard` section): a whole run")
+    return shard
+
+
+def _shard_or_whole(folder: Path) -> ShardRun | None:
+    """A finished shard's folder, through the run folder check (experiments/run_folder/check.py: its files
+    whole, its per-query values those of its run.trec); a failed, unfinished, damaged or unsharded run is
+    a MergeError naming it; a whole run is None. A sweep job that a finished run answered (skipped.json) is
+    read as that run."""
     skipped = folder / "skipped.json"
-    if not (folder / "metrics.json").is_file() and skipped.is_file():
-        reused = json.loads(skipped.read_text()).get("run_dir")
+    if not _present(folder / "metrics.json") and skipped.is_file():
+        reused = _json_note(folder, "skipped.json").get("run_dir")
         if reused and (Path(reused) / "metrics.json").is_file():
             folder = Path(reused)
     if (folder / FAILED_FILE).is_file():
-        error = json.loads((folder / FAILED_FILE).read_text()).get("error", "failed")
+        error = _json_note(folder, FAILED_FILE).get("error", "failed")
         raise ShardFailed(f"shard {_declared_shard(folder)} failed ({folder}): {error}")
-    if not (folder / "metrics.json").is_file():
+    if not _present(folder / "metrics.json"):
         raise ShardFailed(f"shard {_declared_shard(folder)} did not finish ({folder} has no metrics.json)")
-    metrics = json.loads((folder / "metrics.json").read_text())
-    if SHARD_SECTION not in metrics:
-        raise MergeError(f"{folder} is not a shard (its metrics.json has no `shard` section): a whole run")
-    config = yaml.safe_load((folder / "config.yaml").read_text())
-    tags = json.loads((folder / "tags.json").read_text()) if (folder / "tags.json").is_file() else {}
-    return ShardRun(folder, metrics, config, tags)
+    try:
+        checked = check_run_folder(folder)
+    except RunFolderError as err:
+        raise MergeError(f"shard folder {err}") from None
+    if SHARD_SECTION not in checked.metrics:
+        return None
+    return ShardRun(folder, checked.metrics, checked.config, checked.tags, checked.per_query, checked.texts)
+
+
+def _present(path: Path) -> bool:
+    """There, whatever it is (a directory or a broken link is there, and refused by the check)."""
+    return path.exists() or path.is_symlink()
+
+
+def _json_note(folder: Path, name: str) -> dict[str, Any]:
+    """A job's small JSON note (skipped.json, failed.json); unreadable: a MergeError naming it."""
+    try:
+        value = json.loads((folder / name).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise MergeError(f"{folder}: {name}: cannot be read ({err})") from None
+    return value if isinstance(value, dict) else {}
 
 
 def _declared_shard(folder: Path) -> str:
@@ -187,7 +220,7 @@ def _declared_shard(folder: Path) -> str:
         if path.is_file():
             try:
                 value = (yaml.safe_load(path.read_text()) or {}).get(SHARD_KEY)
-            except yaml.YAMLError:
+            except (yaml.YAMLError, OSError, ValueError):  # unreadable: the check names it
                 continue
             return str(value)
     return "?"
@@ -201,7 +234,7 @@ def collect(paths: Sequence[str | Path]) -> tuple[list[ShardRun], list[str]]:
     for path in map(Path, paths):
         if not path.exists():
             raise MergeError(f"{path} does not exist")
-        if (path / "metrics.json").is_file() or (path / FAILED_FILE).is_file() or (path / ".hydra").is_dir():
+        if _present(path / "metrics.json") or (path / FAILED_FILE).is_file() or (path / ".hydra").is_dir():
             try:
                 runs.append(read_shard(path))
             except ShardFailed as err:
@@ -212,9 +245,11 @@ def collect(paths: Sequence[str | Path]) -> tuple[list[ShardRun], list[str]]:
         except Exception:  # no finished run under it: only failures, if any
             folders = []
         for folder in folders:
-            metrics = json.loads((folder / "metrics.json").read_text())
-            if SHARD_SECTION in metrics:  # a merged run beside its shards is not one of them
-                runs.append(read_shard(folder))
+            if (folder / MERGED_FILE).is_file():  # a merged run beside its shards is not one of them
+                continue
+            shard = _shard_or_whole(folder)
+            if shard is not None:  # a whole run among the jobs is no shard of theirs
+                runs.append(shard)
         for line in missing_run_dirs([path]):
             job = Path(line.split(": ", 1)[0])
             failures.append(f"shard {_declared_shard(job)} failed or did not finish ({line})")
@@ -276,22 +311,20 @@ def _config_diff(a: ShardRun, b: ShardRun) -> str:
         k for k in set(left) | set(right) if left.get(k) != right.get(k) and not k.startswith("hydra")
     )
     shown = [f"{k}={left.get(k, '(unset)')} vs {right.get(k, '(unset)')}" for k in keys[:6]]
-    return "config differs in " + "; ".join(shown) + (f" (+{len(keys) - 6} more)" if len(keys) > 6 else "")
+    more = f" (+{len(keys) - 6} more)" if len(keys) > 6 else ""
+    return "its config.yaml differs in " + "; ".join(shown) + more
 
 
-def _line_blocks(path: Path) -> Iterator[tuple[str, str]]:
-    """(query id, its lines) of a run.trec or qrels file, whose lines of one query are together."""
-    if not path.is_file():
-        return
+def _line_blocks(text: str) -> Iterator[tuple[str, str]]:
+    """(query id, its lines) of a run.trec or qrels file's text, whose lines of one query are together."""
     current, lines = None, []
-    with path.open(encoding="utf-8", newline="") as fh:
-        for line in fh:
-            qid = line.split(None, 1)[0]
-            if qid != current and lines:
-                yield current, "".join(lines)
-                lines = []
-            current = qid
-            lines.append(line)
+    for line in text.splitlines(keepends=True):
+        qid = line.split(None, 1)[0]
+        if qid != current and lines:
+            yield current, "".join(lines)
+            lines = []
+        current = qid
+        lines.append(line)
     if lines:
         yield current, "".join(lines)
 
@@ -328,10 +361,9 @@ def _ordered(blocks: Iterator[tuple[str, str]] | list[tuple[str, str]], position
 def _per_query(runs: list[ShardRun], position: Mapping[str, int]) -> pd.DataFrame:
     """The shards' per-query rows in the whole suite's order; columns as the whole run has them: labels
     first, in the order the suite's queries first carry them, then every other column as the shards do."""
-    frames = [read_per_query(r.folder / "per_query.csv") for r in runs]
-    frames = [f for f in frames if len(f)]
+    frames = [r.per_query for r in runs if len(r.per_query)]
     if not frames:
-        return read_per_query(runs[0].folder / "per_query.csv")
+        return runs[0].per_query
     frames.sort(key=lambda f: min(position[q] for q in f.index))
     merged = pd.concat(frames)
     merged = merged.loc[sorted(merged.index, key=position.__getitem__)]
@@ -350,15 +382,8 @@ def rescored(frame: pd.DataFrame, config: Mapping[str, Any], texts: Mapping[str,
     the shards' values are kept."""
     if (config.get("suite") or {}).get("protocol") == "official":
         return frame
-    run: dict[str, list[str]] = {}
-    for line in texts["run.trec"].splitlines():
-        qid, _, doc, *_ = line.split()
-        run.setdefault(qid, []).append(doc)
-    qrels: dict[str, dict[str, int]] = {}
-    for name in ("qrels.tsv", MUST_NOT_QRELS):  # a must-not grade is 0 in qrels.tsv, itself in the other
-        for line in texts[name].splitlines():
-            qid, _, doc, grade = line.split()
-            qrels.setdefault(qid, {})[doc] = int(grade)
+    run = parse_run(texts["run.trec"])
+    qrels = parse_qrels([texts["qrels.tsv"], texts[MUST_NOT_QRELS]])
     out = frame.copy()
     empty = config.get("empty_queries", "apart")
     for name, values in metric_columns(
@@ -462,7 +487,31 @@ def merge(
     `<its parent>/merged/<k>`, the first k free) and log it (when the shards' config tracks and
     `tracking`). Returns the folder."""
     runs, failures = collect(paths)
+    done = merged_before(paths, runs)
+    if done is not None:
+        return done
     return merge_runs(runs, failures, out, allow_partial=allow_partial, tracking=tracking)
+
+
+def merged_before(paths: Sequence[str | Path], runs: Sequence[ShardRun]) -> Path | None:
+    """The whole merge a sweep folder among `paths` already holds of exactly these shards (the sweep's end
+    callback merged it), else None. Merging it again would write a second run and re-parent the shards'
+    MLflow runs away from the sweep's merged child."""
+    shards = {r.folder.resolve() for r in runs}
+    for path in map(Path, paths):
+        for note in sorted((path / "merged").glob(f"*/{MERGED_FILE}")):
+            try:
+                merged = json.loads(note.read_text(encoding="utf-8"))
+                listed = {Path(s["folder"]).resolve() for s in merged["shards"]}
+            except (OSError, ValueError, KeyError, TypeError):
+                continue  # not a merge this code wrote: never taken for one
+            if (
+                merged.get("partial") is None
+                and listed == shards
+                and (note.parent / "metrics.json").is_file()
+            ):
+                return note.parent
+    return None
 
 
 def merge_sweep(sweep_dir: Path, parent: Mapping[str, Any]) -> list[Path]:
@@ -541,7 +590,7 @@ def merge_runs(
     started = time.perf_counter()
     texts = {  # run.trec, qrels.tsv (and qrels.mustnot.tsv): one query's lines together, in the suite's order
         name: _ordered(
-            [b for r in runs for b in _line_blocks(r.folder / name)], positions if i == 0 else judged
+            [b for r in runs for b in _line_blocks(r.texts[name])], positions if i == 0 else judged
         )
         for i, name in enumerate(BY_LINE)
     }
@@ -649,7 +698,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-tracking", action="store_true", help="log nothing to MLflow")
     args = parser.parse_args(argv)
     try:
-        target = merge(args.paths, args.out, allow_partial=args.allow_partial, tracking=not args.no_tracking)
+        runs, failures = collect(args.paths)
+        done = merged_before(args.paths, runs)
+        if done is not None:
+            print(f"already merged: {done} holds the whole merge of these shards; nothing written")
+            return 0
+        target = merge_runs(
+            runs, failures, args.out, allow_partial=args.allow_partial, tracking=not args.no_tracking
+        )
     except MergeError as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT

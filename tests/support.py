@@ -96,3 +96,40 @@ def doc_code(text: str, first_line: str) -> str:
         if block.startswith(first_line + "\n"):
             return block
     raise AssertionError(f"no python block starting with {first_line!r}")
+
+
+def worse_run(folder: Path, queries: list[str]) -> Path:
+    """A run folder made worse as a real worse run is: in its run.trec, every memory judged relevant for
+    `queries` is replaced by an unjudged id (so their relevance metrics fall to 0), and per_query.csv's
+    metric values are scored again from the files, so the folder still passes the run folder check
+    (experiments/run_folder/check.py), which refuses a per_query.csv edited apart from its run.trec."""
+    from experiments.csv_cells import safe_frame
+    from experiments.run_folder.check import derived_values, parse_qrels
+    from experiments.run_folder.per_query import read_per_query
+
+    qrels = parse_qrels([(folder / "qrels.tsv").read_text(encoding="utf-8"), ""])
+    lines = []
+    for line in (folder / "run.trec").read_text(encoding="utf-8").splitlines(keepends=True):
+        qid, q0, doc, rest = line.split(" ", 3)
+        if qid in queries and qrels.get(qid, {}).get(doc, 0) > 0:
+            doc = f"{doc}-not-it"
+        lines.append(" ".join((qid, q0, doc, rest)))
+    (folder / "run.trec").write_text("".join(lines), encoding="utf-8")
+    frame = read_per_query(folder / "per_query.csv")
+    for name, values in derived_values(folder).items():
+        frame[name] = values
+    safe_frame(frame).to_csv(folder / "per_query.csv")
+    return folder
+
+
+def write_run_files(run_dir: Path, metrics: dict) -> None:
+    """The smallest whole run folder around `metrics` (metrics.json): one query that returned its one
+    relevant memory, no metric columns (nothing to re-derive), so it passes the run folder check
+    (experiments/run_folder/check.py) as a finished run must before it answers for a job."""
+    import json
+
+    (run_dir / "config.yaml").write_text("metrics: []\n")
+    (run_dir / "per_query.csv").write_text("query_id,abstention,n_returned\nq1,False,1\n")
+    (run_dir / "run.trec").write_text("q1 Q0 m1 1 1.0 tiny\n")
+    (run_dir / "qrels.tsv").write_text("q1 0 m1 1\n")
+    (run_dir / "metrics.json").write_text(json.dumps(metrics))

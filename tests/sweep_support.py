@@ -91,3 +91,15 @@ def parents_and_children(uri: str) -> tuple[list, list]:
     children = [r for r in every if "mlflow.parentRunId" in r.data.tags]
     parents = [r for r in every if "memeval.sweep_key" in r.data.tags]
     return parents, children
+
+
+def sharded_tiny_runs(folder: Path) -> dict[str, Path]:
+    """The tiny suite as a 2-shard sweep, merged whole by the sweep itself (`whole`), and a partial merge
+    of its first shard alone (`memeval-merge --allow-partial`: `partial`)."""
+    from experiments.merge import merge
+
+    suite = write_tiny_suite(folder)
+    sweep(folder, suite, folder / "sweep", "shard=0/2,1/2")
+    first = folder / "sweep" / "0"
+    partial = merge([first], folder / "partial", allow_partial=True, tracking=False)
+    return {"suite": suite, "whole": folder / "sweep" / "merged" / "0", "partial": partial}

@@ -115,12 +115,16 @@ def name_runs(runs: Sequence[RunRecord]) -> tuple[list[str], str | None]:
         seen[label] = seen.get(label, 0) + 1
         if seen[label] > 1:
             labels[i] = f"{label} #{seen[label]}"
+    labels = [
+        f"{lab} (partial)" if r.partial is not None else lab for lab, r in zip(labels, runs, strict=True)
+    ]
     return labels, (numeric.pop() if len(numeric) == 1 else None)
 
 
 def drop_repeats(runs: Sequence[RunRecord]) -> tuple[list[RunRecord], list[RunRecord]]:
     """Keep the latest of runs with the same suite, code commit and measured config (a re-run replaces
-    its earlier copy, as a re-run sweep would); returns (kept, dropped), in the given order.
+    its earlier copy, as a re-run sweep would); returns (kept, dropped), in the given order. A whole run
+    is kept over any partial merge (memeval-merge --allow-partial) of its config, however late.
 
     Within one variant only the config keys every run of it has are compared, like `name_runs`. A run
     with no recorded commit (a run directory) is never a repeat: the same config on other code is not.
@@ -133,10 +137,16 @@ def drop_repeats(runs: Sequence[RunRecord]) -> tuple[list[RunRecord], list[RunRe
         for i in group:
             commit = runs[i].tags.get("git_commit") or runs[i].source
             key = (variant, runs[i].suite_hash, commit, tuple(sorted((k, params[i][k]) for k in shared)))
-            if key not in latest or runs[i].finished_at >= runs[latest[key]].finished_at:
+            if key not in latest or _later(runs[i], runs[latest[key]]):
                 latest[key] = i
     keep = set(latest.values())
     return [r for i, r in enumerate(runs) if i in keep], [r for i, r in enumerate(runs) if i not in keep]
+
+
+def _later(run: RunRecord, kept: RunRecord) -> bool:
+    """Whether `run` replaces `kept` as the one of their config: whole before partial, then the later."""
+    whole, kept_whole = run.partial is None, kept.partial is None
+    return whole > kept_whole or (whole == kept_whole and run.finished_at >= kept.finished_at)
 
 
 def build_comparison(

@@ -116,6 +116,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.sweep_dir:
             from experiments.track.sweep_parent import PARENT_FILE, read_parent  # 85 modules: when asked for
 
+            if not args.sweep_dir.is_dir():
+                raise RunError(f"--sweep-dir {args.sweep_dir}: no such folder")
             parent = read_parent(args.sweep_dir)
             if not parent:
                 raise RunError(f"{args.sweep_dir} has no {PARENT_FILE}: not a multirun logged to MLflow")

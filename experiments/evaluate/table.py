@@ -22,9 +22,8 @@ import pandas as pd
 
 from experiments.evaluate.metrics import over_own_queries
 from experiments.evaluate.metrics.noise import noise_table
-from experiments.evaluate.metrics.official import BenchmarkScorer
+from experiments.evaluate.metrics.official import BenchmarkScorer, upstream_aggregates
 from experiments.evaluate.metrics.official import per_query as relevance_per_query
-from experiments.evaluate.metrics.official import upstream_aggregates
 from experiments.evaluate.statistics import (
     bootstrap_ci,
     bootstrap_cis,

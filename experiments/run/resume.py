@@ -13,7 +13,9 @@ library, model or cassette change therefore re-runs the job: a finished run of o
 model files or exchanges never answers for this one. When a run finishes, `record_finished` writes the
 sha256 of each of its files to `checksums.json` in its folder; before a run answers for a job, its files
 are checked against it, and a damaged run (a file deleted, truncated or changed) is reported with a
-`CacheWarning` and run again. Two places know a finished run,
+`CacheWarning` and run again, as is one that fails the run folder check (experiments/run_folder/check.py:
+its files cover per_query.csv's queries and give its per-query values) or is a partial merge. Two places
+know a finished run,
 and agree by construction:
 
 - MLflow (when tracking is on and the store answers): a run in the experiment tagged
@@ -42,7 +44,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.run_folder import CODE_VERSION_TAG, CONFIG_HASH_TAG, RUN_DIR_TAG
+from experiments.run_folder import CODE_VERSION_TAG, CONFIG_HASH_TAG, PARTIAL_TAG, RUN_DIR_TAG
+from experiments.run_folder.check import RunFolderError, check_run_folder
 from experiments.track.mlflow_tracker import (
     REUSED_TAG_PREFIX,  # noqa: F401 (imported from here too)
     overall_from_mlflow,
@@ -146,8 +149,16 @@ def run_damage(run_dir: str | Path) -> str | None:
 
 
 def _whole(run_dir: str | Path) -> bool:
-    """A finished run may answer for a job only when its files are whole; a damaged one is reported."""
+    """A finished run may answer for a job only when its files are whole and pass the run folder check,
+    and it is not a partial merge; a damaged one is reported."""
     damage = run_damage(run_dir)
+    if damage is None:
+        try:
+            checked = check_run_folder(run_dir)
+        except RunFolderError as err:
+            damage = f"it fails the run folder check: {err}"
+        else:
+            damage = None if checked.partial is None else "it is a partial merge of some shards"
     if damage is not None:
         warnings.warn(
             f"finished run {run_dir} is damaged ({damage}): running it again", CacheWarning, stacklevel=3
@@ -234,8 +245,9 @@ def finished_in_mlflow(
             f"and tags.`{CODE_VERSION_TAG}` = '{code or code_version()}' and attributes.status = 'FINISHED'"
         ),
         order_by=["attributes.start_time DESC"],
-        max_results=1,
+        max_results=20,
     )
+    runs = [r for r in runs if PARTIAL_TAG not in r.data.tags]  # a partial merge answers for no job
     if not runs:
         return None
     run = runs[0]

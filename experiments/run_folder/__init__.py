@@ -11,6 +11,7 @@ RUN_DIR_TAG = "memeval.run_dir"  # on a run: the run directory it was logged fro
 # On a run with a recorded or replayed live channel: its cassette's content digest (the run version holds
 # it too, through the channel's fingerprint, so a replay of other content is never answered by this run).
 CASSETTE_TAG = "memeval.cassette_sha256"
+PARTIAL_TAG = "memeval.partial"  # on a partial merge (memeval-merge --allow-partial): what it lacks
 
 
 def resume_enabled(setting: Any, multirun: bool) -> bool:

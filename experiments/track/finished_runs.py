@@ -19,9 +19,10 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from experiments.csv_cells import original_column, original_text
 from experiments.evaluate.metrics import parse_metric
 from experiments.run_folder import CONFIG_HASH_TAG
+from experiments.run_folder.check import RunFolderError, check_run_folder, describe_partial, partial_mark
+from experiments.run_folder.per_query import read_per_query  # noqa: F401 (imported from here too)
 from experiments.run_folder.ranking import FILENAME as RANKING_FILE
 from experiments.run_folder.ranking import read_ranking
 from experiments.track.mlflow_tracker import REUSED_TAG_PREFIX, flatten, resolve_uri, sqlite_path
@@ -69,6 +70,17 @@ class RunRecord:
         return str(self.summary.get("suite", {}).get("name") or self.tags.get("suite") or "?")
 
     @property
+    def partial(self) -> dict[str, Any] | None:
+        """What a partial merge (memeval-merge --allow-partial) lacks; None for a whole run."""
+        return partial_mark(self.summary)
+
+    @property
+    def partial_text(self) -> str:
+        """`partial: 1 of 2 shards; missing 1/2`, or "" for a whole run."""
+        mark = self.partial
+        return "" if mark is None else f"partial: {describe_partial(mark)}"
+
+    @property
     def metrics(self) -> list[str]:
         """Relevance metric columns of the per-query table, in their order."""
         return [c for c in self.per_query.columns if _is_metric(c)]
@@ -88,19 +100,6 @@ def _is_metric(name: str) -> bool:
     return True
 
 
-def read_per_query(path: Path) -> pd.DataFrame:
-    """per_query.csv as written: ids and labels are strings, always (a query id `NA`, `null` or `1.0`
-    stays that id: pandas' default NA parsing would make the first two NaN). Only an empty cell is
-    missing (what `to_csv` writes for NaN/None)."""
-    header = pd.read_csv(path, nrows=0).columns
-    as_text = {c: str for c in header if c in ("query_id", "cluster") or c.startswith("label.")}
-    frame = pd.read_csv(path, index_col="query_id", dtype=as_text, keep_default_na=False, na_values=[""])
-    frame.index = frame.index.astype(str).map(original_text)  # the text the writer made spreadsheet-safe
-    for column in (c for c in frame.columns if c.startswith("label.")):
-        frame[column] = original_column(frame[column])
-    return frame
-
-
 def load_run_dir(path: str | Path) -> RunRecord:
     """A run directory written by `experiments.run` (metrics.json marks it finished).
 
@@ -110,18 +109,18 @@ def load_run_dir(path: str | Path) -> RunRecord:
     root = _followed(Path(path))
     if not (root / "metrics.json").is_file() and (root / "skipped.json").is_file():
         return _load_reused(root)
-    missing = [n for n in ("metrics.json", "per_query.csv") if not (root / n).is_file()]
-    if missing:
-        raise RunError(f"{root} is not a finished run directory: missing {', '.join(missing)}")
-    summary = json.loads((root / "metrics.json").read_text())
-    config = yaml.safe_load((root / "config.yaml").read_text()) if (root / "config.yaml").is_file() else {}
-    tags = json.loads((root / "tags.json").read_text()) if (root / "tags.json").is_file() else {}
-    per_query = read_per_query(root / "per_query.csv")
+    if not (root / "metrics.json").exists() and not (root / "metrics.json").is_symlink():
+        raise RunError(f"{root} is not a finished run directory: missing metrics.json")
+    try:  # its files whole, its per-query values those of its run.trec (experiments/run_folder/check.py)
+        checked = check_run_folder(root)
+    except RunFolderError as err:
+        raise RunError(f"not a whole finished run: {err}") from None
     finished = (root / "metrics.json").stat().st_mtime
     ranking = read_ranking(root / RANKING_FILE) if (root / RANKING_FILE).is_file() else None
     return RunRecord(
-        str(root), flatten(config or {}), summary, per_query, tags, finished, ranking, config or {}
-    )
+        str(root), flatten(checked.config), checked.metrics, checked.per_query, checked.tags, finished,
+        ranking, checked.config,
+    )  # fmt: skip
 
 
 def _followed(root: Path) -> Path:

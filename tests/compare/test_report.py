@@ -20,9 +20,9 @@ from experiments.compare import build_report
 from experiments.compare.cli import main
 from experiments.suites.jsonl import save_suite
 from experiments.suites.suite import Suite
-from experiments.track.finished_runs import load_run_dir
+from experiments.track.finished_runs import load_run_dir, read_per_query
 from retrieval.types import Memory, Query
-from tests.support import REPO
+from tests.support import REPO, worse_run
 
 TOPICS = [
     "python formatter black line length", "postgres connection pool size", "kubernetes pod memory limit",
@@ -213,9 +213,7 @@ def test_a_significantly_worse_run_is_marked_and_listed_as_losing(runs):
     # The same config run later on changed code (else the report drops it as a repeat of the first).
     tags = json.loads((worse / "tags.json").read_text())
     (worse / "tags.json").write_text(json.dumps({**tags, "git_commit": "f" * 40}))
-    frame = pd.read_csv(worse / "per_query.csv", index_col="query_id")
-    frame.loc[frame.index[:8], ["P@5", "RR"]] = 0.0
-    frame.to_csv(worse / "per_query.csv")
+    worse_run(worse, list(read_per_query(worse / "per_query.csv").index[:8]))
     out_root = runs["tmp"] / "reports_worse"
     argv = ["--name", "w", "--out-root", str(out_root), "--run-dir", str(runs["dirs"][1]),
             "--run-dir", str(worse), "--metrics", "RR", "P@5", "--baseline", "bm25"]  # fmt: skip

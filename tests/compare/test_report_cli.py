@@ -32,3 +32,9 @@ def test_a_report_named_dot_dot_is_refused_before_anything_is_read_or_written(tm
     assert done.returncode == 2
     assert "--name: a report name names a folder: it may not be '..'" in done.stderr
     assert list(tmp_path.iterdir()) == [work] and list(work.iterdir()) == []
+
+
+def test_a_missing_sweep_dir_is_said_to_be_missing(tmp_path):
+    done = _cli("--name", "x", "--out-root", str(tmp_path), "--sweep-dir", str(tmp_path / "no_such_sweep"))
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"report error: --sweep-dir {tmp_path / 'no_such_sweep'}: no such folder"

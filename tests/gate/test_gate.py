@@ -19,6 +19,7 @@ from experiments.gate import main
 from experiments.suites.jsonl import save_suite
 from experiments.suites.suite import Suite
 from retrieval.types import Memory, Query
+from tests.support import worse_run
 
 TOPICS = [
     "python formatter black line length", "postgres connection pool size", "kubernetes pod memory limit",
@@ -108,10 +109,7 @@ def test_gate_reruns_the_suite_itself_and_passes(setup):
 
 def _degraded_copy(run: Path, target: Path, queries: list[str]) -> Path:
     shutil.copytree(run, target)
-    frame = pd.read_csv(target / "per_query.csv", index_col="query_id")
-    frame.loc[queries, ["P@5", "RR"]] = 0.0
-    frame.to_csv(target / "per_query.csv")
-    return target
+    return worse_run(target, queries)  # their relevant memories out of the ranking: P@5 and RR 0
 
 
 def test_gate_fails_a_worse_run_with_exit_1_and_names_the_regressed_queries(setup, capsys, monkeypatch):
@@ -134,6 +132,43 @@ def test_one_lost_query_is_within_tolerance_of_rr_but_not_of_p_at_5(setup, capsy
     out = capsys.readouterr().out
     assert "P@5 mean dropped by" in out and "RR mean dropped" not in out
     assert "significant" not in out.split("Failures:")[1].split("W/T/L")[0]  # 1 of 12 queries: no evidence
+
+
+def test_a_failed_verdict_names_the_rule_that_failed(setup, capsys):
+    # One lost query of 12: P@5 drops by more than its tolerance, not significantly, so the verdict says it
+    # failed by the tolerance, not by the test ("FAIL: Δ ... smaller than the suite can detect (MDE ...)"
+    # read as a contradiction when it did not say which rule failed).
+    run = _degraded_copy(setup["run"], setup["tmp"] / "one", ["q3"])
+    assert main([*setup["args"], "--run-dir", str(run)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    p5 = next(line for line in lines if line.startswith("- **P@5:"))
+    rr = next(line for line in lines if line.startswith("- **RR:"))
+    verdict = p5.split("**")[1]
+    assert verdict == "P@5: FAIL by the tolerance (the mean moved the wrong way by more than it allows)"
+    assert "the test" not in verdict  # 1 of 12 queries: no evidence, the tolerance alone fails it
+    assert rr.startswith("- **RR: pass**")
+
+
+def test_an_unknown_variant_is_refused_naming_the_closest_before_any_baseline_is_looked_for(capsys):
+    assert main(["spark25", "hybird"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown variant 'hybird'" in err and "did you mean 'hybrid'" in err
+    assert "--refresh" not in err  # no baseline suggested for a variant that does not exist
+
+
+def test_a_class_moved_to_another_module_is_no_config_drift(setup, capsys):
+    # `_target_` names where a class lives; a baseline recorded before a module move still measures the same.
+    saved = json.loads(setup["baseline"].read_text())
+    saved["config"]["stage.bm25._target_"] = "retrieval.old_place.BM25Stage"
+    moved = setup["tmp"] / "moved.json"
+    moved.write_text(json.dumps(saved))
+    assert main([str(setup["gate"]), "bm25", "--baseline", str(moved), "--run-dir", str(setup["run"])]) == 0
+    out = capsys.readouterr().out
+    assert "_target_" not in out and "Config differs" not in out
+    saved["config"]["stage.bm25.k1"] = "9.9"  # what a stage computes with is still shown
+    moved.write_text(json.dumps(saved))
+    assert main([str(setup["gate"]), "bm25", "--baseline", str(moved), "--run-dir", str(setup["run"])]) == 0
+    assert "stage.bm25.k1" in capsys.readouterr().out.split("Config differs")[1]
 
 
 def test_a_baseline_for_another_suite_version_is_a_clear_error(setup, capsys):
@@ -252,7 +287,7 @@ NA_LIKE = ["NA", "null", "NaN", "None", "N/A", "#N/A", "<NA>", "nan", "NULL", "n
 def test_query_ids_like_na_and_null_round_trip_through_run_report_and_gate(tmp_path, monkeypatch, capsys):
     from experiments.compare import analysis
     from experiments.run_folder.trec import read_run
-    from experiments.track.finished_runs import load_run_dir, read_per_query
+    from experiments.track.finished_runs import load_run_dir
 
     base = gate_suite()
     rename = dict(zip((q.id for q in base.queries), NA_LIKE, strict=True))
@@ -290,9 +325,7 @@ def test_query_ids_like_na_and_null_round_trip_through_run_report_and_gate(tmp_p
 
     worse = tmp_path / "worse"
     shutil.copytree(tmp_path / "run", worse)
-    frame = read_per_query(worse / "per_query.csv")
-    frame.loc[["NA", "null"], ["P@5", "RR"]] = 0.0
-    frame.to_csv(worse / "per_query.csv")
+    worse_run(worse, ["NA", "null"])
     capsys.readouterr()
     assert main([*args, "--run-dir", str(worse)]) == 1
     out = capsys.readouterr().out
@@ -441,4 +474,7 @@ def test_the_verdict_states_the_ci_of_the_paired_difference_and_resamples_conver
     assert "4 clusters, inverted sign-flip test" in out and "only 4 clusters" in out
     # 4 conversations: the smallest p any difference could get is 2/2^4; the interval is unbounded
     assert "95% CI [-inf, +inf]" in out and "the smallest attainable p 0.125 (at or above alpha 0.05" in out
-    assert "**RR: FAIL**: Δ -0.2500 (95% CI [" in out
+    assert (
+        "**RR: FAIL by the tolerance (the mean moved the wrong way by more than it allows)**: Δ -0.2500"
+        in out
+    )

@@ -33,7 +33,7 @@ from retrieval.reuse import CandidateCache, ProcessMemo
 from retrieval.stage import RankStage
 from retrieval.types import Candidates
 from tests.retrieval.test_cross_encoder import build_tiny_cross_encoder
-from tests.support import REPO, tiny_suite
+from tests.support import REPO, tiny_suite, write_run_files
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -94,9 +94,7 @@ def test_source_hash_follows_the_code_of_a_package(tmp_path, monkeypatch):
 def test_the_finished_run_index_answers_only_for_the_same_code(tmp_path):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    (run_dir / "metrics.json").write_text(
-        json.dumps({"config_hash": "cfg", "suite": {"content_hash": "sh"}, "overall": {"P@5": 0.5}})
-    )
+    write_run_files(run_dir, {"config_hash": "cfg", "suite": {"content_hash": "sh"}, "overall": {"P@5": 0.5}})
     record_finished(tmp_path / "cache", "cfg", "sh", run_dir, None, code="old-code")
     assert finished_on_disk(tmp_path / "cache", "cfg", "sh", code="old-code").overall == {"P@5": 0.5}
     assert finished_on_disk(tmp_path / "cache", "cfg", "sh", code="new-code") is None

@@ -114,10 +114,110 @@ def test_memeval_merge_of_the_shard_folders_is_the_same_run(tiny_runs, tmp_path)
     assert_same_run(tmp_path / "merged", tiny_runs / "whole")
 
 
-def test_memeval_merge_of_a_sweep_folder_writes_beside_the_sweeps_own_merge(tiny_runs, capsys):
-    code, err = merge_main(capsys, tiny_runs / "sweep")  # its merged/0 is a merged run, not a shard
-    assert code == 0, err
-    assert_same_run(tiny_runs / "sweep" / "merged" / "1", tiny_runs / "whole")
+def test_memeval_merge_of_a_sweep_that_merged_itself_says_so_and_writes_nothing(tiny_runs, capsys):
+    before = sorted(p.name for p in (tiny_runs / "sweep" / "merged").iterdir())
+    code = main([str(tiny_runs / "sweep"), "--no-tracking"])  # its merged/0 already holds these shards
+    out = capsys.readouterr().out
+    assert code == 0
+    assert f"already merged: {tiny_runs / 'sweep' / 'merged' / '0'}" in out and "nothing written" in out
+    assert sorted(p.name for p in (tiny_runs / "sweep" / "merged").iterdir()) == before
+    # Named shard folders with --out are merged as asked: the user chose another folder.
+    assert_same_run(tiny_runs / "sweep" / "merged" / "0", tiny_runs / "whole")
+
+
+# --- what the run folder check refuses (experiments/run_folder/check.py): exit 2, one line ----------------
+
+
+@pytest.fixture
+def shard_copies(tiny_runs, tmp_path) -> list[Path]:
+    """The 2-shard sweep's shard folders, copied to be damaged."""
+    return [
+        shutil.copytree(d, tmp_path / "shards" / d.name, symlinks=True) for d in job_dirs(tiny_runs / "sweep")
+    ]
+
+
+def merge_exit(capsys, *args) -> tuple[int, str]:
+    """`memeval-merge` in this process, as the console script exits: a crash is exit 1, not an exception."""
+    try:
+        code = main([*map(str, args), "--no-tracking"])
+    except SystemExit as exit_:
+        code = exit_.code
+    return code, capsys.readouterr().err
+
+
+def assert_refused(code: int, err: str, folder: Path, file: str, out: Path) -> None:
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert str(folder) in err and file in err, err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("file", ["run.trec", "qrels.tsv"])
+def test_a_shard_without_its_run_trec_or_qrels_is_refused_naming_folder_and_file(
+    shard_copies, tmp_path, capsys, file
+):
+    (shard_copies[1] / file).unlink()
+    code, err = merge_exit(capsys, *shard_copies, "--out", tmp_path / "merged")
+    assert_refused(code, err, shard_copies[1], file, tmp_path / "merged")
+    assert "missing" in err
+
+
+def test_a_shard_whose_run_trec_lists_fewer_queries_than_its_per_query_is_refused(
+    shard_copies, tmp_path, capsys
+):
+    shard = next(d for d in shard_copies if (d / "run.trec").read_text())
+    (shard / "run.trec").write_text("")  # the file is there, its queries' lines are not
+    code, err = merge_exit(capsys, *shard_copies, "--out", tmp_path / "merged")
+    assert_refused(code, err, shard, "run.trec", tmp_path / "merged")
+    assert "n_returned" in err
+
+
+def test_an_edited_shard_run_trec_is_refused_naming_the_shard_and_its_queries(shard_copies, tmp_path, capsys):
+    shard = next(d for d in shard_copies if (d / "run.trec").read_text())
+    qid, q0, doc, rest = (shard / "run.trec").read_text().splitlines(keepends=True)[0].split(" ", 3)
+    lines = (shard / "run.trec").read_text().splitlines(keepends=True)
+    lines[0] = " ".join((qid, q0, f"{doc}-replaced", rest))  # one document replaced
+    (shard / "run.trec").write_text("".join(lines))
+    code, err = merge_exit(capsys, *shard_copies, "--out", tmp_path / "merged")
+    assert_refused(code, err, shard, "per_query.csv", tmp_path / "merged")
+    assert f"queries {qid} (" in err and "run.trec" in err and "field " in err
+
+
+def _damage(path: Path, how: str) -> None:
+    if how == "missing":
+        path.unlink()
+    elif how == "truncated":
+        data = path.read_bytes()
+        path.write_bytes(data[: len(data) // 2])
+    elif how == "not_utf8":
+        path.write_bytes(b"\xff\xfe\x00" + path.read_bytes())
+    elif how == "directory":
+        path.unlink()
+        path.mkdir()
+    elif how == "symlink_loop":
+        path.unlink()
+        path.symlink_to(path.name)
+
+
+@pytest.mark.parametrize("how", ["missing", "truncated", "not_utf8", "directory", "symlink_loop"])
+@pytest.mark.parametrize("file", ["config.yaml", "per_query.csv", "metrics.json"])
+def test_an_unreadable_merge_input_exits_2_with_one_line_naming_folder_and_file(
+    shard_copies, tmp_path, capsys, file, how
+):
+    _damage(shard_copies[1] / file, how)
+    code, err = merge_exit(capsys, *shard_copies, "--out", tmp_path / "merged")
+    if (file, how) == ("metrics.json", "missing"):  # a shard that did not finish: listed with the others
+        assert code == 2 and f"shard 1/2 did not finish ({shard_copies[1]} has no metrics.json)" in err
+        return
+    assert_refused(code, err, shard_copies[1], file, tmp_path / "merged")
+
+
+def test_a_run_trec_linked_to_another_shards_is_refused(shard_copies, tmp_path, capsys):
+    (shard_copies[1] / "run.trec").unlink()
+    (shard_copies[1] / "run.trec").symlink_to(shard_copies[0] / "run.trec")
+    code, err = merge_exit(capsys, *shard_copies, "--out", tmp_path / "merged")
+    assert_refused(code, err, shard_copies[1], "run.trec", tmp_path / "merged")
+    assert "symlink to another folder's file" in err
 
 
 def test_a_missing_shard_is_named_and_nothing_is_written(tiny_runs, tmp_path, capsys):
@@ -334,3 +434,30 @@ def test_a_rerun_sharded_sweep_reports_its_merged_runs_not_the_shards_it_reused(
     )  # fmt: skip
     assert report.returncode == 0, report.stderr
     assert "2 runs" in report.stdout
+
+
+@pytest.mark.slow
+def test_merging_a_tracked_sweep_again_leaves_its_merged_child_with_its_shards(tmp_path, capsys, monkeypatch):
+    """`memeval-merge multirun/<time>` on a sweep that merged itself: said, nothing written, and the shard
+    runs stay below the sweep's merged child in MLflow (a second merge used to re-parent them)."""
+    suite = write_tiny_suite(tmp_path)
+    uri = store(tmp_path / "store")
+    command = ["suite=jsonl", f"suite.path={suite}", "variant=bm25", f"tracking.tracker.uri={uri}"]
+    command += ["tracking.tracker.experiment=again", "shard=0/2,1/2", f"hydra.sweep.dir={tmp_path / 'sweep'}"]
+    memeval_run(tmp_path, "-m", *command)
+
+    def shards_below() -> dict[str, str]:
+        every = tracked_runs(uri, "again")
+        (merged,) = [r for r in every if r.data.tags.get(MERGED_TAG)]
+        shards = [r for r in every if "memeval.shard" in r.data.tags]
+        return {
+            r.data.tags["memeval.shard"]: r.data.tags["mlflow.parentRunId"] == merged.info.run_id
+            for r in shards
+        }
+
+    assert shards_below() == {"0/2": True, "1/2": True}
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "")  # the shards' own config names the store
+    assert main([str(tmp_path / "sweep")]) == 0  # tracking on, as a user runs it
+    assert "already merged" in capsys.readouterr().out
+    assert sorted(p.name for p in (tmp_path / "sweep" / "merged").iterdir()) == ["0"]
+    assert shards_below() == {"0/2": True, "1/2": True}

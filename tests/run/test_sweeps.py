@@ -4,23 +4,29 @@ and resume of a multirun on a tiny suite (variant=bm25: no model needed)."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
 import pytest
 
 from experiments.configure.compose import CONF_DIR, compose_config
+from experiments.csv_cells import safe_frame
 from experiments.run.resume import config_hash, finished_on_disk, record_finished
 from experiments.run_folder import resume_enabled
+from experiments.run_folder.check import derived_values
+from experiments.run_folder.per_query import read_per_query
+from retrieval.cache_io import CacheWarning
 from retrieval.pipeline import Pipeline
 from retrieval.retrievers.bm25 import BM25Retriever
 from retrieval.reuse import ProcessMemo
 from retrieval.stage import RankStage
 from retrieval.types import Candidates, Query
-from tests.support import REPO, tiny_suite
+from tests.support import REPO, tiny_suite, write_run_files
 from tests.sweep_support import job_dirs, sweep, write_tiny_suite
 
 
@@ -68,7 +74,7 @@ def test_disk_index_needs_a_complete_metrics_json_with_the_same_hashes(tmp_path)
     record_finished(tmp_path / "cache", "abc", "suitehash", run_dir, None)
     assert finished_on_disk(tmp_path / "cache", "abc", "suitehash") is None  # killed before metrics.json
     metrics = {"config_hash": "abc", "suite": {"content_hash": "suitehash"}, "overall": {"nDCG@10": 0.5}}
-    (run_dir / "metrics.json").write_text(json.dumps(metrics))
+    write_run_files(run_dir, metrics)
     record_finished(tmp_path / "cache", "abc", "suitehash", run_dir, None)  # as the runner does, after it
     found = finished_on_disk(tmp_path / "cache", "abc", "suitehash")
     assert found is not None and found.overall["nDCG@10"] == 0.5 and found.source == "disk"
@@ -206,6 +212,44 @@ def test_an_interrupted_job_without_metrics_json_is_run_again(disk_sweep):
     jobs = job_dirs(tmp / "resumed")
     assert [(j / "skipped.json").is_file() for j in jobs] == [True, False, True]
     assert (jobs[1] / "metrics.json").is_file()
+
+
+def _recorded_copy(disk_sweep, target: Path) -> tuple[Path, str, str]:
+    """A copy of a finished job of the sweep, recorded as its config's finished run in a fresh cache."""
+    tmp, _, _ = disk_sweep
+    run_dir = shutil.copytree(job_dirs(tmp / "first")[0], target)
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    return run_dir, metrics["config_hash"], metrics["suite"]["content_hash"]
+
+
+def test_a_finished_run_whose_run_trec_lacks_queries_answers_for_no_job(disk_sweep, tmp_path):
+    # What memeval-merge recorded for a shard without its run.trec: the rows of per_query.csv say the
+    # queries returned memories, the run.trec has no line of them, the values were scored from that.
+    run_dir, cfg, suite = _recorded_copy(disk_sweep, tmp_path / "run")
+    lines = (run_dir / "run.trec").read_text().splitlines(keepends=True)
+    gone = lines[0].split()[0]
+    (run_dir / "run.trec").write_text("".join(line for line in lines if line.split()[0] != gone))
+    frame = read_per_query(run_dir / "per_query.csv")
+    for name, values in derived_values(run_dir).items():
+        frame[name] = values
+    safe_frame(frame).to_csv(run_dir / "per_query.csv")
+    code = json.loads((run_dir / "metrics.json").read_text())["code_version"]
+    record_finished(tmp_path / "cache", cfg, suite, run_dir, None, code=code)  # its checksums match
+    with pytest.warns(CacheWarning, match=f"run folder check.*run.trec.*{gone}"):
+        assert finished_on_disk(tmp_path / "cache", cfg, suite, code=code) is None
+
+
+def test_a_partial_merge_answers_for_no_job(disk_sweep, tmp_path):
+    run_dir, cfg, suite = _recorded_copy(disk_sweep, tmp_path / "run")
+    code = json.loads((run_dir / "metrics.json").read_text())["code_version"]
+    record_finished(tmp_path / "cache", cfg, suite, run_dir, None, code=code)
+    assert finished_on_disk(tmp_path / "cache", cfg, suite, code=code) is not None  # whole: it answers
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    metrics["partial"] = {"shards": "1 of 2", "missing": ["1/2"], "failures": []}
+    (run_dir / "metrics.json").write_text(json.dumps(metrics))
+    record_finished(tmp_path / "cache", cfg, suite, run_dir, None, code=code)  # as an old merge did
+    with pytest.warns(CacheWarning, match="partial merge"):
+        assert finished_on_disk(tmp_path / "cache", cfg, suite, code=code) is None
 
 
 def test_resume_false_runs_every_job_again(disk_sweep):

@@ -152,3 +152,22 @@ def test_submitit_local_launcher_runs_a_tracked_sweep(tmp_path, store_template):
     assert all(c.info.status == "FINISHED" for c in children)
     assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parents[0].info.run_id}
     assert list((tmp_path / "submitit" / ".submitit").iterdir())  # submitit's own job logs
+
+
+def test_a_partial_merge_logged_to_mlflow_answers_for_no_job(tmp_path, store_template):
+    # memeval-merge --allow-partial logs its run FINISHED with the whole config's hashes (and the shards'
+    # code version): the store must not offer it as that config's finished run.
+    from experiments.merge import merge
+    from experiments.run_folder import PARTIAL_TAG
+
+    suite = write_tiny_suite(tmp_path)
+    uri = copy_store(store_template, tmp_path / "store")
+    sweep(tmp_path, suite, tmp_path / "shards", "shard=0/2", uri=uri)  # shard 1/2 never ran
+    partial = merge([job_dirs(tmp_path / "shards")[0]], tmp_path / "partial", allow_partial=True)
+    tags = json.loads((partial / "tags.json").read_text())
+    (logged,) = [r for r in runs(uri) if PARTIAL_TAG in r.data.tags]
+    assert logged.info.status == "FINISHED" and logged.data.tags[CONFIG_HASH_TAG] == tags[CONFIG_HASH_TAG]
+    found = finished_in_mlflow(
+        uri, "sweeps", None, tags[CONFIG_HASH_TAG], tags["suite_hash"], [], tags[CODE_VERSION_TAG]
+    )
+    assert found is None
