@@ -212,7 +212,7 @@ HELP_ONLY_IN = {"study": ("run_study",), "system": ("config", "run_study"), "swe
 def shown_in_help(group: str, config_name: str) -> bool:
     """Whether `--help` of the app composing `config_name` lists `group`: never the bases built from the
     classes (`stage/dataclass`, `system/dataclass`: internal, a variant's files start from them)."""
-    if group.split("/")[-1] == "dataclass":
+    if "dataclass" in group.split("/"):  # the bases and what sits below them (system/dataclass/unset)
         return False
     return config_name in HELP_ONLY_IN.get(group, (config_name,))
 
