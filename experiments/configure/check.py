@@ -27,10 +27,10 @@ from hydra.utils import get_method
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from experiments.configure.nodes import PROTOCOL_METHODS
 from experiments.evaluate.metrics import parse_metric
 from experiments.names import name_problem
 from experiments.suites.load import SUITE_REPORT_KEYS
-from experiments.systems.protocol import MemorySystem
 from experiments.track.mlflow_tracker import MAX_EXPERIMENT_NAME_CHARS, MAX_KEY_CHARS, flatten
 from retrieval.field_types import value_problems
 from retrieval.stage import MAX_CUTOFF
@@ -39,10 +39,6 @@ RESUME_CHOICES = ("auto", True, False)
 # Keys of a suite config node that are not loader arguments.
 SUITE_META_KEYS = frozenset(
     {"_target_", "_convert_", "_recursive_", "_partial_", "_args_", *SUITE_REPORT_KEYS}
-)
-# What a live system's class must offer (experiments/systems/protocol.py's MemorySystem).
-PROTOCOL_METHODS = tuple(
-    name for name, value in vars(MemorySystem).items() if not name.startswith("_") and callable(value)
 )
 _CUTOFF = re.compile(r"(?P<family>\w+?)@(?P<k>[+-]?\d+)")
 

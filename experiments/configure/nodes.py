@@ -55,6 +55,8 @@ STAGE_MODULES = ("experiments.systems.retriever",)
 # The packages whose modules define the live adapters: each class there with a `name` that offers the
 # MemorySystem protocol is the base `system/dataclass/<its name>`.
 ADAPTER_PACKAGES = ("experiments.systems",)
+# What a live system's class must offer (experiments/systems/protocol.py's MemorySystem; check.py asks it of
+# a user's class too).
 PROTOCOL_METHODS = tuple(
     name for name, value in vars(MemorySystem).items() if not name.startswith("_") and callable(value)
 )
