@@ -26,6 +26,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.config_setup import setup
+from experiments.evaluate.cost import TOKENIZER_TAG, apply_budget, budget_tokens, default_counter
 from experiments.evaluate.metrics.official import check_metrics
 from experiments.exit_codes import console_script
 from experiments.run.build import pipeline_from_config
@@ -123,11 +124,15 @@ def execute(
         knowledge=suite.knowledge,
         on_phase=told,
     )
+    budget, cut = budget_tokens(cfg), None
+    if budget is not None:  # `budget.tokens=N` instead of k: each list cut to what fits (evaluate/cost.py)
+        output, cut = apply_budget(output, budget, default_counter())
     if told is not None:
         told("metrics")
     evaluation = evaluate(
         suite, output, list(cfg.metrics), seed=cfg.seed,
         unit=cfg.get("statistics", {}).get("unit", "auto"), empty=cfg.get("empty_queries", "apart"),
+        budget_tokens=budget, budget_cut=cut,
     )  # fmt: skip
     # Extra metrics.json sections (`extra_metrics` in the config: name -> function(suite, corpus) -> dict),
     # e.g. instruction-tagging coverage and precision: plug-ins, so the runner knows none of them.
@@ -208,6 +213,7 @@ def _run_experiment(
         CODE_VERSION_TAG: version,
         **_cassette_tags(output),
         **statistics_tags(evaluation.metrics),
+        TOKENIZER_TAG: evaluation.metrics["cost"]["tokenizer"],
     }
     told("write results")
     with writing(run_dir):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from experiments.evaluate.cost import console_line
 from experiments.suites.suite import Suite
 from retrieval.pipeline import Pipeline, RunOutput
 
@@ -42,6 +43,9 @@ def print_results(
         f"{latency}; scope leaks {evaluation.metrics['scope_leaks']}; "
         f"prefix cache {'hit' if output.prefix_cache_hit else 'miss'}"
     )
+    returned = console_line(evaluation.metrics)  # tokens returned (experiments/evaluate/cost.py)
+    if returned:
+        print(returned)
     print(f"results in {run_dir}")
 
 
