@@ -25,6 +25,7 @@ SCRIPTS = {
     "memeval-study": "memeval-study: run a study plan",
     "memeval-serve": "usage: memeval-serve",
     "memeval-merge": "usage: memeval-merge",
+    "memeval-export": "usage: memeval-export",
 }
 
 

@@ -74,6 +74,13 @@ MISTAKES: dict[str, dict[str, tuple[list[str], str] | None]] = {
         "bad_type": None,
         "missing_required": ([], "paths"),
     },
+    "memeval-export": {  # a folder and flags only
+        "typo_choice": (["--to", "trec", "run"], "--to"),
+        "unknown_key": (["--too", "json", "run"], "--too"),
+        "override_syntax": None,
+        "bad_type": None,
+        "missing_required": (["run"], "--to"),
+    },
     "memeval-serve": {
         "typo_choice": (["variant=hybird"], "variant/hybird"),
         "unknown_key": (["stage.bm25.kk1=1"], "stage.bm25.kk1"),
