@@ -137,9 +137,11 @@ class Variant:
     cost: np.ndarray
 
 
-def variant_score(variant: Variant, mask: np.ndarray, budgets: Budgets) -> float:
-    """lafs of the variant's one point over the queries in `mask`: mean quality at p50 cost."""
-    return lafs([_point(variant, mask)], budgets)
+def variant_score(variant: Variant | Sequence[Variant], mask: np.ndarray, budgets: Budgets) -> float:
+    """lafs of the variant's points over the queries in `mask`, each mean quality at p50 cost; a variant
+    swept over k or a token budget is the sequence of its runs (one point each)."""
+    runs = [variant] if isinstance(variant, Variant) else list(variant)
+    return lafs([_point(v, mask) for v in runs], budgets)
 
 
 def _point(variant: Variant, mask: np.ndarray) -> Point:
@@ -147,11 +149,13 @@ def _point(variant: Variant, mask: np.ndarray) -> Point:
     return Point(variant.name, float(np.nanmean(q)), float(np.percentile(c[~np.isnan(c)], 50)))
 
 
-def score_interval(variant: Variant, clusters: np.ndarray, budgets: Budgets) -> Interval:
+def score_interval(variant: Variant | Sequence[Variant], clusters: np.ndarray, budgets: Budgets) -> Interval:
     return jackknife_interval(lambda mask: variant_score(variant, mask, budgets), clusters)
 
 
-def paired_difference(a: Variant, b: Variant, clusters: np.ndarray, budgets: Budgets) -> Interval:
+def paired_difference(
+    a: Variant | Sequence[Variant], b: Variant | Sequence[Variant], clusters: np.ndarray, budgets: Budgets
+) -> Interval:
     """a's score minus b's, both over the same resampled conversations."""
     return jackknife_interval(
         lambda mask: variant_score(a, mask, budgets) - variant_score(b, mask, budgets), clusters
