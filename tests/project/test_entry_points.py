@@ -26,6 +26,7 @@ SCRIPTS = {
     "memeval-serve": "usage: memeval-serve",
     "memeval-merge": "usage: memeval-merge",
     "memeval-export": "usage: memeval-export",
+    "memeval-protocols": "usage: memeval-protocols",
 }
 
 

@@ -81,6 +81,13 @@ MISTAKES: dict[str, dict[str, tuple[list[str], str] | None]] = {
         "bad_type": None,
         "missing_required": (["run"], "--to"),
     },
+    "memeval-protocols": {  # a folder only
+        "typo_choice": None,
+        "unknown_key": (["--al", "run"], "--al"),
+        "override_syntax": None,
+        "bad_type": None,
+        "missing_required": ([], "run_dir"),
+    },
     "memeval-serve": {
         "typo_choice": (["variant=hybird"], "variant/hybird"),
         "unknown_key": (["stage.bm25.kk1=1"], "stage.bm25.kk1"),
