@@ -82,8 +82,10 @@ def cost_verdict_lines(checks: Sequence[CostCheck], summary: Mapping[str, Any]) 
     tokenizer = (summary.get("cost") or {}).get("tokenizer", "?")
     out = []
     for c in checks:
-        covers = f"tokens by {tokenizer}" if c.rule.name.startswith(("tokens", "chars", "memories")) else (
-            "per-query wall time of retrieval and ranking, index build excluded"
+        covers = (
+            f"tokens by {tokenizer}"
+            if c.rule.name.startswith(("tokens", "chars", "memories"))
+            else ("per-query wall time of retrieval and ranking, index build excluded")
         )
         out.append(
             f"- **cost {c.rule}: {'pass' if c.passed else 'FAIL'}**: the run's {c.rule.name} is "

@@ -22,7 +22,10 @@ from experiments.compare.plots import _png, plt  # the report's one matplotlib s
 from experiments.compare.render import Block, Heading, Image, Paragraph, Table, code, md
 from experiments.evaluate import frontier
 
-AXES = {"latency_ms": ("p50 latency (ms)", frontier.LATENCY_MS), "tokens_returned": ("p50 tokens returned", frontier.TOKENS)}
+AXES = {
+    "latency_ms": ("p50 latency (ms)", frontier.LATENCY_MS),
+    "tokens_returned": ("p50 tokens returned", frontier.TOKENS),
+}
 
 
 def _groups(comp: Comparison) -> dict[str, list[str]]:
@@ -51,7 +54,11 @@ def _variants(comp: Comparison, column: str, labels: Sequence[str]) -> list[fron
 
 def frontier_blocks(comp: Comparison, budgets: Mapping[str, frontier.Budgets] | None = None) -> list[Block]:
     budgets = {**{k: b for k, (_, b) in AXES.items()}, **(budgets or {})}
-    clusters = comp.clusters.reindex(comp.values[comp.primary].index).to_numpy() if comp.clusters is not None else None
+    clusters = (
+        comp.clusters.reindex(comp.values[comp.primary].index).to_numpy()
+        if comp.clusters is not None
+        else None
+    )
     by_query = clusters is None
     if by_query:
         clusters = np.arange(len(comp.values[comp.primary]))
@@ -66,7 +73,9 @@ def frontier_blocks(comp: Comparison, budgets: Mapping[str, frontier.Budgets] | 
         if not variants:
             blocks.append(Paragraph(f"No run measured {code(column)}: no {axis} frontier."))
             continue
-        points = [frontier._point(v, np.ones(len(clusters), dtype=bool)) for vs in variants.values() for v in vs]
+        points = [
+            frontier._point(v, np.ones(len(clusters), dtype=bool)) for vs in variants.values() for v in vs
+        ]
         on_front = {p.name for p in frontier.pareto(points)}
         rows: dict[str, dict[str, Any]] = {}
         base = variants.get(base_group)
@@ -74,33 +83,42 @@ def frontier_blocks(comp: Comparison, budgets: Mapping[str, frontier.Budgets] | 
             score = frontier.score_interval(vs, clusters, bud)
             row = {
                 "points": len(vs),
-                f"{comp.primary} (mean)": ", ".join(f"{p.quality:.3f}" for p in points if p.name in {v.name for v in vs}),
+                f"{comp.primary} (mean)": ", ".join(
+                    f"{p.quality:.3f}" for p in points if p.name in {v.name for v in vs}
+                ),
                 axis: ", ".join(f"{p.cost:.4g}" for p in points if p.name in {v.name for v in vs}),
                 "Pareto": ", ".join(v.name for v in vs if v.name in on_front) or "–",
                 "frontier score": f"{score.estimate:.4f}",
                 "95% CI": _ci(score),
             }
             if base is not None and group != base_group:
-                row["Δ vs baseline (95% CI)"] = _ci(frontier.paired_difference(vs, base, clusters, bud), delta=True)
+                row["Δ vs baseline (95% CI)"] = _ci(
+                    frontier.paired_difference(vs, base, clusters, bud), delta=True
+                )
             rows[group] = row
         blocks += [
             Heading(f"{md(comp.primary)} against {axis}", 3),
-            Image(f"frontier_{column}.png", _plot(points, on_front, axis, comp.primary), f"{comp.primary} vs {axis}"),
+            Image(
+                f"frontier_{column}.png",
+                _plot(points, on_front, axis, comp.primary),
+                f"{comp.primary} vs {axis}",
+            ),
             Table(pd.DataFrame.from_dict(rows, orient="index"), "variant"),
             Paragraph(
-                f"Frontier score: the area under the step frontier of {md(comp.primary)} over log {md(bud.unit)} "
-                f"budgets {bud.low:g}-{bud.high:g} {md(bud.unit)} (LongMemEval-V2's LAFS construction, floor "
-                f"{bud.floor:g}), each point the mean over the answerable queries at the p50 cost; the reference "
-                "is no other variant (a variant's own frontier), Δ: the difference from the baseline's. 95% CI: "
+                f"Frontier score: the area under the step frontier of {md(comp.primary)} over log "
+                f"{md(bud.unit)} budgets {bud.low:g}-{bud.high:g} {md(bud.unit)} (LongMemEval-V2's LAFS "
+                f"construction, floor {bud.floor:g}), each point the mean over the answerable queries at "
+                "the p50 cost; the reference is no other variant (a variant's own frontier), Δ: the "
+                "difference from the baseline's. 95% CI: "
                 + (
-                    "the queries resampled one at a time (the runs record no conversations)"
+                    "delete-one-query jackknife (the runs record no conversations)"
                     if by_query
                     else f"delete-one-conversation jackknife over the {len(set(clusters))} conversations, "
                     "t on G - 1 df, quality and cost from the same queries"
                 )
-                + "; with fewer than 10 conversations read it as a rough range (docs/metrics.md's few-cluster "
-                "rules; coverage simulated in reports/benchmarks/frontier_coverage.md). Pareto: the points no "
-                "other point beats at equal or lower cost."
+                + "; with fewer than 10 conversations read it as a rough range (docs/metrics.md's "
+                "few-cluster rules; coverage simulated in reports/benchmarks/frontier_coverage.md). "
+                "Pareto: the points no other point beats at equal or lower cost."
                 + (f" Left out (not measured): {', '.join(code(g) for g in left_out)}." if left_out else "")
             ),
         ]

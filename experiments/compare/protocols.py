@@ -48,7 +48,9 @@ def _ranking_for(suite: Any, ranking: Mapping[str, list[str]], own: str, target:
     if own != "turn" or target != "session":
         return None
     session_of = {t: m.id for m in suite.memories for t in m.metadata.get("turns", ())}
-    return {q: list(dict.fromkeys(session_of[t] for t in ids if t in session_of)) for q, ids in ranking.items()}
+    return {
+        q: list(dict.fromkeys(session_of[t] for t in ids if t in session_of)) for q, ids in ranking.items()
+    }
 
 
 def score_under(run_dir: Path) -> tuple[pd.DataFrame, list[str]]:
@@ -60,7 +62,11 @@ def score_under(run_dir: Path) -> tuple[pd.DataFrame, list[str]]:
     config = OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"), resolve=False)
     suite_config = dict(config["suite"])
     # the suite's primary metric (its benchmark's headline: recall_all@5 on LongMemEval) and the run's own
-    metrics = list(dict.fromkeys([*([suite_config["primary"]] if suite_config.get("primary") else []), *config["metrics"]]))
+    metrics = list(
+        dict.fromkeys(
+            [*([suite_config["primary"]] if suite_config.get("primary") else []), *config["metrics"]]
+        )
+    )
     ranking = read_run(run_dir / "run.trec")
     own = str(suite_config.get("granularity", "turn"))
     rows, notes = {}, []
@@ -103,7 +109,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("run_dir", type=Path, help="a finished run folder (run.trec, config.yaml)")
     args = parser.parse_args(argv)
     if not (args.run_dir / "metrics.json").is_file() or not (args.run_dir / "config.yaml").is_file():
-        print(f"error: {args.run_dir}: not a finished run folder (no metrics.json or config.yaml)", file=sys.stderr)
+        print(
+            f"error: {args.run_dir}: not a finished run folder (no metrics.json or config.yaml)",
+            file=sys.stderr,
+        )
         sys.exit(EXIT_BAD_INPUT)
     table, notes = score_under(args.run_dir)
     print(table.to_string(float_format=lambda v: f"{v:.4f}"))

@@ -101,7 +101,9 @@ def returned_columns(
     by_id = {r.query_id: _returned(r, k) for r in output.ranked}
     shown = [[texts.get(m, "") for m in by_id.get(q, ())] for q in query_ids]
     sizes = np.array([len(row) for row in shown], dtype=int)
-    running = np.concatenate([[0], np.cumsum(counter.counts(t for row in shown for t in row), dtype=np.int64)])
+    running = np.concatenate(
+        [[0], np.cumsum(counter.counts(t for row in shown for t in row), dtype=np.int64)]
+    )
     ends = np.cumsum(sizes)
     tokens = running[ends] - running[ends - sizes]  # each query's sum, from one running total
     return {
@@ -151,7 +153,10 @@ def budget_problems(cfg: Any) -> list[str]:
         return [f"budget: expected a mapping such as {{tokens: 2000}}, got {budget!r:.60}"]
     if tokens is None or (isinstance(tokens, int) and not isinstance(tokens, bool) and tokens >= 1):
         return []
-    return [f"budget.tokens: expected an integer >= 1 (tokens a query's returned memories may total), got {tokens!r:.60}"]
+    return [
+        "budget.tokens: expected an integer >= 1 (tokens a query's returned memories may total), "
+        f"got {tokens!r:.60}"
+    ]
 
 
 def budget_tokens(cfg: Any) -> int | None:

@@ -91,7 +91,9 @@ def _best_under(points: Sequence[Point], budget: float, floor: float) -> float:
 def lafs(points: Sequence[Point], budgets: Budgets) -> float:
     """The area under the step frontier over log budgets, divided by the log range (module docstring)."""
     front = pareto(points)
-    breaks = sorted({budgets.low, budgets.high} | {p.cost for p in front if budgets.low < p.cost < budgets.high})
+    breaks = sorted(
+        {budgets.low, budgets.high} | {p.cost for p in front if budgets.low < p.cost < budgets.high}
+    )
     area = 0.0
     for left, right in zip(breaks[:-1], breaks[1:], strict=True):
         area += _best_under(front, left, budgets.floor) * math.log(right / left)

@@ -234,7 +234,9 @@ def summarize(
     overall["latency_ms_p50"] = float(np.percentile(latency, 50)) if measured else None
     overall["latency_ms_p95"] = float(np.percentile(latency, 95)) if measured else None
     overall["latency_measured"] = measured
-    if "tokens_returned" in frame.columns:  # what the queries returned, counted (experiments/evaluate/cost.py)
+    if (
+        "tokens_returned" in frame.columns
+    ):  # what the queries returned, counted (experiments/evaluate/cost.py)
         overall.update(cost.overall_figures(frame))
     scored = ~columns.abstention if empty == "apart" else np.ones(len(frame), dtype=bool)
     answerable = columns.values[:, scored]
@@ -310,7 +312,7 @@ def evaluate(
     """`unit`: what the overall CIs resample (auto | cluster | query); `empty`: queries with no relevant
     memory reported apart (default) or scored 0 and averaged in (`zero`, trec_eval). What each query
     returned is counted at the suite's k, or, when the lists were cut to `budget_tokens`
-    (cost.apply_budget, which cut `budget_cut` of them), over the whole list (experiments/evaluate/cost.py)."""
+    (cost.apply_budget, which cut `budget_cut` of them), over the whole list (evaluate/cost.py)."""
     frame = per_query_table(suite, output, metrics, empty=empty)
     counter = cost.default_counter()
     k = suite.k if budget_tokens is None else None

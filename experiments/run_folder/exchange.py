@@ -22,8 +22,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from experiments.exit_codes import EXIT_BAD_INPUT, RULE, ArgumentParser, console_script
 from experiments.evaluate.metrics.official_longmemeval import LongMemEvalScorer
+from experiments.exit_codes import EXIT_BAD_INPUT, RULE, ArgumentParser, console_script
 from retrieval.pipeline import PipelineConfigError
 from retrieval.retrievers.trec_run import parse_run, trec_eval_order
 
@@ -37,7 +37,9 @@ def ranked_with_scores(run_trec: Path) -> dict[str, list[tuple[str, float]]]:
 
 
 def to_json(ranked: dict[str, list[tuple[str, float]]]) -> str:
-    return json.dumps({q: [[mid, score] for mid, score in hits] for q, hits in ranked.items()}, indent=1) + "\n"
+    return (
+        json.dumps({q: [[mid, score] for mid, score in hits] for q, hits in ranked.items()}, indent=1) + "\n"
+    )
 
 
 def to_longmemeval(ranked: dict[str, list[tuple[str, float]]], suite: Any) -> str:
@@ -51,11 +53,21 @@ def to_longmemeval(ranked: dict[str, list[tuple[str, float]]], suite: Any) -> st
         corpus = scorer.corpus.get(qid, ()) if scorer else ()
         position = scorer.position.get(qid, {}) if scorer else {}
         items = [
-            {"corpus_id": corpus[position[mid]] if mid in position else mid, "text": texts.get(mid, ""), "score": s}
+            {
+                "corpus_id": corpus[position[mid]] if mid in position else mid,
+                "text": texts.get(mid, ""),
+                "score": s,
+            }
             for mid, s in hits
         ]
-        results = {"query": questions.get(qid, ""), "ranked_items": items, "metrics": {"session": {}, "turn": {}}}
-        lines.append(json.dumps({"question_id": qid, "question": questions.get(qid, ""), "retrieval_results": results}))
+        results = {
+            "query": questions.get(qid, ""),
+            "ranked_items": items,
+            "metrics": {"session": {}, "turn": {}},
+        }
+        lines.append(
+            json.dumps({"question_id": qid, "question": questions.get(qid, ""), "retrieval_results": results})
+        )
     return "".join(f"{line}\n" for line in lines)
 
 

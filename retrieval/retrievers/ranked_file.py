@@ -1,4 +1,4 @@
-"""Another harness's rankings, read as they are: a JSON mapping or LongMemEval's retrieval output, one channel.
+"""Another harness's rankings as they are: a JSON mapping or LongMemEval's retrieval output, one channel.
 
     memeval-run variant=ranked_file stage.ranked_file.path=ranks.json
     memeval-run suite=longmemeval ... variant=ranked_file stage.ranked_file.path=retrievallog_turn_bm25 \
@@ -109,7 +109,9 @@ def read_longmemeval(path: str | Path, data: bytes) -> dict[str, Ranked]:
         if not isinstance(items, list) or not all(isinstance(i, dict) and "corpus_id" in i for i in items):
             raise PipelineConfigError(f"{where}: retrieval_results.ranked_items: each item needs a corpus_id")
         if str(qid) in out:
-            raise PipelineConfigError(f"{where}: question {qid} is listed twice (first {out[str(qid)].where})")
+            raise PipelineConfigError(
+                f"{where}: question {qid} is listed twice (first {out[str(qid)].where})"
+            )
         ids = [str(i["corpus_id"]) for i in items]
         _no_repeat(f"{where}: question {qid}", ids)
         scored = all("score" in i for i in items) and bool(items)
@@ -120,7 +122,11 @@ def read_longmemeval(path: str | Path, data: bytes) -> dict[str, Ranked]:
 
 def resolve(query_id: str, ranked_id: str, position: dict[str, int]) -> int | None:
     """The corpus row an id names for this question (see the module docstring), or None (foreign)."""
-    for candidate in (ranked_id, f"{query_id}:{ranked_id}", f"{query_id}:{ranked_id.replace('noans', 'answer')}"):
+    for candidate in (
+        ranked_id,
+        f"{query_id}:{ranked_id}",
+        f"{query_id}:{ranked_id.replace('noans', 'answer')}",
+    ):
         if candidate in position:
             return position[candidate]
     return None
@@ -148,7 +154,9 @@ class _FileIndex:
                 raise PipelineConfigError(f"{ranked.where}: question {qid} is not in the suite")
             # a memory of another scope stays that memory (a scope leak, counted), as a live system's
             rows = [resolve(qid, mid, self._position) for mid in ranked.ids[: self._top_n]]
-            foreign = [(mid, None) for mid, r in zip(ranked.ids, rows) if r is None]
+            foreign = [
+                (mid, None) for mid, r in zip(ranked.ids[: self._top_n], rows, strict=True) if r is None
+            ]
             made = iter(self._corpus.add_foreign(foreign) if foreign else [])
             index = np.array([r if r is not None else next(made) for r in rows], dtype=np.int64)
             n = len(index)
@@ -173,7 +181,9 @@ class RankedFileRetriever(Retriever):
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
-            raise PipelineConfigError(f"stage.ranked_file.format: expected one of {FORMATS}, got {self.format!r}")
+            raise PipelineConfigError(
+                f"stage.ranked_file.format: expected one of {FORMATS}, got {self.format!r}"
+            )
         if not Path(self.path).is_file():
             raise PipelineConfigError(f"ranked file {self.path} does not exist (stage.ranked_file.path)")
         if not self.sha256:

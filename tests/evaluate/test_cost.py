@@ -73,7 +73,8 @@ def test_budget_keeps_the_longest_prefix_that_fits_and_counts_the_cut_queries(ti
     whole = returned_columns(output, ids, 2, counter)  # top 2 of the uncut lists
     assert list(whole["tokens_returned"]) == [sum(sizes.get(q, [])[:2]) for q in ids]
     assert list(whole["chars_returned"]) == [
-        sum(len(texts[m]) for m in next(r for r in output.ranked if r.query_id == q).memory_ids[:2]) for q in ids
+        sum(len(texts[m]) for m in next(r for r in output.ranked if r.query_id == q).memory_ids[:2])
+        for q in ids
     ]
 
 

@@ -11,7 +11,6 @@ import pandas as pd
 import pytest
 
 from experiments.evaluate import cost
-
 from experiments.evaluate.metrics import per_query as relevance_per_query
 from experiments.evaluate.table import evaluate, per_query_table, query_cluster, scope_leaks
 from experiments.run.compose import compose_config

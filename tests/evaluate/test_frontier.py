@@ -80,7 +80,10 @@ def test_seeded_random_point_sets_and_budgets_equal_upstream():
         latencies = np.exp(rng.uniform(math.log(0.05), math.log(500.0), n))
         latencies[rng.random(n) < 0.2] = latencies[0]  # ties in latency
         accuracies = np.round(rng.uniform(0, 100, n), int(rng.integers(0, 2)))  # ties in accuracy
-        points = [Point(f"p{i}", float(a), float(t)) for i, (a, t) in enumerate(zip(accuracies, latencies))]
+        points = [
+            Point(f"p{i}", float(a), float(t))
+            for i, (a, t) in enumerate(zip(accuracies, latencies, strict=True))
+        ]
         low = float(np.exp(rng.uniform(-3, 1)))
         budgets = Budgets(low, low * float(np.exp(rng.uniform(0.5, 8))), floor=float(rng.uniform(0, 10)))
         expected = upstream.lafs(_theirs(points), budgets.low, budgets.high, budgets.floor)

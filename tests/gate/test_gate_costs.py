@@ -42,7 +42,10 @@ def test_each_cost_rule_has_its_verdict_line_and_a_broken_bound_fails(gated, cap
     ok = gate([f"tokens_returned_p95 <= {tokens}", "latency_ms_p95 <= 1e9"])
     assert main([ok, "bm25", "--baseline", str(baseline), "--run-dir", str(run)]) == 0
     out = capsys.readouterr().out
-    assert f"**cost tokens_returned_p95 <= {tokens:g}: pass**" in out and "**cost latency_ms_p95 <= 1e+09: pass**" in out
+    assert (
+        f"**cost tokens_returned_p95 <= {tokens:g}: pass**" in out
+        and "**cost latency_ms_p95 <= 1e+09: pass**" in out
+    )
     assert "all-MiniLM-L6-v2" in out  # what the tokens were counted by
     tight = gate([f"tokens_returned_p95 < {tokens}"])
     assert main([tight, "bm25", "--baseline", str(baseline), "--run-dir", str(run)]) == 1
@@ -53,7 +56,11 @@ def test_each_cost_rule_has_its_verdict_line_and_a_broken_bound_fails(gated, cap
 
 @pytest.mark.parametrize(
     ("rule", "said"),
-    [("tokens_returned_p99 <= 5", "cost_rules[0]"), ("latency_ms_p95 =< 5", "cost_rules[0]"), ("x", "cost_rules[0]")],
+    [
+        ("tokens_returned_p99 <= 5", "cost_rules[0]"),
+        ("latency_ms_p95 =< 5", "cost_rules[0]"),
+        ("x", "cost_rules[0]"),
+    ],
 )
 def test_a_malformed_rule_is_exit_2_naming_the_file_and_rule(gated, capsys, rule, said):
     gate, run, baseline, _ = gated
@@ -69,5 +76,8 @@ def test_a_number_the_run_lacks_cannot_be_judged(gated, capsys, tmp_path):
     metrics = json.loads((cached / "metrics.json").read_text())
     metrics["overall"]["latency_ms_p95"] = None  # answered from a cache: not timed
     (cached / "metrics.json").write_text(json.dumps(metrics))
-    assert main([gate(["latency_ms_p95 <= 50"]), "bm25", "--baseline", str(baseline), "--run-dir", str(cached)]) == 2
+    assert (
+        main([gate(["latency_ms_p95 <= 50"]), "bm25", "--baseline", str(baseline), "--run-dir", str(cached)])
+        == 2
+    )
     assert "cannot judge" in capsys.readouterr().err

@@ -39,7 +39,11 @@ CASES = {
     "spark25-hybrid": ["suite=spark25", "variant=hybrid"],  # RRF: many ties, lowered when written
     "longmemeval-turn": ["suite=longmemeval", f"suite.path={EDGES}", "variant=bm25", "depth=1000"],
     "longmemeval-session": [
-        "suite=longmemeval", f"suite.path={EDGES}", "suite.granularity=session", "variant=bm25", "depth=1000",
+        "suite=longmemeval",
+        f"suite.path={EDGES}",
+        "suite.granularity=session",
+        "variant=bm25",
+        "depth=1000",
     ],  # fmt: skip
 }
 

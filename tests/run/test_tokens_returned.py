@@ -25,7 +25,8 @@ def _memeval_run(tmp: Path, name: str, *extra: str) -> Path:
     proc = subprocess.run(
         [
             sys.executable, "-m", "experiments.run", "suite=spark25", "variant=bm25", "progress=false",
-            f"tracking.tracker.uri={uri}", "tracking.tracker.experiment=tokens", f"hydra.run.dir={tmp / name}",
+            f"tracking.tracker.uri={uri}", "tracking.tracker.experiment=tokens",
+            f"hydra.run.dir={tmp / name}",
             f"cache_dir={tmp / 'cache'}", *extra,
         ],  # fmt: skip
         cwd=tmp, capture_output=True, text=True, timeout=600, env={**os.environ, "MLFLOW_TRACKING_URI": ""},
