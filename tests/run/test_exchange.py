@@ -116,3 +116,17 @@ def test_memeval_run_exits_2_on_a_bad_file_and_export_refuses_a_folder_that_is_n
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 2 and "not a finished run folder" in done.stderr
+
+
+def test_a_file_with_foreign_ids_is_never_answered_from_the_candidate_cache(tmp_path):
+    ranks = tmp_path / "ranks.json"
+    ranks.write_text(json.dumps({"code-01": ["someone-elses-id", "ins-0001"]}))
+    cfg = compose_config(
+        ["suite=spark25", "variant=ranked_file", f"stage.ranked_file.path={ranks}", "tracking=none",
+         f"cache_dir={tmp_path / 'cache'}", "progress=false"]
+    )  # fmt: skip
+    suite = load_suite_from_config(cfg)
+    first, _ = execute(cfg, suite, build_pipeline(cfg))
+    again, _ = execute(cfg, suite, build_pipeline(cfg))  # a cache hit would skip the build: no foreign row
+    assert not again.prefix_cache_hit
+    assert [r.memory_ids for r in again.ranked] == [r.memory_ids for r in first.ranked]
