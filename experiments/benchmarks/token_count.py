@@ -19,8 +19,8 @@ import functools
 import json
 import os
 import shlex
-import tempfile
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -67,11 +67,13 @@ def measure(suite_path: Path, embeddings: Path, repeats: int, variant: str, scra
         rows.append({
             "run_wall_s": run_wall, "run_cpu_s": run_cpu,
             "count_wall_s": count_wall, "count_cpu_s": count_cpu,
-            "texts_counted": int(counted["memories_returned"].sum()), "counts": "cold" if not rows else "warm",
+            "texts_counted": int(counted["memories_returned"].sum()),
+            "counts": "cold" if not rows else "warm",
         })  # fmt: skip
     overall = evaluation.metrics["overall"]
     return {
-        "suite": suite.name, "variant": variant, "queries": len(ids), "memories": len(suite.memories), "k": suite.k,
+        "suite": suite.name, "variant": variant, "queries": len(ids), "memories": len(suite.memories),
+        "k": suite.k,
         "repeats": rows,
         "tokens_returned": {k: overall[k] for k in overall if k.startswith("tokens_returned")},
         "share_cpu": max(r["count_cpu_s"] / r["run_cpu_s"] for r in rows[1:]),
@@ -99,7 +101,8 @@ def markdown(result: dict[str, Any], info: dict[str, Any], command: str) -> str:
         "| repeat | run wall s | run CPU s | counts | counting wall s | counting CPU s | texts counted |",
         "|---:|---:|---:|---|---:|---:|---:|",
         *(
-            f"| {i} | {r['run_wall_s']:.2f} | {r['run_cpu_s']:.2f} | {r['counts']} | {r['count_wall_s']:.3f} | "
+            f"| {i} | {r['run_wall_s']:.2f} | {r['run_cpu_s']:.2f} | {r['counts']} | "
+            f"{r['count_wall_s']:.3f} | "
             f"{r['count_cpu_s']:.3f} | {r['texts_counted']:,} |"
             for i, r in enumerate(result["repeats"], 1)
         ),
@@ -107,7 +110,8 @@ def markdown(result: dict[str, Any], info: dict[str, Any], command: str) -> str:
         f"Counting in a warm run (counts from the cache) is at most **{result['share_cpu']:.2%}** of the "
         f"run's CPU time ({result['share_wall']:.2%} of its wall time); limit {LIMIT:.0%}: "
         f"{'met' if result['share_cpu'] <= LIMIT else 'NOT met'}. Cold (the first run to count these texts: "
-        f"the tokenizer loaded, every text tokenized) it was {result['cold_share_cpu']:.1%} of that run's CPU.",
+        "the tokenizer loaded, every text tokenized) it was "
+        f"{result['cold_share_cpu']:.1%} of that run's CPU.",
         "",
     ]
     return "\n".join(lines)
