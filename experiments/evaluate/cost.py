@@ -167,6 +167,17 @@ class Counted:
         return {"tokenizer": self.tokenizer, "returned": what, **self.__dict__}
 
 
+def merged_section(sections: Sequence[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """The `cost` section of shards merged (experiments/merge.py): the same tokenizer and cut, the cut
+    queries summed; None when a shard has none (made before tokens were counted)."""
+    if not sections or any(s is None for s in sections):
+        return None
+    out = dict(sections[0])  # type: ignore[arg-type]
+    if out.get("budget_cut_queries") is not None:
+        out["budget_cut_queries"] = sum(int(s["budget_cut_queries"]) for s in sections)  # type: ignore[index]
+    return out
+
+
 def overall_figures(frame: Any) -> dict[str, float | None]:
     """metrics.json's overall `tokens_returned_p50/p95/mean`, `chars_returned_mean`,
     `memories_returned_mean`, over every query (what a reader is handed costs the same answerable or not)."""
