@@ -53,6 +53,7 @@ from experiments.evaluate.statistics import (
 )
 from experiments.evaluate.table import query_cluster
 from experiments.exit_codes import ArgumentParser, console_script
+from experiments.gate_costs import CostCheck, CostRule, check_costs, cost_verdict_lines, parse_cost_rules
 from experiments.track.finished_runs import RunError, RunRecord, higher_is_better, load_run_dir
 from experiments.track.mlflow_tracker import git_commit
 from retrieval.encoder import ModelNotFoundError
@@ -103,6 +104,7 @@ class GateConfig:
     # Too few clusters for any significant cluster-level result: refused unless said so (judged then by
     # floors and tolerance alone).
     allow_few_clusters: bool = False
+    cost_rules: tuple[CostRule, ...] = ()  # bounds on tokens returned and latency (experiments/gate_costs.py)
 
     def floor(self, metric: str, variant: str) -> float | None:
         return self.variant_floors.get(variant, {}).get(metric, self.floors.get(metric))
@@ -150,6 +152,7 @@ class GateConfig:
             mde_correlation=float(raw.get("mde_correlation", 0.5)),
             allow_tolerance_below_mde=raw.get("allow_tolerance_below_mde", False),
             allow_few_clusters=raw.get("allow_few_clusters", False),
+            cost_rules=parse_cost_rules(raw.get("cost_rules"), str(path)),
         )
 
 
@@ -238,10 +241,11 @@ class GateResult:
     unit: str = "query"  # what the statistics resampled: cluster | query
     n_clusters: int = 0  # clusters among the gated queries (0: not known)
     warning: str | None = None  # too few clusters, or clusters not known
+    costs: tuple[CostCheck, ...] = ()
 
     @property
     def passed(self) -> bool:
-        return not any(c.failures for c in self.checks)
+        return not any(c.failures for c in self.checks) and all(c.passed for c in self.costs)
 
 
 def _gated_values(run: RunRecord, metrics: Sequence[str]) -> pd.DataFrame:
@@ -397,6 +401,7 @@ def check_run(run: RunRecord, baseline: Baseline, gate: GateConfig, baseline_pat
     return GateResult(
         gate, baseline, baseline_path, run, tuple(checks), _regressed(run, baseline, frame, gate.metrics),
         _config_changes(baseline.config, run.params), unit, n_clusters, warning,
+        check_costs(gate.cost_rules, run.summary.get("overall") or {}, run.source),
     )  # fmt: skip
 
 
@@ -475,7 +480,7 @@ def summary_markdown(result: GateResult) -> str:
             f"{c.tolerance:.3f} | {_p(c.mde)} | {_p(round(c.design_effect, 2))} "
             f"| {c.wins}/{c.ties}/{c.losses} | {'fail' if c.failures else 'ok'} |"
         )
-    lines += ["", *verdict_lines(result)]
+    lines += ["", *verdict_lines(result), *cost_verdict_lines(result.costs, result.run.summary)]
     failures = [f for c in result.checks for f in c.failures]
     if failures:
         lines += ["", "Failures:", *[f"- {md(f)}" for f in failures]]

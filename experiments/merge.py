@@ -52,6 +52,7 @@ from omegaconf import DictConfig, OmegaConf
 from experiments.configure.build import pipeline_from_config
 from experiments.configure.compose import yaml_text
 from experiments.csv_cells import original_text, safe_frame
+from experiments.evaluate.cost import merged_section
 from experiments.evaluate.table import metric_columns, summarize
 from experiments.exit_codes import EXIT_BAD_INPUT, ArgumentParser, console_script
 from experiments.run.resume import CONFIG_HASH_TAG, config_hash, record_finished
@@ -432,6 +433,7 @@ def merged_metrics(
     out["build_ms"] = _combined([r.metrics.get("build_ms") for r in runs])  # work done, summed
     out["prefix_cache_hit"] = _combined([r.metrics.get("prefix_cache_hit") for r in runs])
     out["cache"] = _combined([r.metrics.get("cache") for r in runs])
+    out["cost"] = merged_section([r.metrics.get("cost") for r in runs])  # experiments/evaluate/cost.py
     out["timings"] = _combined([r.metrics.get("timings") for r in runs])  # work done per phase, summed
     peaks = [r.metrics.get("resource", {}).get("peak_rss_mb") for r in runs]
     out["resource"] = {"peak_rss_mb": max((p for p in peaks if p is not None), default=None)}  # the largest

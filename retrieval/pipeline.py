@@ -195,7 +195,8 @@ class Pipeline:
         memo: ProcessMemo | None,
         knowledge: Knowledge | None,
     ) -> RunOutput:
-        reuse = Reuse.of(memo, cache, suite_hash, live=bool(self.live))
+        uncached = bool(self.live) or any(r.builds_rows for r in self.retrievers)
+        reuse = Reuse.of(memo, cache, suite_hash, live=uncached)
         build_ms: dict[str, float] = {}
         channel_reports: dict[str, Any] = {}
         counts_before = dict(cache_io.COUNTS)

@@ -199,6 +199,9 @@ class Retriever(Stage):
 
     ranges = {"top_n": Range(ge=1, le=MAX_CUTOFF)}
     live: ClassVar[bool] = False
+    # A channel whose index adds rows to the corpus when built (foreign ids read from a file): never from a
+    # cache, which would skip that build (retrieval/retrievers/ranked_file.py).
+    builds_rows: ClassVar[bool] = False
     channel: str
     top_n: int = 100
 

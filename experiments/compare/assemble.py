@@ -16,6 +16,7 @@ import pandas as pd
 
 from experiments.compare import analysis, plots
 from experiments.compare.drilldown import DEFAULT_DRILLDOWN, DrilldownOptions, drilldown_blocks, suite_texts
+from experiments.compare.frontier_section import frontier_blocks
 from experiments.compare.render import (
     Block,
     Code,
@@ -256,6 +257,7 @@ def build_report(
     blocks += _wins_losses(comp, sig, primary)
     for section in sections:
         blocks += section(comp, sig)
+    blocks += frontier_blocks(comp)  # quality against latency and tokens (compare/frontier_section.py)
     blocks += [
         Heading("Latency"),
         Table(analysis.latency(comp).map(lambda v: v if isinstance(v, str) else _f(v, 2)), "run"),

@@ -28,6 +28,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from experiments.configure.nodes import PROTOCOL_METHODS
+from experiments.evaluate.cost import budget_problems
 from experiments.evaluate.metrics import parse_metric
 from experiments.names import name_problem
 from experiments.suites.load import SUITE_REPORT_KEYS
@@ -290,7 +291,7 @@ def config_problems(cfg: DictConfig, resolved: Mapping[str, Any] | None = None) 
     """Every problem of a run config that shows without building its stages (`resolved`: the config
     already resolved to a container, when it resolves). The stages' own problems come from building
     them, once, in the run (experiments/run/app.py: `checked_pipeline`), listed after these."""
-    problems = run_problems(cfg) + suite_problems(cfg) + variant_problems(cfg)
+    problems = run_problems(cfg) + budget_problems(cfg) + suite_problems(cfg) + variant_problems(cfg)
     return problems + tracking_problems(cfg, resolved) + system_problems(cfg)
 
 

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 import numpy as np
 import pandas as pd
 
+from experiments.evaluate import cost
 from experiments.evaluate.metrics import over_own_queries
 from experiments.evaluate.metrics.noise import noise_table
 from experiments.evaluate.metrics.official import BenchmarkScorer, upstream_aggregates
@@ -252,6 +253,10 @@ def summarize(
     overall["latency_ms_p50"] = float(np.percentile(latency, 50)) if measured else None
     overall["latency_ms_p95"] = float(np.percentile(latency, 95)) if measured else None
     overall["latency_measured"] = measured
+    if (
+        "tokens_returned" in frame.columns
+    ):  # what the queries returned, counted (experiments/evaluate/cost.py)
+        overall.update(cost.overall_figures(frame))
     scored = ~columns.abstention if empty == "apart" else np.ones(len(frame), dtype=bool)
     answerable = columns.values[:, scored]
     ci: dict[str, list[float]] = {}
@@ -322,10 +327,18 @@ def evaluate(
     seed: int = 0,
     unit: str = "auto",
     empty: str = "apart",
+    budget_tokens: int | None = None,
+    budget_cut: int | None = None,
+    counter: cost.TokenCounter | None = None,
 ) -> Evaluation:
     """`unit`: what the overall CIs resample (auto | cluster | query); `empty`: queries with no relevant
-    memory reported apart (default) or scored 0 and averaged in (`zero`, trec_eval)."""
+    memory reported apart (default) or scored 0 and averaged in (`zero`, trec_eval). What each query
+    returned is counted at the suite's k, or, when the lists were cut to `budget_tokens`
+    (cost.apply_budget, which cut `budget_cut` of them), over the whole list (evaluate/cost.py)."""
     frame = per_query_table(suite, output, metrics, empty=empty)
+    counter = counter or cost.default_counter()
+    k = suite.k if budget_tokens is None else None
+    frame = frame.assign(**cost.returned_columns(output, list(frame.index), k, counter))
     # noise@k (experiments/evaluate/metrics/noise.py) at the suite's own cutoff (suite.yaml `k`), only for
     # suites whose
     # queries carry noise patterns.
@@ -337,6 +350,7 @@ def evaluate(
         table = noise_table(suite.queries, run, texts, k=suite.k)
         frame, noise = frame.join(table), list(table.columns)
     summary = summarize(frame, [*metrics, *noise], seed=seed, unit=unit, empty=empty)
+    summary["cost"] = cost.Counted(counter.identity, k, budget_tokens, budget_cut).section()
     summary["build_ms"] = dict(output.build_ms)
     summary["prefix_cache_hit"] = output.prefix_cache_hit
     summary["cache"] = dict(output.cache)  # what came from a cache, and whether latency was measured

@@ -30,6 +30,7 @@ from experiments.configure.build import pipeline_from_config
 from experiments.configure.check import ConfigError, buildable_depth, config_problems, stages_checkable
 from experiments.configure.compose import answer_help, finish_variant, yaml_text
 from experiments.configure.setup import setup
+from experiments.evaluate.cost import TOKENIZER_TAG, apply_budget, budget_tokens, default_counter
 from experiments.evaluate.metrics.official import check_metrics
 from experiments.exit_codes import console_script, one_line_warnings
 from experiments.run.console import print_results, print_start
@@ -124,11 +125,16 @@ def execute(
         knowledge=suite.knowledge,
         on_phase=told,
     )
+    budget, cut = budget_tokens(cfg), None
+    counter = default_counter(str(cfg.cache_dir) if cfg.cache_dir else None)  # counts kept in cache_dir
+    if budget is not None:  # `budget.tokens=N` instead of k: each list cut to what fits (evaluate/cost.py)
+        output, cut = apply_budget(output, budget, counter)
     if told is not None:
         told("metrics")
     evaluation = evaluate(
         suite, output, list(cfg.metrics), seed=cfg.seed,
         unit=cfg.get("statistics", {}).get("unit", "auto"), empty=cfg.get("empty_queries", "apart"),
+        budget_tokens=budget, budget_cut=cut, counter=counter,
     )  # fmt: skip
     # Extra metrics.json sections (`extra_metrics` in the config: name -> function(suite, corpus) -> dict),
     # e.g. instruction-tagging coverage and precision: plug-ins, so the runner knows none of them.
@@ -212,6 +218,7 @@ def _run_experiment(
         CODE_VERSION_TAG: version,
         **_cassette_tags(output),
         **statistics_tags(evaluation.metrics),
+        TOKENIZER_TAG: evaluation.metrics["cost"]["tokenizer"],
     }
     told("write results")
     with writing(run_dir):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from experiments.evaluate.cost import console_line
 from experiments.suites.suite import Suite
 from retrieval.pipeline import Pipeline, RunOutput
 
@@ -39,6 +40,9 @@ def print_results(
     )
     for metric, numbers in evaluation.metrics.get("official", {}).items():  # suite.protocol=official
         print(f"{metric}: " + "; ".join(f"{name} {value:.4f}" for name, value in numbers.items()))
+    returned = console_line(evaluation.metrics)  # tokens returned (experiments/evaluate/cost.py)
+    if returned:
+        print(returned)
     print(f"results in {run_dir}")
 
 

@@ -158,11 +158,14 @@ def test_report_from_mlflow_experiment_has_table_curves_heatmap_and_embedded_plo
     parser.feed((folder / "index.html").read_text())
     # index.html references the PNGs beside it (one copy of each figure), as report.md does
     pngs = [(folder / src).read_bytes() for src in parser.images if (folder / src).is_file()]
-    assert len(pngs) == len(parser.images) == 4  # curves, curves per category, heat map, wins/losses
+    # curves, curves per category, heat map, wins/losses, quality against latency and against tokens
+    assert len(pngs) == len(parser.images) == 6
     assert all(png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 2000 for png in pngs)
     assert sorted(p.name for p in folder.glob("*.png")) == [
         "curves.png",
         "curves_by_category.png",
+        "frontier_latency_ms.png",
+        "frontier_tokens_returned.png",
         "heatmap.png",
         "wins_losses.png",
     ]

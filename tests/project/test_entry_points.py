@@ -26,6 +26,8 @@ SCRIPTS = {
     "memeval-study": "memeval-study: run a study plan",
     "memeval-serve": "usage: memeval-serve",
     "memeval-merge": "usage: memeval-merge",
+    "memeval-export": "usage: memeval-export",
+    "memeval-protocols": "usage: memeval-protocols",
 }
 
 

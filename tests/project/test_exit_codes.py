@@ -74,6 +74,20 @@ MISTAKES: dict[str, dict[str, tuple[list[str], str] | None]] = {
         "bad_type": None,
         "missing_required": ([], "paths"),
     },
+    "memeval-export": {  # a folder and flags only
+        "typo_choice": (["--to", "trec", "run"], "--to"),
+        "unknown_key": (["--to", "json", "--too", "run"], "--too"),
+        "override_syntax": None,
+        "bad_type": None,
+        "missing_required": (["run"], "--to"),
+    },
+    "memeval-protocols": {  # a folder only
+        "typo_choice": None,
+        "unknown_key": (["--al", "run"], "--al"),
+        "override_syntax": None,
+        "bad_type": None,
+        "missing_required": ([], "run_dir"),
+    },
     "memeval-serve": {
         "typo_choice": (["variant=hybird"], "variant/hybird"),
         "unknown_key": (["stage.bm25.kk1=1"], "stage.bm25.kk1"),
