@@ -30,7 +30,7 @@ class _RoundTrip(Check):
         scope = probe.scope({"user": "texts"})
         texts = self.texts(probe)
         memories = [probe.memory(scope, name, f"{probe.token(name)} {text}") for name, text in texts.items()]
-        probe.store(scope, memories)
+        probe.store(scope, [*probe.fillers(scope, 3), *memories])
         changed, without_text = [], 0
         for memory, name in zip(memories, texts, strict=True):
             found = probe.search(scope, probe.token(name), 10, step=f"find.{name}")
@@ -89,9 +89,14 @@ class ContentIds(Check):
                   "url": "a/b?c=1#d%2Fe"}  # fmt: skip
         memories = [probe.memory(scope, raw, f"{probe.token(name)} memory with a {name} id")
                     for name, raw in labels.items()]  # fmt: skip
-        probe.store(scope, memories)
+        probe.store(scope, probe.fillers(scope, 3))
         wrong = []
-        for memory, name in zip(memories, labels, strict=True):
+        for memory, name in zip(memories, labels, strict=True):  # one ingest each: a refusal names its id
+            stored = probe.ingest(scope, [memory], step=f"ingest.{name}", must=False)
+            if stored.error is not None:
+                wrong.append(f"{name}: {memory.id!r} refused at ingest ({stored.step}): {stored.error[-160:]}")
+                continue
+            probe.wait(scope, [memory], step=f"wait.{name}")
             found = probe.search(scope, probe.token(name), 10, step=f"find.{name}")
             if memory.id not in found.ids:
                 wrong.append(f"{name}: sent {memory.id!r}, got {found.ids} ({found.step})")

@@ -49,7 +49,7 @@ class FailureUnknownScopeEmpty(Check):
 
     def run(self, probe: Probe) -> Outcome:
         written = probe.scope({"user": "written"})
-        memories = [probe.memory(written, "m0", f"{probe.token('m0')} {probe.token('bait')} a stored note")]
+        memories = [*probe.fillers(written, 3), probe.memory(written, "m0", f"{probe.token('m0')} {probe.token('bait')} a note")]
         probe.store(written, memories)
         found = probe.search(probe.scope({"user": "never-written"}), probe.token("bait"), 10, step="ask", must=False)
         if found.error is not None:
@@ -76,7 +76,7 @@ class FailureConcurrentClients(Check):
                 own = {m.id for m in stored[c]}
                 for n in range(3):
                     found = probe.search(scopes[c], probe.token("shared"), 10, step=f"c{c}.ask.{n}")
-                    foreign, missing = set(found.ids) - own, own - set(found.ids)
+                    foreign, missing = set(found.ids) - own, {stored[c][0].id} - set(found.ids)
                     if foreign or missing:
                         with lock:
                             problems.append(f"{found.step}: foreign {sorted(foreign)}, missing {sorted(missing)}")

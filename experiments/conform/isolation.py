@@ -1,8 +1,9 @@
 """Isolation: a query in one scope never returns another scope's memories.
 
-Each check stores a few memories in each of several scopes that look alike, all sharing one made-up word
-(and each its own), then searches that shared word in every scope: every id returned must be the scope's
-own, and the scope's own must come back (otherwise isolation is not shown, only emptiness).
+Each check stores a few memories in each of several scopes that look alike, one of each scope holding a
+made-up word the scopes share (each memory its own word too), then searches that shared word in every
+scope: every id returned must be the scope's own, and the scope's own must come back (otherwise isolation
+is not shown, only emptiness).
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ PER_SCOPE = 3
 
 
 def scoped_memories(probe: Probe, scopes: Sequence[Mapping[str, str]]) -> list[list[Memory]]:
-    """PER_SCOPE memories per scope, each text holding its own word and the check's shared one."""
+    """PER_SCOPE memories per scope, each text holding its own word; the first the check's shared word too
+    (one memory of each scope: a word in most of a scope is no match for BM25, see Probe.fillers)."""
     shared = probe.token("shared")
     return [
         [
-            probe.memory(scope, f"s{i}.m{j}", f"{probe.token(f's{i}.m{j}')} {shared} note {j} of scope {i}")
+            probe.memory(scope, f"s{i}.m{j}", f"{probe.token(f's{i}.m{j}')} {shared * (j == 0)} note {j} of scope {i}")
             for j in range(PER_SCOPE)
         ]
         for i, scope in enumerate(scopes)
@@ -30,7 +32,7 @@ def scoped_memories(probe: Probe, scopes: Sequence[Mapping[str, str]]) -> list[l
 
 
 def judge_isolation(probe: Probe, scopes: Sequence[Mapping[str, str]], stored: list[list[Memory]]) -> Outcome:
-    """Search the shared word in every scope: only, and at least one of, the scope's own memories."""
+    """Search the shared word in every scope: only the scope's own memories, and its one holding the word."""
     leaks, missing = [], []
     for i, (scope, memories) in enumerate(zip(scopes, stored, strict=True)):
         own = {m.id for m in memories}
@@ -38,12 +40,12 @@ def judge_isolation(probe: Probe, scopes: Sequence[Mapping[str, str]], stored: l
         foreign = [m for m in found.ids if m not in own]
         if foreign:
             leaks.append(f"scope {dict(scope)} returned {foreign} ({found.step})")
-        if not own & set(found.ids):
-            missing.append(f"scope {dict(scope)} returned none of its own {sorted(own)} ({found.step})")
+        if memories[0].id not in found.ids:
+            missing.append(f"scope {dict(scope)} did not return its own {memories[0].id!r} ({found.step})")
     if leaks:
         return failed("another scope's memories came back: " + "; ".join(leaks[:3]), leaks=leaks)
     if missing:
-        return failed("isolation not shown, a scope's own memories did not come back: " + "; ".join(missing[:3]))
+        return failed("isolation not shown, a scope's own memory did not come back: " + "; ".join(missing[:3]))
     return passed(f"{len(scopes)} scopes, each answered with its own memories only")
 
 

@@ -18,6 +18,11 @@ def notes(probe: Probe, scope: dict[str, str], label: str, n: int) -> list[Memor
     return [probe.memory(scope, f"{label}.{j}", f"{probe.token(f'{label}.{j}')} {word} entry {j}") for j in range(n)]
 
 
+def with_fillers(probe: Probe, scope: dict[str, str], memories: list[Memory]) -> list[Memory]:
+    """The fillers first (Probe.fillers: the shared word in under half the scope), the notes last."""
+    return [*probe.fillers(scope, len(memories) + 1), *memories]
+
+
 class LifecycleResetEmptiesScope(Check):
     """After a reset of a scope, nothing of it comes back, and its count (when offered) is 0."""
 
@@ -26,7 +31,7 @@ class LifecycleResetEmptiesScope(Check):
             return not_applicable(NO_RESET)
         scope = probe.scope({"user": "reset-me"})
         memories = notes(probe, scope, "a", 3)
-        probe.store(scope, memories)
+        probe.store(scope, with_fillers(probe, scope, memories))
         probe.reset(scope, step="the-reset")
         found = probe.search(scope, probe.token("a"), 10, step="after-reset")
         left = [m for m in found.ids if m in {x.id for x in memories}]
@@ -45,17 +50,18 @@ class LifecycleResetSparesOtherScopes(Check):
         if not probe.declares("reset"):
             return not_applicable(NO_RESET)
         gone, kept = probe.scope({"user": "reset-me"}), probe.scope({"user": "keep-me"})
-        probe.store(gone, notes(probe, gone, "gone", 3), step="store.gone")
+        probe.store(gone, with_fillers(probe, gone, notes(probe, gone, "gone", 3)), step="store.gone")
         memories = notes(probe, kept, "kept", 3)
-        probe.store(kept, memories, step="store.kept")
+        held = with_fillers(probe, kept, memories)
+        probe.store(kept, held, step="store.kept")
         probe.reset(gone, step="the-reset")
         found = probe.search(kept, probe.token("kept"), 10, step="other-after-reset")
         lost = sorted({m.id for m in memories} - set(found.ids))
         if lost:
             return failed(f"resetting {gone} lost {lost} of the other scope {kept} ({found.step})")
         counted = probe.count(kept, step="count-other")
-        if counted.value not in (None, len(memories)):
-            return failed(f"the other scope's count is {counted.value}, not {len(memories)} ({counted.step})")
+        if counted.value not in (None, len(held)):
+            return failed(f"the other scope's count is {counted.value}, not {len(held)} ({counted.step})")
         return passed("the other scope kept all its memories")
 
 
@@ -65,16 +71,17 @@ class LifecycleReingestNoDuplicates(Check):
     def run(self, probe: Probe) -> Outcome:
         scope = probe.scope({"user": "twice"})
         memories = notes(probe, scope, "twice", 4)
-        probe.store(scope, memories)
-        probe.ingest(scope, memories, step="again")
-        probe.wait(scope, memories, step="again.wait")
+        held = with_fillers(probe, scope, memories)
+        probe.store(scope, held)
+        probe.ingest(scope, held, step="again")
+        probe.wait(scope, held, step="again.wait")
         found = probe.search(scope, probe.token("twice"), 10, step="ask")
         repeated = sorted({i for i in found.ids if found.ids.count(i) > 1})
         if repeated:
             return failed(f"ids returned more than once after a re-ingest ({found.step}): {repeated}")
         counted = probe.count(scope, step="count")
-        if counted.value not in (None, len(memories)):
-            return failed(f"the count after a re-ingest of {len(memories)} memories is {counted.value} ({counted.step})")
+        if counted.value not in (None, len(held)):
+            return failed(f"the count after a re-ingest of {len(held)} memories is {counted.value} ({counted.step})")
         missing = sorted({m.id for m in memories} - set(found.ids))
         if missing:
             return failed(f"memories missing after a re-ingest ({found.step}): {missing}")
@@ -90,8 +97,7 @@ class LifecycleVisibleWithin(Check):
 
     def run(self, probe: Probe) -> Outcome:
         scope = probe.scope({"user": "fresh"})
-        if probe.declares("reset"):
-            probe.reset(scope, step="reset")
+        probe.store(scope, probe.fillers(scope, 4), step="prefill")  # each round's word: 1 of 5+ memories
         times, found_at = [], []
         for r in range(self.ROUNDS):
             memory = probe.memory(scope, f"r{r}", f"{probe.token(f'r{r}')} written in round {r}")
@@ -107,6 +113,27 @@ class LifecycleVisibleWithin(Check):
                           f"({probe.settings.visible_within_s:g} s); the slowest, {times[slowest]:.0f} ms, "
                           f"first found by {found_at[slowest]}", timings=timings)  # fmt: skip
         return passed(f"ingest-to-searchable p50 {p50:.0f} ms, p95 {p95:.0f} ms", timings=timings)
+
+
+class LifecycleSoleMemoryFound(Check):
+    """A scope holding a single memory finds it by a word of its text (a word-weighting that scores a
+    word held by every memory of the scope at 0 never returns a user's first memory)."""
+
+    def run(self, probe: Probe) -> Outcome:
+        scope = probe.scope({"user": "first-memory"})
+        if probe.declares("reset"):
+            probe.reset(scope, step="reset")
+        memory = probe.memory(scope, "only", f"{probe.token('only')} the first thing this user said")
+        probe.ingest(scope, [memory], step="ingest")
+        probe.wait(scope, [memory], step="wait")
+        asked = []
+        for n in range(3):  # a few tries, a poll_s apart: visibility is another check's question
+            found = probe.search(scope, probe.token("only"), 10, step=f"ask.{n}")
+            asked.append(found.step)
+            if memory.id in found.ids:
+                return passed(f"found by its word ({found.step})")
+            probe.sleep(probe.settings.poll_s)
+        return failed(f"the scope's only memory {memory.id!r} did not come back for its own word ({', '.join(asked)})")
 
 
 class LifecycleCountAgrees(Check):

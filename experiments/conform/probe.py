@@ -180,6 +180,13 @@ class Probe:
     def memory(self, scope: Mapping[str, str], label: str, text: str, **fields: Any) -> Memory:
         return Memory(id=self.mid(label), text=text, scope=dict(scope), **fields)
 
+    def fillers(self, scope: Mapping[str, str], n: int) -> list[Memory]:
+        """`n` memories of unrelated words. A scope holds them beside what a check asks about, so every word
+        a check searches is in under half of the scope's memories: BM25's Robertson IDF scores a word held
+        by most of a scope at or below 0 and returns nothing for it (lifecycle.sole_memory_found asks that
+        on its own)."""
+        return [self.memory(scope, f"filler{j}", f"{self.token(f'filler{j}')} unrelated filler {j}") for j in range(n)]
+
     # --- calls ---------------------------------------------------------------------------------------
 
     def _step(self, step: str | None) -> str:
@@ -205,10 +212,11 @@ class Probe:
     def reset(self, scope: Mapping[str, str], *, step: str | None = None) -> Exchange:
         return self._call("reset", {"scope": dict(scope)}, lambda: self.system.reset(scope), step)
 
-    def ingest(self, scope: Mapping[str, str], memories: Sequence[Memory], *, step: str | None = None) -> Exchange:
+    def ingest(self, scope: Mapping[str, str], memories: Sequence[Memory], *, step: str | None = None,
+               must: bool = True) -> Exchange:  # fmt: skip
         request = {"scope": dict(scope), "ids": [m.id for m in memories],
                    "texts_sha256": hashlib.sha256(_canonical([m.text for m in memories]).encode()).hexdigest()}  # fmt: skip
-        return self._call("ingest", request, lambda: self.system.ingest(scope, memories), step)
+        return self._call("ingest", request, lambda: self.system.ingest(scope, memories), step, must=must)
 
     def wait(self, scope: Mapping[str, str], memories: Sequence[Memory], *, step: str | None = None) -> Exchange:
         live = lambda: self.system.wait_until_searchable(scope, memories)  # noqa: E731

@@ -13,14 +13,14 @@ NO_SCORES = "the service returns no scores: its order is its ranking"
 
 def ranked_scope(probe: Probe, n: int = 8) -> tuple[dict[str, str], list[Memory]]:
     """A scope of `n` memories that all hold the word `probe.token("all")`, and some of them (1 in 2, 1
-    in 3) the words "even" and "third" as well, so scores differ."""
+    in 3) the words "even" and "third" as well, so scores differ; beside n + 2 fillers (Probe.fillers)."""
     scope = probe.scope({"user": "ranked"})
     every, even, third = probe.token("all"), probe.token("even"), probe.token("third")
     memories = []
     for j in range(n):
         words = [probe.token(f"m{j}"), every] + [even] * (j % 2 == 0) + [third] * (j % 3 == 0)
         memories.append(probe.memory(scope, f"m{j}", " ".join(words) + f" item {j}"))
-    probe.store(scope, memories)
+    probe.store(scope, [*probe.fillers(scope, n + 2), *memories])
     return scope, memories
 
 
@@ -31,7 +31,7 @@ def queries(probe: Probe) -> list[str]:
 
 class RankingKHonoured(Check):
     """k is honoured: never more than k hits, and fewer only when the scope holds fewer matching
-    memories (k = 1, 3, 5 on a scope of 8 that all match; k = 10 answers at most 8)."""
+    memories (k = 1, 3, 5 on a word 8 memories of the scope hold; k = 10: at least those 8)."""
 
     def run(self, probe: Probe) -> Outcome:
         scope, memories = ranked_scope(probe)
@@ -45,7 +45,7 @@ class RankingKHonoured(Check):
                 wrong.append(f"k={k}: {len(found.ids)} hits where the scope holds {len(memories)} ({found.step})")
         if wrong:
             return failed("k not honoured: " + "; ".join(wrong), wrong=wrong)
-        return passed("k = 1, 3, 5 answered with exactly k hits, k = 10 with the scope's 8")
+        return passed("k = 1, 3, 5 answered with exactly k hits, k = 10 with 8 to 10")
 
 
 def _scored(probe: Probe) -> tuple[list[Exchange], list[float | None]]:
