@@ -37,8 +37,9 @@ def conform(cfg: DictConfig, run_dir: Path, choice: str) -> int:
     """Build the adapter, run the checks, write the folder, log to MLflow; the exit code."""
     from hydra.utils import instantiate
 
-    from experiments.conform.runner import exit_code, open_cassette, run_suite, write_folder
+    from experiments.conform.runner import exit_code, open_cassette, run_suite, select, write_folder
 
+    select(cfg.conform.checks)  # an unknown check id is named before anything is opened
     replay = cfg.system.get("mode") == "replay"
     if replay and not cfg.system.get("cassette"):
         raise _cannot_judge("system.mode=replay needs the recorded cassette: system.cassette=PATH")
