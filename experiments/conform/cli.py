@@ -25,11 +25,20 @@ from experiments.run.compose import answer_help
 
 
 def settings_of(cfg: DictConfig) -> Any:
+    """The `conform` node as Settings, each value of its field's type (else CannotJudge naming the key)."""
+    import dataclasses
+
     from experiments.conform.probe import Settings
+    from experiments.conform.runner import CannotJudge
 
     node = OmegaConf.to_container(cfg.conform, resolve=True)
     assert isinstance(node, dict)
     node.pop("checks", None)
+    for field in dataclasses.fields(Settings):
+        kind = {"int": int, "float": (int, float), "str": str, "bool": bool}[str(field.type)]
+        value = node.get(field.name, field.default)
+        if isinstance(value, bool) and kind is not bool or not isinstance(value, kind):
+            raise CannotJudge(f"conform.{field.name}: expected {field.type}, got {value!r}")
     return Settings(**node)
 
 
@@ -39,7 +48,8 @@ def conform(cfg: DictConfig, run_dir: Path, choice: str) -> int:
 
     from experiments.conform.runner import exit_code, open_cassette, run_suite, select, write_folder
 
-    select(cfg.conform.checks)  # an unknown check id is named before anything is opened
+    select(cfg.conform.checks)  # an unknown check id, a mistyped setting: named before anything is opened
+    settings = settings_of(cfg)
     replay = cfg.system.get("mode") == "replay"
     if replay and not cfg.system.get("cassette"):
         raise _cannot_judge("system.mode=replay needs the recorded cassette: system.cassette=PATH")
@@ -48,7 +58,7 @@ def conform(cfg: DictConfig, run_dir: Path, choice: str) -> int:
     started_ms = int(time.time() * 1000)
     try:
         report = run_suite(
-            system, cassette, replay=replay, settings=settings_of(cfg), only=cfg.conform.checks, system_name=choice
+            system, cassette, replay=replay, settings=settings, only=cfg.conform.checks, system_name=choice
         )
     finally:
         if not replay:
@@ -106,11 +116,17 @@ def run_app(cfg: DictConfig) -> None:
 
     choice = HydraConfig.get().runtime.choices.get("system") or "system"
     run_dir = Path(HydraConfig.get().runtime.output_dir)
+    from experiments.run.outputs import discard_if_unused
+
     try:
         code = conform(cfg, run_dir, choice)
     except (CannotJudge, ReplayMiss, LiveSystemError, TrackingError) as err:
         print(f"error: cannot judge: {err}", file=sys.stderr)
+        discard_if_unused(run_dir)  # a refusal leaves no folder (a verdict written is kept)
         sys.exit(EXIT_BAD_INPUT)
+    except BaseException:  # a config that does not build (console_script says which, exit 2)
+        discard_if_unused(run_dir)
+        raise
     sys.exit(code)
 
 

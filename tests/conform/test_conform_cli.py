@@ -96,3 +96,10 @@ def test_the_console_script_writes_the_folder_and_an_mlflow_run(tmp_path):
     assert found.data.metrics["conform.fail"] == 1 and found.data.metrics["check.ranking.k_honoured"] == 0
     assert found.data.metrics["check.lifecycle.reingest_no_duplicates"] == 1
     assert found.data.tags["memeval.conform.verdict"] == "fail"
+
+
+def test_every_check_is_stated_in_the_docs():
+    from tests.support import REPO
+
+    text = (REPO / "docs" / "conformance.md").read_text()
+    assert [c.id for c in check_classes() if f"`{c.id}`" not in text] == []
