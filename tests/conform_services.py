@@ -3,7 +3,8 @@ them (tests/live_services.py): memeval-serve (bm25, exp05), the npm reference MC
 the MCP adapter itself), txtai's API, Chroma's server. `served(name)` yields the overrides that point
 `memeval-conform system=<config>` at the running service.
 
-Regenerates the committed tables docs/conformance.md shows (reports/conformance/<service>.md):
+Regenerates the committed tables (reports/conformance/<service>.md, each service's conformance.md) and the
+matrix of every check by service in docs/conformance.md (between its `conformance-matrix` markers):
 
     .venv/bin/python -m tests.conform_services reports/conformance
 """
@@ -72,11 +73,28 @@ def conform_command(name: str, overrides: list[str], run_dir: Path) -> list[str]
             "tracking=none", f"hydra.run.dir={run_dir}"]  # fmt: skip
 
 
+MARKERS = ("<!-- conformance-matrix: begin -->", "<!-- conformance-matrix: end -->")
+CELL = {"pass": "pass", "fail": "**FAIL**", "not_applicable": "n/a"}
+
+
+def matrix(reports: dict[str, dict]) -> str:
+    """Every check by service, linking each service's table."""
+    names = list(reports)
+    head = "| check | " + " | ".join(f"[{n}](../reports/conformance/{n}.md)" for n in names) + " |"
+    rows = [head, "|---|" + "---|" * len(names)]
+    for i, check in enumerate(next(iter(reports.values()))["checks"]):
+        rows.append(f"| `{check['id']}` | " + " | ".join(CELL[reports[n]["checks"][i]["status"]] for n in names) + " |")
+    totals = " | ".join(f"{r['counts']['pass']} / {r['counts']['fail']} / {r['counts']['not_applicable']}" for r in reports.values())
+    rows.append(f"| pass / fail / n/a | {totals} |")
+    return "\n".join(rows)
+
+
 def main(out: Path) -> None:
-    """Run the suite against every service; copy each table to out/<service>.md (the committed tables)."""
+    """Run the suite against every service; each table to out/<service>.md, the matrix into the docs."""
     import subprocess
 
     out.mkdir(parents=True, exist_ok=True)
+    reports = {}
     with tempfile.TemporaryDirectory(prefix="conform-services-") as tmp:
         for name in SERVICES:
             run_dir = Path(tmp) / name
@@ -93,7 +111,11 @@ def main(out: Path) -> None:
                 f"# Conformance: {SERVICES[name]}", f"# Conformance: {name} (system={SERVICES[name]})"
             )
             (out / f"{name}.md").write_text(table)
+            reports[name] = report
             print(f"{name}: {report['counts']} in {wall:.1f} s (exit {done.returncode})")
+    docs = REPO / "docs" / "conformance.md"
+    head, rest = docs.read_text().split(MARKERS[0])
+    docs.write_text(f"{head}{MARKERS[0]}\n{matrix(reports)}\n{MARKERS[1]}{rest.split(MARKERS[1])[1]}")
 
 
 if __name__ == "__main__":
