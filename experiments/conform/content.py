@@ -97,7 +97,10 @@ class ContentIds(Check):
                 wrong.append(f"{name}: {memory.id!r} refused at ingest ({stored.step}): {stored.error[-160:]}")
                 continue
             probe.wait(scope, [memory], step=f"wait.{name}")
-            found = probe.search(scope, probe.token(name), 10, step=f"find.{name}")
+            # back once its text is: an id the service changed still ends the wait, and is judged below
+            probe.settle(scope, memory, probe.token(name), step=f"find.{name}",
+                         back=lambda e, m=memory: any(h.text == m.text for h in e.hits))  # fmt: skip
+            found = probe.exchanges[-1]
             if memory.id not in found.ids:
                 wrong.append(f"{name}: sent {memory.id!r}, got {found.ids} ({found.step})")
         if wrong:

@@ -126,8 +126,13 @@ class LifecycleSoleMemoryFound(Check):
         memory = probe.memory(scope, "only", f"{probe.token('only')} the first thing this user said")
         probe.ingest(scope, [memory], step="ingest")
         probe.wait(scope, [memory], step="wait")
+        # Visibility is another check's question: a memory stored after this one, in a scope where its word
+        # can be found, is settled first; this one, older, is searchable by then.
+        later = probe.scope({"user": "later"})
+        probe.store(later, [*probe.fillers(later, 3), probe.memory(later, "later", f"{probe.token('later')} later")],
+                    step="later")  # fmt: skip
         asked = []
-        for n in range(3):  # a few tries, a poll_s apart: visibility is another check's question
+        for n in range(3):
             found = probe.search(scope, probe.token("only"), 10, step=f"ask.{n}")
             asked.append(found.step)
             if memory.id in found.ids:

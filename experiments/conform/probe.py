@@ -272,15 +272,16 @@ class Probe:
         """The made-up word a generated memory's text starts with (data is made so)."""
         return memory.text.split(" ", 1)[0]
 
-    def settle(self, scope: Mapping[str, str], memory: Memory, query: str, *, step: str) -> float:
-        """Poll a search for `query` until `memory` comes back; the service's ms until then (the calls'
-        own times and the pauses between them: the same in a replay). Never back within
-        `settle_timeout_s`: OperationFailed naming the last search."""
+    def settle(self, scope: Mapping[str, str], memory: Memory, query: str, *, step: str,
+               back: Callable[[Exchange], bool] | None = None) -> float:  # fmt: skip
+        """Poll a search for `query` until `memory` comes back (by its id, or as `back` judges a search);
+        the service's ms until then (the calls' own times and the pauses between them: the same in a
+        replay). Never back within `settle_timeout_s`: OperationFailed naming the last search."""
         spent, n = 0.0, 0
         while True:
             found = self.search(scope, query, 10, step=f"{step}.{n}")
             spent += found.elapsed_ms
-            if memory.id in found.ids:
+            if memory.id in found.ids or (back is not None and back(found)):
                 return spent
             if spent / 1000 > self.settings.settle_timeout_s:
                 found.error = f"{memory.id!r} not returned within {self.settings.settle_timeout_s:g} s of its ingest"
