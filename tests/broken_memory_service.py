@@ -87,11 +87,16 @@ class BrokenMemoryService:
                 if record["id"] in held and not self.breaks.duplicate_reingest:
                     continue
                 self._order += 1
-                stored.append(_Stored(
-                    record["id"], record["text"], record.get("created_at") or "",
-                    time.monotonic() + self.breaks.slow_visibility, self._order,
-                    frozenset(WORD.findall(record["text"].lower())),
-                ))  # fmt: skip
+                stored.append(
+                    _Stored(
+                        record["id"],
+                        record["text"],
+                        record.get("created_at") or "",
+                        time.monotonic() + self.breaks.slow_visibility,
+                        self._order,
+                        frozenset(WORD.findall(record["text"].lower())),
+                    )
+                )
 
     def count(self, scope: str) -> int:
         with self._lock:
@@ -103,8 +108,12 @@ class BrokenMemoryService:
         with self._lock:
             pool = [m for s, ms in self.scopes.items() if self.breaks.pool_scopes or s == scope for m in ms]
         scored = [(len(words & m.words), m) for m in pool if m.visible_at <= now]
-        ranked = sorted((x for x in scored if x[0] > 0), key=lambda x: (-x[0], _neg(x[1].created_at), x[1].order))
-        hits = [{"id": m.id, "score": float(s), "text": m.text} for s, m in ranked[: k + 2 * self.breaks.over_k]]
+        ranked = sorted(
+            (x for x in scored if x[0] > 0), key=lambda x: (-x[0], _neg(x[1].created_at), x[1].order)
+        )
+        hits = [
+            {"id": m.id, "score": float(s), "text": m.text} for s, m in ranked[: k + 2 * self.breaks.over_k]
+        ]
         if self.breaks.nan_scores and hits:
             hits[0]["score"] = float("nan")
         return hits

@@ -48,18 +48,36 @@ def served(name: str, log_dir: Path) -> Iterator[list[str]]:
     url = f"http://127.0.0.1:{port}"
     if name.startswith("memeval_serve_"):
         variant = name.removeprefix("memeval_serve_")
-        command = [sys.executable, "-m", "experiments.serve.cli", f"variant={variant}", f"cache_dir={CACHE_DIR}",
-                   "--port", str(port)]  # fmt: skip
+        command = [
+            sys.executable,
+            "-m",
+            "experiments.serve.cli",
+            f"variant={variant}",
+            f"cache_dir={CACHE_DIR}",
+            "--port",
+            str(port),
+        ]
         with started(command, lambda: _answers(f"{url}/health"), log_dir / f"{name}.log"):
             yield [f"system.base_url={url}"]
     elif name == "txtai":
         from tests.live.test_live_txtai import start_command  # the docs' command, as its live test runs it
 
-        with started(start_command(port), lambda: _answers(f"{url}/count"), log_dir / "txtai.log", wait_s=300):
+        with started(
+            start_command(port), lambda: _answers(f"{url}/count"), log_dir / "txtai.log", wait_s=300
+        ):
             yield [f"system.base_url={url}"]
     elif name == "chroma":
         chroma = shutil.which("chroma", path=str(Path(sys.executable).parent))
-        command = [str(chroma), "run", "--host", "127.0.0.1", "--port", str(port), "--path", str(log_dir / "chroma")]
+        command = [
+            str(chroma),
+            "run",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--path",
+            str(log_dir / "chroma"),
+        ]
         with started(command, lambda: _answers(f"{url}/api/v2/heartbeat"), log_dir / "chroma.log"):
             yield [f"system.adapter.port={port}", f"encoder.cache_dir={CACHE_DIR / 'embeddings'}"]
     elif name == "mcp_memory":
@@ -69,8 +87,13 @@ def served(name: str, log_dir: Path) -> Iterator[list[str]]:
 
 
 def conform_command(name: str, overrides: list[str], run_dir: Path) -> list[str]:
-    return [str(Path(sys.executable).parent / "memeval-conform"), f"system={SERVICES[name]}", *overrides,
-            "tracking=none", f"hydra.run.dir={run_dir}"]  # fmt: skip
+    return [
+        str(Path(sys.executable).parent / "memeval-conform"),
+        f"system={SERVICES[name]}",
+        *overrides,
+        "tracking=none",
+        f"hydra.run.dir={run_dir}",
+    ]
 
 
 MARKERS = ("<!-- conformance-matrix: begin -->", "<!-- conformance-matrix: end -->")
@@ -83,8 +106,15 @@ def matrix(reports: dict[str, dict]) -> str:
     head = "| check | " + " | ".join(f"[{n}](../reports/conformance/{n}.md)" for n in names) + " |"
     rows = [head, "|---|" + "---|" * len(names)]
     for i, check in enumerate(next(iter(reports.values()))["checks"]):
-        rows.append(f"| `{check['id']}` | " + " | ".join(CELL[reports[n]["checks"][i]["status"]] for n in names) + " |")
-    totals = " | ".join(f"{r['counts']['pass']} / {r['counts']['fail']} / {r['counts']['not_applicable']}" for r in reports.values())
+        rows.append(
+            f"| `{check['id']}` | "
+            + " | ".join(CELL[reports[n]["checks"][i]["status"]] for n in names)
+            + " |"
+        )
+    totals = " | ".join(
+        f"{r['counts']['pass']} / {r['counts']['fail']} / {r['counts']['not_applicable']}"
+        for r in reports.values()
+    )
     rows.append(f"| pass / fail / n/a | {totals} |")
     return "\n".join(rows)
 
@@ -101,14 +131,21 @@ def main(out: Path) -> None:
             run_dir.mkdir()
             with served(name, run_dir) as overrides:
                 t = time.perf_counter()
-                done = subprocess.run(conform_command(name, overrides, run_dir), cwd=REPO, capture_output=True,
-                                      text=True)  # fmt: skip
+                done = subprocess.run(
+                    conform_command(name, overrides, run_dir), cwd=REPO, capture_output=True, text=True
+                )
                 wall = time.perf_counter() - t
             if done.returncode not in (0, 1):
-                raise SystemExit(f"{name}: exit {done.returncode}\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+                raise SystemExit(
+                    f"{name}: exit {done.returncode}\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
+                )
             report = json.loads((run_dir / "conformance.json").read_text())
-            table = (run_dir / "conformance.md").read_text().replace(
-                f"# Conformance: {SERVICES[name]}", f"# Conformance: {name} (system={SERVICES[name]})"
+            table = (
+                (run_dir / "conformance.md")
+                .read_text()
+                .replace(
+                    f"# Conformance: {SERVICES[name]}", f"# Conformance: {name} (system={SERVICES[name]})"
+                )
             )
             (out / f"{name}.md").write_text(table)
             reports[name] = report

@@ -1,4 +1,4 @@
-"""How long the whole conformance suite takes against memeval-serve: `python -m experiments.benchmarks.conform_speed`.
+"""The whole conformance suite's time against memeval-serve: `python -m experiments.benchmarks.conform_speed`.
 
     python -m experiments.benchmarks.conform_speed                     # bm25 and exp05; writes the report
     python -m experiments.benchmarks.conform_speed --variants bm25 --out outputs/conform_speed.md
@@ -48,13 +48,22 @@ def one(variant: str, cache_dir: str) -> dict[str, Any]:
     server = Server(f"variant={variant}", cache_dir=cache_dir)
     try:
         with tempfile.TemporaryDirectory(prefix="conform-speed-") as tmp:
-            command = [str(Path(sys.executable).parent / "memeval-conform"), f"system.base_url={server.url}",
-                       "tracking=none", f"hydra.run.dir={tmp}/run"]  # fmt: skip
+            command = [
+                str(Path(sys.executable).parent / "memeval-conform"),
+                f"system.base_url={server.url}",
+                "tracking=none",
+                f"hydra.run.dir={tmp}/run",
+            ]
             load_before, server_cpu = os.getloadavg()[0], server.cpu_s()
             children = resource.getrusage(resource.RUSAGE_CHILDREN)
             started = time.perf_counter()
-            done = subprocess.run(command, cwd=PROJECT_ROOT, capture_output=True, text=True,
-                                  env={**os.environ, "HF_HUB_OFFLINE": "1"})  # fmt: skip
+            done = subprocess.run(
+                command,
+                cwd=PROJECT_ROOT,
+                capture_output=True,
+                text=True,
+                env={**os.environ, "HF_HUB_OFFLINE": "1"},
+            )
             wall = time.perf_counter() - started
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             if done.returncode not in (0, 1):
@@ -76,27 +85,32 @@ def one(variant: str, cache_dir: str) -> dict[str, Any]:
 
 def render(results: dict[str, Any], command: str) -> str:
     rows = [
-        f"| {r['variant']} | {r['checks']} | {r['exchanges']} | {r['wall_s']:.1f} | {r['client_cpu_s']:.1f} | "
+        f"| {r['variant']} | {r['checks']} | {r['exchanges']} | {r['wall_s']:.1f} | "
+        f"{r['client_cpu_s']:.1f} | "
         f"{r['server_cpu_s']:.1f} | {r['load_1min'][0]:.1f} / {r['load_1min'][1]:.1f} | "
         f"{'met' if r['wall_s'] <= TARGET_S else 'MISSED'} |"
         for r in results["runs"]
     ]
-    return "\n".join([
-        "# memeval-conform against memeval-serve: the whole suite's time",
-        "",
-        f"Command: `{command}`  ",
-        f"Date: {results['date']}; commit {results['commit']}; {results['machine']}.",
-        "",
-        "| served variant | checks | exchanges | wall s | client CPU s | server CPU s | load (1 min) before / after | "
-        f"target {TARGET_S:g} s |",
-        "|---|---|---|---|---|---|---|---|",
-        *rows,
-        "",
-        "Wall: the console script as a user runs it, start-up included, against a memeval-serve already up. "
-        "CPU seconds: the client (memeval-conform) and the server over that wall. The machine is shared: "
-        "at a load above its cores, the wall is mostly waiting for a core; CPU seconds are the cost.",
-        "",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            "# memeval-conform against memeval-serve: the whole suite's time",
+            "",
+            f"Command: `{command}`  ",
+            f"Date: {results['date']}; commit {results['commit']}; {results['machine']}.",
+            "",
+            "| served variant | checks | exchanges | wall s | client CPU s | server CPU s "
+            "| load (1 min) before / after | "
+            f"target {TARGET_S:g} s |",
+            "|---|---|---|---|---|---|---|---|",
+            *rows,
+            "",
+            "Wall: the console script as a user runs it, start-up included, against a memeval-serve "
+            "already up. CPU seconds: the client (memeval-conform) and the server over that wall. "
+            "The machine is shared: at a load above its cores, the wall is mostly waiting for a core; "
+            "CPU seconds are the cost.",
+            "",
+        ]
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -111,7 +125,9 @@ def main(argv: list[str] | None = None) -> None:
         "machine": f"{cpu_kind()}, {os.cpu_count()} cores, Python {platform.python_version()}",
         "runs": [one(v, args.cache_dir) for v in args.variants],
     }
-    command = "python -m experiments.benchmarks.conform_speed " + shlex.join(argv if argv is not None else sys.argv[1:])
+    command = "python -m experiments.benchmarks.conform_speed " + shlex.join(
+        argv if argv is not None else sys.argv[1:]
+    )
     text = render(results, command.strip())
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""A conformance check: one behaviour of a memory service, asked on small generated data, judged with evidence.
+"""A conformance check: one behaviour of a memory service, asked on small generated data, with evidence.
 
 A check is a class in one of the group modules of this package (the module's name is its group), found by
 a scan (`check_classes`), named by its class: `IsolationLookAlikeValues` in isolation.py is the check
@@ -80,7 +80,9 @@ def check_classes() -> tuple[type[Check], ...]:
             ):
                 name = _snake(cls.__name__)
                 if not name.startswith(f"{group}_"):
-                    raise TypeError(f"{cls.__qualname__} in {group}.py: a check's class name starts with its group")
+                    raise TypeError(
+                        f"{cls.__qualname__} in {group}.py: a check's class name starts with its group"
+                    )
                 cls.group, cls.id = group, f"{group}.{name[len(group) + 1 :]}"
                 if cls.id in found:
                     raise TypeError(f"two conformance checks are named {cls.id}: {found[cls.id]}, {cls}")

@@ -65,7 +65,9 @@ def conform(cfg: DictConfig, run_dir: Path, choice: str) -> int:
             system.close()
     write_folder(run_dir, report)
     counts = report["counts"]
-    print(f"{choice}: {counts['pass']} pass, {counts['fail']} fail, {counts['not_applicable']} not applicable")
+    print(
+        f"{choice}: {counts['pass']} pass, {counts['fail']} fail, {counts['not_applicable']} not applicable"
+    )
     for check in report["checks"]:
         if check["status"] == "fail":
             print(f"  FAIL {check['id']}: {check['reason'][:200]}")
@@ -97,8 +99,15 @@ def _track(cfg: DictConfig, run_dir: Path, choice: str, report: dict[str, Any], 
     }
     params = {"system": choice, "adapter": report["adapter"], "mode": report["run"]["mode"]}
     params.update({f"conform.{k}": str(v) for k, v in report["settings"].items()})
-    tracker.log(run_name=f"conform-{choice}", params=params, metrics=metrics, tags=tags, run_dir=run_dir,
-                config_text=OmegaConf.to_yaml(cfg), started_ms=started_ms)  # fmt: skip
+    tracker.log(
+        run_name=f"conform-{choice}",
+        params=params,
+        metrics=metrics,
+        tags=tags,
+        run_dir=run_dir,
+        config_text=OmegaConf.to_yaml(cfg),
+        started_ms=started_ms,
+    )
 
 
 def _cannot_judge(message: str) -> Exception:

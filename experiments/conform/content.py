@@ -57,8 +57,12 @@ class ContentUnicodeText(_RoundTrip):
     zero-width joiner."""
 
     def texts(self, probe: Probe) -> dict[str, str]:
-        return {"accents": "naïve café, cafe\u0301 (decomposed)", "cjk": "東京で会議、今日は晴れ",
-                "rtl": "שלום עולם مرحبا", "emoji": "memory 🧠 and family 👩\u200d👩\u200d👧"}  # fmt: skip
+        return {
+            "accents": "naïve café, cafe\u0301 (decomposed)",
+            "cjk": "東京で会議、今日は晴れ",
+            "rtl": "שלום עולם مرحبا",
+            "emoji": "memory 🧠 and family 👩\u200d👩\u200d👧",
+        }
 
 
 class ContentNewlinesAndQuotes(_RoundTrip):
@@ -66,8 +70,12 @@ class ContentNewlinesAndQuotes(_RoundTrip):
     byte for byte (never unescaped, trimmed or filled in)."""
 
     def texts(self, probe: Probe) -> dict[str, str]:
-        return {"lines": "first line\nsecond line\r\nthird\tcolumn\n", "quotes": "she said \"no\" and it's `ok`",
-                "escapes": "a backslash \\ and \\n kept as typed", "braces": '{"id": 1} {text} ${env:HOME} %s %(x)s'}  # fmt: skip
+        return {
+            "lines": "first line\nsecond line\r\nthird\tcolumn\n",
+            "quotes": 'she said "no" and it\'s `ok`',
+            "escapes": "a backslash \\ and \\n kept as typed",
+            "braces": '{"id": 1} {text} ${env:HOME} %s %(x)s',
+        }
 
 
 class ContentLongText(_RoundTrip):
@@ -85,21 +93,34 @@ class ContentIds(Check):
 
     def run(self, probe: Probe) -> Outcome:
         scope = probe.scope({"user": "ids"})
-        labels = {"spaces": "an id with spaces", "unicode": "idé-東京-🧠", "long": "x" * 200,
-                  "url": "a/b?c=1#d%2Fe"}  # fmt: skip
-        memories = [probe.memory(scope, raw, f"{probe.token(name)} memory with a {name} id")
-                    for name, raw in labels.items()]  # fmt: skip
+        labels = {
+            "spaces": "an id with spaces",
+            "unicode": "idé-東京-🧠",
+            "long": "x" * 200,
+            "url": "a/b?c=1#d%2Fe",
+        }
+        memories = [
+            probe.memory(scope, raw, f"{probe.token(name)} memory with a {name} id")
+            for name, raw in labels.items()
+        ]
         probe.store(scope, probe.fillers(scope, 3))
         wrong = []
         for memory, name in zip(memories, labels, strict=True):  # one ingest each: a refusal names its id
             stored = probe.ingest(scope, [memory], step=f"ingest.{name}", must=False)
             if stored.error is not None:
-                wrong.append(f"{name}: {memory.id!r} refused at ingest ({stored.step}): {stored.error[-160:]}")
+                wrong.append(
+                    f"{name}: {memory.id!r} refused at ingest ({stored.step}): {stored.error[-160:]}"
+                )
                 continue
             probe.wait(scope, [memory], step=f"wait.{name}")
             # back once its text is: an id the service changed still ends the wait, and is judged below
-            probe.settle(scope, memory, probe.token(name), step=f"find.{name}",
-                         back=lambda e, m=memory: any(h.text == m.text for h in e.hits))  # fmt: skip
+            probe.settle(
+                scope,
+                memory,
+                probe.token(name),
+                step=f"find.{name}",
+                back=lambda e, m=memory: any(h.text == m.text for h in e.hits),
+            )
             found = probe.exchanges[-1]
             if memory.id not in found.ids:
                 wrong.append(f"{name}: sent {memory.id!r}, got {found.ids} ({found.step})")
@@ -116,11 +137,15 @@ class _OddQuery(Check):
 
     def run(self, probe: Probe) -> Outcome:
         scope = probe.scope({"user": "queries"})
-        memories = [probe.memory(scope, f"m{j}", f"{probe.token(f'm{j}')} ordinary note {j}") for j in range(3)]
+        memories = [
+            probe.memory(scope, f"m{j}", f"{probe.token(f'm{j}')} ordinary note {j}") for j in range(3)
+        ]
         probe.store(scope, memories)
         asked = probe.search(scope, self.query(probe), 10, step="ask", must=False)
         if crashed(asked):
-            return failed(f"the service crashed instead of answering or refusing ({asked.step}): {asked.error}")
+            return failed(
+                f"the service crashed instead of answering or refusing ({asked.step}): {asked.error}"
+            )
         if asked.error is not None:
             return passed(f"refused clearly: {asked.error[:200]}")
         return passed(f"answered with {len(asked.ids)} hits")

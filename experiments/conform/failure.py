@@ -38,9 +38,14 @@ class FailureAnswersWithinTimeout(Check):
                 silent.append(f"{asked.step}: {asked.ids}")
         timings = {"bound_ms": bound_ms}
         if slow or silent:
-            return failed(f"answers past the {bound_ms:.0f} ms bound: {slow}; answers without the held memory: "
-                          f"{silent}", timings=timings)  # fmt: skip
-        return passed(f"{10 - len(loud)} answered within {bound_ms:.0f} ms, {len(loud)} failed loudly", timings=timings)
+            return failed(
+                f"answers past the {bound_ms:.0f} ms bound: {slow}; answers without the held memory: "
+                f"{silent}",
+                timings=timings,
+            )
+        return passed(
+            f"{10 - len(loud)} answered within {bound_ms:.0f} ms, {len(loud)} failed loudly", timings=timings
+        )
 
 
 class FailureUnknownScopeEmpty(Check):
@@ -49,9 +54,14 @@ class FailureUnknownScopeEmpty(Check):
 
     def run(self, probe: Probe) -> Outcome:
         written = probe.scope({"user": "written"})
-        memories = [*probe.fillers(written, 3), probe.memory(written, "m0", f"{probe.token('m0')} {probe.token('bait')} a note")]
+        memories = [
+            *probe.fillers(written, 3),
+            probe.memory(written, "m0", f"{probe.token('m0')} {probe.token('bait')} a note"),
+        ]
         probe.store(written, memories)
-        found = probe.search(probe.scope({"user": "never-written"}), probe.token("bait"), 10, step="ask", must=False)
+        found = probe.search(
+            probe.scope({"user": "never-written"}), probe.token("bait"), 10, step="ask", must=False
+        )
         if found.error is not None:
             return failed(f"a search of an unknown scope failed ({found.step}): {found.error}")
         if found.ids:
@@ -79,7 +89,9 @@ class FailureConcurrentClients(Check):
                     foreign, missing = set(found.ids) - own, {stored[c][0].id} - set(found.ids)
                     if foreign or missing:
                         with lock:
-                            problems.append(f"{found.step}: foreign {sorted(foreign)}, missing {sorted(missing)}")
+                            problems.append(
+                                f"{found.step}: foreign {sorted(foreign)}, missing {sorted(missing)}"
+                            )
                 counted = probe.count(scopes[c], step=f"c{c}.count")
                 if counted.value not in (None, len(own)):
                     with lock:
@@ -95,6 +107,8 @@ class FailureConcurrentClients(Check):
         if errors:
             raise errors[0]
         if problems:
-            return failed(f"under {CLIENTS} concurrent clients: " + "; ".join(sorted(problems)[:4]),
-                          problems=sorted(problems))  # fmt: skip
+            return failed(
+                f"under {CLIENTS} concurrent clients: " + "; ".join(sorted(problems)[:4]),
+                problems=sorted(problems),
+            )
         return passed(f"{CLIENTS} concurrent clients each saw exactly their own memories")

@@ -24,7 +24,9 @@ def scoped_memories(probe: Probe, scopes: Sequence[Mapping[str, str]]) -> list[l
     shared = probe.token("shared")
     return [
         [
-            probe.memory(scope, f"s{i}.m{j}", f"{probe.token(f's{i}.m{j}')} {shared * (j == 0)} note {j} of scope {i}")
+            probe.memory(
+                scope, f"s{i}.m{j}", f"{probe.token(f's{i}.m{j}')} {shared * (j == 0)} note {j} of scope {i}"
+            )
             for j in range(PER_SCOPE)
         ]
         for i, scope in enumerate(scopes)
@@ -45,7 +47,9 @@ def judge_isolation(probe: Probe, scopes: Sequence[Mapping[str, str]], stored: l
     if leaks:
         return failed("another scope's memories came back: " + "; ".join(leaks[:3]), leaks=leaks)
     if missing:
-        return failed("isolation not shown, a scope's own memory did not come back: " + "; ".join(missing[:3]))
+        return failed(
+            "isolation not shown, a scope's own memory did not come back: " + "; ".join(missing[:3])
+        )
     return passed(f"{len(scopes)} scopes, each answered with its own memories only")
 
 
@@ -90,16 +94,27 @@ class IsolationMultiKey(_ScopeShapes):
 class IsolationUnicodeValues(_ScopeShapes):
     """Unicode scope values stay apart, compared as sent: NFC vs NFD "café", upper case, CJK, an emoji."""
 
-    shapes = ({"user": "caf\u00e9"}, {"user": "cafe\u0301"}, {"user": "CAF\u00c9"}, {"user": "東京"},
-              {"user": "🧠"})  # fmt: skip
+    shapes = (
+        {"user": "caf\u00e9"},
+        {"user": "cafe\u0301"},
+        {"user": "CAF\u00c9"},
+        {"user": "東京"},
+        {"user": "🧠"},
+    )
 
 
 class IsolationSlashPercent(_ScopeShapes):
     """Scope values with `/`, `%`, `..` and their percent-encodings stay apart (a value is never decoded
     into another one, nor into a path)."""
 
-    shapes = ({"user": "team/a"}, {"user": "team%2Fa"}, {"user": "team"}, {"user": "a%"}, {"user": "a%25"},
-              {"user": "../team"})  # fmt: skip
+    shapes = (
+        {"user": "team/a"},
+        {"user": "team%2Fa"},
+        {"user": "team"},
+        {"user": "a%"},
+        {"user": "a%25"},
+        {"user": "../team"},
+    )
 
 
 class IsolationConcurrentIngest(Check):

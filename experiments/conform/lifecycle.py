@@ -15,7 +15,10 @@ NO_COUNT = "the adapter offers no count: what the service holds cannot be asked"
 def notes(probe: Probe, scope: dict[str, str], label: str, n: int) -> list[Memory]:
     """`n` memories of one scope, sharing the word `probe.token(label)` after their own."""
     word = probe.token(label)
-    return [probe.memory(scope, f"{label}.{j}", f"{probe.token(f'{label}.{j}')} {word} entry {j}") for j in range(n)]
+    return [
+        probe.memory(scope, f"{label}.{j}", f"{probe.token(f'{label}.{j}')} {word} entry {j}")
+        for j in range(n)
+    ]
 
 
 def with_fillers(probe: Probe, scope: dict[str, str], memories: list[Memory]) -> list[Memory]:
@@ -36,7 +39,9 @@ class LifecycleResetEmptiesScope(Check):
         found = probe.search(scope, probe.token("a"), 10, step="after-reset")
         left = [m for m in found.ids if m in {x.id for x in memories}]
         if left:
-            return failed(f"{len(left)} of {len(memories)} memories came back after the reset ({found.step}): {left}")
+            return failed(
+                f"{len(left)} of {len(memories)} memories came back after the reset ({found.step}): {left}"
+            )
         counted = probe.count(scope, step="count-after-reset")
         if counted.value not in (None, 0):
             return failed(f"the count after the reset is {counted.value}, not 0 ({counted.step})")
@@ -81,7 +86,9 @@ class LifecycleReingestNoDuplicates(Check):
             return failed(f"ids returned more than once after a re-ingest ({found.step}): {repeated}")
         counted = probe.count(scope, step="count")
         if counted.value not in (None, len(held)):
-            return failed(f"the count after a re-ingest of {len(held)} memories is {counted.value} ({counted.step})")
+            return failed(
+                f"the count after a re-ingest of {len(held)} memories is {counted.value} ({counted.step})"
+            )
         missing = sorted({m.id for m in memories} - set(found.ids))
         if missing:
             return failed(f"memories missing after a re-ingest ({found.step}): {missing}")
@@ -102,16 +109,25 @@ class LifecycleVisibleWithin(Check):
         for r in range(self.ROUNDS):
             memory = probe.memory(scope, f"r{r}", f"{probe.token(f'r{r}')} written in round {r}")
             ingested = probe.ingest(scope, [memory], step=f"r{r}.ingest")
-            times.append(ingested.elapsed_ms + probe.settle(scope, memory, probe.token_of(memory), step=f"r{r}.poll"))
+            times.append(
+                ingested.elapsed_ms + probe.settle(scope, memory, probe.token_of(memory), step=f"r{r}.poll")
+            )
             found_at.append(probe.exchanges[-1].step)  # the search that first found it
         p50, p95 = (float(np.percentile(times, q)) for q in (50, 95))
-        timings = {"ingest_to_searchable_ms": [round(t, 3) for t in times], "p50_ms": round(p50, 3),
-                   "p95_ms": round(p95, 3), "bound_ms": probe.settings.visible_within_s * 1000}  # fmt: skip
+        timings = {
+            "ingest_to_searchable_ms": [round(t, 3) for t in times],
+            "p50_ms": round(p50, 3),
+            "p95_ms": round(p95, 3),
+            "bound_ms": probe.settings.visible_within_s * 1000,
+        }
         if p95 > probe.settings.visible_within_s * 1000:
             slowest = int(np.argmax(times))
-            return failed(f"ingest-to-searchable p95 {p95:.0f} ms, over conform.visible_within_s "
-                          f"({probe.settings.visible_within_s:g} s); the slowest, {times[slowest]:.0f} ms, "
-                          f"first found by {found_at[slowest]}", timings=timings)  # fmt: skip
+            return failed(
+                f"ingest-to-searchable p95 {p95:.0f} ms, over conform.visible_within_s "
+                f"({probe.settings.visible_within_s:g} s); the slowest, {times[slowest]:.0f} ms, "
+                f"first found by {found_at[slowest]}",
+                timings=timings,
+            )
         return passed(f"ingest-to-searchable p50 {p50:.0f} ms, p95 {p95:.0f} ms", timings=timings)
 
 
@@ -129,8 +145,11 @@ class LifecycleSoleMemoryFound(Check):
         # Visibility is another check's question: a memory stored after this one, in a scope where its word
         # can be found, is settled first; this one, older, is searchable by then.
         later = probe.scope({"user": "later"})
-        probe.store(later, [*probe.fillers(later, 3), probe.memory(later, "later", f"{probe.token('later')} later")],
-                    step="later")  # fmt: skip
+        probe.store(
+            later,
+            [*probe.fillers(later, 3), probe.memory(later, "later", f"{probe.token('later')} later")],
+            step="later",
+        )
         asked = []
         for n in range(3):
             found = probe.search(scope, probe.token("only"), 10, step=f"ask.{n}")
@@ -138,7 +157,9 @@ class LifecycleSoleMemoryFound(Check):
             if memory.id in found.ids:
                 return passed(f"found by its word ({found.step})")
             probe.sleep(probe.settings.poll_s)
-        return failed(f"the scope's only memory {memory.id!r} did not come back for its own word ({', '.join(asked)})")
+        return failed(
+            f"the scope's only memory {memory.id!r} did not come back for its own word ({', '.join(asked)})"
+        )
 
 
 class LifecycleCountAgrees(Check):

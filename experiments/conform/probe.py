@@ -82,8 +82,9 @@ class Recorder:
         except Exception as err:  # noqa: BLE001 (a user's Python adapter may raise anything: a crash)
             response = {"error": f"{type(err).__name__}: {err}", "crash": True}
         elapsed = (time.perf_counter() - started) * 1000
-        self.cassette.put({"key": key, "op": f"{OP}.{op}", "request": request, "response": response,
-                           "elapsed_ms": elapsed})  # fmt: skip
+        self.cassette.put(
+            {"key": key, "op": f"{OP}.{op}", "request": request, "response": response, "elapsed_ms": elapsed}
+        )
         return response, elapsed, False
 
 
@@ -185,7 +186,10 @@ class Probe:
         a check searches is in under half of the scope's memories: BM25's Robertson IDF scores a word held
         by most of a scope at or below 0 and returns nothing for it (lifecycle.sole_memory_found asks that
         on its own)."""
-        return [self.memory(scope, f"filler{j}", f"{self.token(f'filler{j}')} unrelated filler {j}") for j in range(n)]
+        return [
+            self.memory(scope, f"filler{j}", f"{self.token(f'filler{j}')} unrelated filler {j}")
+            for j in range(n)
+        ]
 
     # --- calls ---------------------------------------------------------------------------------------
 
@@ -194,8 +198,15 @@ class Probe:
             self._steps += 1
             return f"{self.check_id}/{step if step is not None else f'{self._steps:03d}'}"
 
-    def _call(self, op: str, request: dict[str, Any], live: Callable[[], Any], step: str | None,
-              read: Callable[[Any], Any] = lambda v: v, must: bool = True) -> Exchange:  # fmt: skip
+    def _call(
+        self,
+        op: str,
+        request: dict[str, Any],
+        live: Callable[[], Any],
+        step: str | None,
+        read: Callable[[Any], Any] = lambda v: v,
+        must: bool = True,
+    ) -> Exchange:
         request = {"step": request.pop("step", None) or self._step(step), **request}
         response, elapsed, replayed = self.recorder.call(op, request, live)
         exchange = Exchange(request["step"], op, request, elapsed, replayed)
@@ -212,13 +223,24 @@ class Probe:
     def reset(self, scope: Mapping[str, str], *, step: str | None = None) -> Exchange:
         return self._call("reset", {"scope": dict(scope)}, lambda: self.system.reset(scope), step)
 
-    def ingest(self, scope: Mapping[str, str], memories: Sequence[Memory], *, step: str | None = None,
-               must: bool = True) -> Exchange:  # fmt: skip
-        request = {"scope": dict(scope), "ids": [m.id for m in memories],
-                   "texts_sha256": hashlib.sha256(_canonical([m.text for m in memories]).encode()).hexdigest()}  # fmt: skip
+    def ingest(
+        self,
+        scope: Mapping[str, str],
+        memories: Sequence[Memory],
+        *,
+        step: str | None = None,
+        must: bool = True,
+    ) -> Exchange:
+        request = {
+            "scope": dict(scope),
+            "ids": [m.id for m in memories],
+            "texts_sha256": hashlib.sha256(_canonical([m.text for m in memories]).encode()).hexdigest(),
+        }
         return self._call("ingest", request, lambda: self.system.ingest(scope, memories), step, must=must)
 
-    def wait(self, scope: Mapping[str, str], memories: Sequence[Memory], *, step: str | None = None) -> Exchange:
+    def wait(
+        self, scope: Mapping[str, str], memories: Sequence[Memory], *, step: str | None = None
+    ) -> Exchange:
         live = lambda: self.system.wait_until_searchable(scope, memories)  # noqa: E731
         return self._call("wait", {"scope": dict(scope), "n": len(memories)}, live, step)
 
@@ -228,8 +250,9 @@ class Probe:
         live = (lambda: counter(scope)) if callable(counter) else (lambda: None)
         return self._call("count", {"scope": dict(scope)}, live, step)
 
-    def search(self, scope: Mapping[str, str], text: str, k: int = 10, *, step: str | None = None,
-               must: bool = True) -> Exchange:  # fmt: skip
+    def search(
+        self, scope: Mapping[str, str], text: str, k: int = 10, *, step: str | None = None, must: bool = True
+    ) -> Exchange:
         request = SearchRequest(query_id=self._step(step), text=text, scope=dict(scope), k=k)
 
         def live() -> list[dict[str, Any]]:
@@ -238,8 +261,13 @@ class Probe:
         def read(hits: list[dict[str, Any]]) -> list[Hit]:
             return [Hit(h["id"], None if h["score"] is None else float(h["score"]), h["text"]) for h in hits]
 
-        fields = {"step": request.query_id, "text": text if len(text) <= 300 else f"{text[:120]}... ({len(text)} characters)",
-                  "text_sha256": hashlib.sha256(text.encode()).hexdigest(), "scope": dict(scope), "k": k}  # fmt: skip
+        fields = {
+            "step": request.query_id,
+            "text": text if len(text) <= 300 else f"{text[:120]}... ({len(text)} characters)",
+            "text_sha256": hashlib.sha256(text.encode()).hexdigest(),
+            "scope": dict(scope),
+            "k": k,
+        }
         return self._call("search", fields, live, None, read, must)
 
     def sleep(self, seconds: float) -> None:
@@ -272,8 +300,15 @@ class Probe:
         """The made-up word a generated memory's text starts with (data is made so)."""
         return memory.text.split(" ", 1)[0]
 
-    def settle(self, scope: Mapping[str, str], memory: Memory, query: str, *, step: str,
-               back: Callable[[Exchange], bool] | None = None) -> float:  # fmt: skip
+    def settle(
+        self,
+        scope: Mapping[str, str],
+        memory: Memory,
+        query: str,
+        *,
+        step: str,
+        back: Callable[[Exchange], bool] | None = None,
+    ) -> float:
         """Poll a search for `query` until `memory` comes back (by its id, or as `back` judges a search);
         the service's ms until then (the calls' own times and the pauses between them: the same in a
         replay). Never back within `settle_timeout_s`: OperationFailed naming the last search."""
@@ -284,7 +319,9 @@ class Probe:
             if memory.id in found.ids or (back is not None and back(found)):
                 return spent
             if spent / 1000 > self.settings.settle_timeout_s:
-                found.error = f"{memory.id!r} not returned within {self.settings.settle_timeout_s:g} s of its ingest"
+                found.error = (
+                    f"{memory.id!r} not returned within {self.settings.settle_timeout_s:g} s of its ingest"
+                )
                 raise OperationFailed(found)
             self.sleep(self.settings.poll_s)
             spent += self.settings.poll_s * 1000

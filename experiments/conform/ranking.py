@@ -42,7 +42,9 @@ class RankingKHonoured(Check):
             if len(found.ids) > k:
                 wrong.append(f"k={k}: {len(found.ids)} hits ({found.step})")
             elif len(found.ids) < expected:
-                wrong.append(f"k={k}: {len(found.ids)} hits where the scope holds {len(memories)} ({found.step})")
+                wrong.append(
+                    f"k={k}: {len(found.ids)} hits where the scope holds {len(memories)} ({found.step})"
+                )
         if wrong:
             return failed("k not honoured: " + "; ".join(wrong), wrong=wrong)
         return passed("k = 1, 3, 5 answered with exactly k hits, k = 10 with 8 to 10")
@@ -61,8 +63,12 @@ class RankingScoresFinite(Check):
         asked, scores = _scored(probe)
         if all(s is None for s in scores):
             return not_applicable(NO_SCORES)
-        bad = [f"{h.id}: {h.score!r} ({e.step})" for e in asked for h in e.hits
-               if h.score is not None and not math.isfinite(h.score)]  # fmt: skip
+        bad = [
+            f"{h.id}: {h.score!r} ({e.step})"
+            for e in asked
+            for h in e.hits
+            if h.score is not None and not math.isfinite(h.score)
+        ]
         if bad:
             return failed("scores that are not finite: " + "; ".join(bad[:5]), bad=bad)
         return passed(f"{len(scores)} scores, all finite")
@@ -77,10 +83,16 @@ class RankingScoresNonIncreasing(Check):
             return not_applicable(NO_SCORES)
         rises = []
         for e in asked:
-            pairs = zip(e.hits, e.hits[1:])
-            rises += [f"{a.id} {a.score} < {b.id} {b.score} ({e.step})" for a, b in pairs
-                      if a.score is not None and b.score is not None and math.isfinite(a.score)
-                      and math.isfinite(b.score) and b.score > a.score]  # fmt: skip
+            pairs = zip(e.hits, e.hits[1:], strict=False)
+            rises += [
+                f"{a.id} {a.score} < {b.id} {b.score} ({e.step})"
+                for a, b in pairs
+                if a.score is not None
+                and b.score is not None
+                and math.isfinite(a.score)
+                and math.isfinite(b.score)
+                and b.score > a.score
+            ]
         if rises:
             return failed("a score rises down the ranking: " + "; ".join(rises[:5]), rises=rises)
         return passed("scores never rise down a ranking")

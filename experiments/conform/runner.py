@@ -63,7 +63,9 @@ def run_check(cls: type[Check], recorder: Recorder, settings: Settings) -> dict[
     try:
         outcome = cls().run(probe)
     except OperationFailed as err:
-        outcome = failed(f"the service failed a call the check needs ({err.exchange.step}): {err.exchange.error}")
+        outcome = failed(
+            f"the service failed a call the check needs ({err.exchange.step}): {err.exchange.error}"
+        )
     return entry(cls, outcome, probe)
 
 
@@ -169,4 +171,12 @@ def verdict_only(report: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-__all__ = ["EXIT_BAD_INPUT", "CannotJudge", "exit_code", "markdown", "run_suite", "verdict_only", "write_folder"]
+__all__ = [
+    "EXIT_BAD_INPUT",
+    "CannotJudge",
+    "exit_code",
+    "markdown",
+    "run_suite",
+    "verdict_only",
+    "write_folder",
+]

@@ -14,8 +14,12 @@ from experiments.conform.probe import Probe
 from experiments.evaluate.metrics import parse_metric
 
 # (subject, old value, new value): the question asks where the subject lives
-FACTS = (("Alice", "Paris", "Berlin"), ("Bob", "Lisbon", "Oslo"), ("Carmen", "Quito", "Lima"),
-         ("Dmitri", "Kyiv", "Riga"))  # fmt: skip
+FACTS = (
+    ("Alice", "Paris", "Berlin"),
+    ("Bob", "Lisbon", "Oslo"),
+    ("Carmen", "Quito", "Lima"),
+    ("Dmitri", "Kyiv", "Riga"),
+)
 HARM_K = 3
 
 
@@ -30,8 +34,12 @@ class SupersessionCurrentAboveSuperseded(Check):
             name = f"{who} {probe.token(who)}"  # a made-up surname: no other memory is about them
             memories += [
                 probe.memory(scope, f"{i}.old", f"{name} lives in {old}.", created_at="2024-01-01T09:00:00Z"),
-                probe.memory(scope, f"{i}.new", f"{name} moved, and lives in {new} now.",
-                             created_at="2024-06-01T09:00:00Z"),  # fmt: skip
+                probe.memory(
+                    scope,
+                    f"{i}.new",
+                    f"{name} moved, and lives in {new} now.",
+                    created_at="2024-06-01T09:00:00Z",
+                ),
             ]
         probe.store(scope, memories)
         harm = parse_metric(f"harm@{HARM_K}")
@@ -39,9 +47,13 @@ class SupersessionCurrentAboveSuperseded(Check):
         for i, (who, _, _) in enumerate(FACTS):
             found = probe.search(scope, f"Where does {who} {probe.token(who)} live?", 10, step=f"ask.{i}")
             current, superseded = probe.mid(f"{i}.new"), probe.mid(f"{i}.old")
-            grades = np.array([[1 if m == current else -1 if m == superseded else 0 for m in found.ids]
-                               + [0] * HARM_K], dtype=np.int64)  # fmt: skip
-            harms[found.step] = float(harm(np.clip(grades, 0, None), np.array([1]), np.array([[1]]), grades)[0])
+            grades = np.array(
+                [[1 if m == current else -1 if m == superseded else 0 for m in found.ids] + [0] * HARM_K],
+                dtype=np.int64,
+            )
+            harms[found.step] = float(
+                harm(np.clip(grades, 0, None), np.array([1]), np.array([[1]]), grades)[0]
+            )
             if current not in found.ids:
                 wrong.append(f"{found.step}: the current memory did not come back ({found.ids})")
             elif superseded in found.ids and found.ids.index(superseded) < found.ids.index(current):

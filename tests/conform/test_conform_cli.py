@@ -39,11 +39,17 @@ def test_a_replay_with_no_service_gives_the_same_verdict_and_labels_its_timings(
         code, recorded = conform_run(tmp_path / "rec", f"system.base_url={service.url}")
     cassette = tmp_path / "rec" / "cassette.jsonl"
     replay_code, replayed = conform_run(
-        tmp_path / "replay", "system.mode=replay", f"system.cassette={cassette}", "system.base_url=http://127.0.0.1:9"
+        tmp_path / "replay",
+        "system.mode=replay",
+        f"system.cassette={cassette}",
+        "system.base_url=http://127.0.0.1:9",
     )
     assert (code, replay_code) == (1, 1) and statuses(recorded, "fail") == {"lifecycle.reset_empties_scope"}
     assert verdict_only(replayed) == verdict_only(recorded)
-    assert replayed["run"]["timings"] == "replayed from the cassette" and recorded["run"]["timings"] == "measured"
+    assert (
+        replayed["run"]["timings"] == "replayed from the cassette"
+        and recorded["run"]["timings"] == "measured"
+    )
     labels = {e["timing"] for c in replayed["checks"] for e in c["evidence"]}
     assert labels == {"replayed"}
     # another seed asks other questions: the cassette cannot answer them, and says so
@@ -54,12 +60,18 @@ def test_a_replay_with_no_service_gives_the_same_verdict_and_labels_its_timings(
 def test_cannot_judge_without_a_cassette_to_replay_or_with_an_unknown_check(tmp_path):
     with pytest.raises(CannotJudge, match="system.cassette=PATH"):
         conform_run(tmp_path / "a", "system.mode=replay")
-    with pytest.raises(CannotJudge, match=r"unknown check\(s\) \['isolation.nope'\]; known: isolation.single_key"):
-        conform_run(tmp_path / "b", "system.mode=replay", "system.cassette=x.jsonl", "conform.checks=[isolation.nope]")
+    with pytest.raises(
+        CannotJudge, match=r"unknown check\(s\) \['isolation.nope'\]; known: isolation.single_key"
+    ):
+        conform_run(
+            tmp_path / "b", "system.mode=replay", "system.cassette=x.jsonl", "conform.checks=[isolation.nope]"
+        )
 
 
 def _conform(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([str(BIN / "memeval-conform"), *args], cwd=cwd, env=ENV, capture_output=True, text=True)
+    return subprocess.run(
+        [str(BIN / "memeval-conform"), *args], cwd=cwd, env=ENV, capture_output=True, text=True
+    )
 
 
 def test_a_service_down_exits_2_naming_it_and_writes_no_verdict(tmp_path):
@@ -79,8 +91,13 @@ def test_the_console_script_writes_the_folder_and_an_mlflow_run(tmp_path):
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
     checks = "conform.checks=[lifecycle.reingest_no_duplicates,ranking.k_honoured]"
     with BrokenMemoryService(Breaks(over_k=True)) as service:
-        done = _conform(f"system.base_url={service.url}", f"tracking.tracker.uri={store}", checks,
-                        "hydra.run.dir=run", cwd=tmp_path)  # fmt: skip
+        done = _conform(
+            f"system.base_url={service.url}",
+            f"tracking.tracker.uri={store}",
+            checks,
+            "hydra.run.dir=run",
+            cwd=tmp_path,
+        )
     assert done.returncode == 1, done.stdout + done.stderr
     run = tmp_path / "run"
     report = json.loads((run / "conformance.json").read_text())

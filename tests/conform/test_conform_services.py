@@ -28,7 +28,8 @@ FINDINGS = {  # service -> (the checks it fails, the checks it cannot be asked)
     "memeval_serve_exp05": ({"content.ids", SUPERSESSION}, set()),
     # one graph for every scope, substring search with no k and no scores, no reset or count
     "mcp_memory": (
-        ISOLATION | {"ranking.k_honoured", SUPERSESSION, "failure.unknown_scope_empty", "failure.concurrent_clients"},
+        ISOLATION
+        | {"ranking.k_honoured", SUPERSESSION, "failure.unknown_scope_empty", "failure.concurrent_clients"},
         NO_RESET | {"lifecycle.count_agrees", "ranking.scores_finite", "ranking.scores_non_increasing"},
     ),
     "txtai": ({SUPERSESSION}, NO_RESET),
@@ -41,8 +42,9 @@ def test_each_service_gives_its_findings(service, tmp_path):
     if service == "mcp_memory" and not (shutil.which("node") and shutil.which("npx")):
         pytest.skip("node and npx run the npm MCP memory server")  # the live MCP tests skip alike
     with served(service, tmp_path) as overrides:
-        code, report = conform_run(tmp_path / "run", *overrides, "conform.visible_within_s=30",
-                                   system=SERVICES[service])  # fmt: skip
+        code, report = conform_run(
+            tmp_path / "run", *overrides, "conform.visible_within_s=30", system=SERVICES[service]
+        )
     fails, not_applicable = FINDINGS[service]
     assert (statuses(report, "fail"), statuses(report, "not_applicable")) == (fails, not_applicable)
     assert code == 1 and len(report["checks"]) == len(check_classes())
@@ -56,7 +58,11 @@ def test_recorded_against_memeval_serve_the_suite_replays_with_no_service(tmp_pa
         code, recorded = conform_run(tmp_path / "rec", *overrides, "conform.visible_within_s=30")
     # the server is stopped: the replay asks nothing of it
     replay_code, replayed = conform_run(
-        tmp_path / "replay", *overrides, "conform.visible_within_s=30", "system.mode=replay", f"system.cassette={tmp_path / 'rec' / 'cassette.jsonl'}"
+        tmp_path / "replay",
+        *overrides,
+        "conform.visible_within_s=30",
+        "system.mode=replay",
+        f"system.cassette={tmp_path / 'rec' / 'cassette.jsonl'}",
     )
     assert replay_code == code == 1
     assert verdict_only(replayed) == verdict_only(recorded)
