@@ -29,7 +29,7 @@ from typing import Any
 from experiments.systems.cassette import Cassette
 from experiments.systems.protocol import Hit, LiveSystemError, MemorySystem, SearchRequest
 from experiments.systems.retriever import system_identity
-from retrieval.types import Memory
+from retrieval.types import Memory, scope_key
 
 OP = "conform"  # the cassette `op` prefix: a conformance exchange is never a run's
 
@@ -185,9 +185,10 @@ class Probe:
         """`n` memories of unrelated words. A scope holds them beside what a check asks about, so every word
         a check searches is in under half of the scope's memories: BM25's Robertson IDF scores a word held
         by most of a scope at or below 0 and returns nothing for it (lifecycle.sole_memory_found asks that
-        on its own)."""
+        on its own). Their ids name the scope too: a service may keep one id space for every scope."""
+        where = hashlib.sha256(scope_key(scope).encode()).hexdigest()[:8]
         return [
-            self.memory(scope, f"filler{j}", f"{self.token(f'filler{j}')} unrelated filler {j}")
+            self.memory(scope, f"filler{j}.{where}", f"{self.token(f'filler{j}')} unrelated filler {j}")
             for j in range(n)
         ]
 
