@@ -28,6 +28,7 @@ SCRIPTS = {
     "memeval-merge": "usage: memeval-merge",
     "memeval-export": "usage: memeval-export",
     "memeval-protocols": "usage: memeval-protocols",
+    "memeval-conform": "memeval-conform: check a memory service",
 }
 
 
@@ -84,6 +85,7 @@ ENTRY_MODULES = {  # console script module -> heavy packages it may import befor
     "experiments.gate": {"pandas"},  # argparse apps whose options need the run-table code
     "experiments.compare.cli": {"pandas"},
     "experiments.merge": {"pandas"},
+    "experiments.conform.cli": set(),
 }
 
 
@@ -106,6 +108,7 @@ def test_help_text_is_the_one_hydra_renders_for_each_app():
         "config": "experiments.run.app",
         "run_study": "experiments.study.cli",
         "train_reranker": "experiments.training.reranker",
+        "conform": "experiments.conform.cli",
     }
     for config_name, module in apps.items():
         code = (

@@ -88,6 +88,13 @@ MISTAKES: dict[str, dict[str, tuple[list[str], str] | None]] = {
         "bad_type": None,
         "missing_required": ([], "run_dir"),
     },
+    "memeval-conform": {
+        "typo_choice": (["system=memeval_serv", NONE], "system/memeval_serv"),
+        "unknown_key": (["conform.nokey=1", NONE], "conform.nokey"),
+        "override_syntax": (["conform.seed=[", NONE], "conform.seed=["),
+        "bad_type": (["conform.seed=abc", NONE], "conform.seed"),
+        "missing_required": (["system=python", NONE], "_target_"),
+    },
     "memeval-serve": {
         "typo_choice": (["variant=hybird"], "variant/hybird"),
         "unknown_key": (["stage.bm25.kk1=1"], "stage.bm25.kk1"),
