@@ -25,6 +25,7 @@ from hydra.types import RunMode
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from experiments.answer.in_run import answer_run, check_answer, write_answer_files
 from experiments.config_setup import setup
 from experiments.evaluate.metrics.official import check_metrics
 from experiments.exit_codes import console_script
@@ -166,6 +167,7 @@ def _run_experiment(
 ) -> dict[str, Any]:
     memo = process_memo() if multirun else None
     pipeline, suite, shard, resolved = _prepare(cfg, memo, multirun, told)
+    answer = check_answer(cfg, suite)  # None: no answer stage (experiments/answer/in_run.py)
     cfg_hash = config_hash(resolved)
     tracker: MlflowTracker | None = (
         instantiate(cfg.tracking.tracker, **tracker_fields(parent or {})) if cfg.tracking.enabled else None
@@ -186,6 +188,10 @@ def _run_experiment(
     print_start(suite, str(cfg.variant.name), pipeline)
     started, started_ms = time.perf_counter(), int(time.time() * 1000)
     output, evaluation = execute(cfg, suite, pipeline, memo=memo, told=told)
+    answered = None
+    if answer is not None:
+        told("answer")
+        answered, answer_tags = answer_run(answer, cfg, suite, output, evaluation)
     # Taken after the run: a record run's cassette now holds this run's exchanges, and its content digest
     # is part of the run version (SystemRetriever.fingerprint), so a re-run is answered by this run only
     # while the cassette is unchanged.
@@ -208,9 +214,12 @@ def _run_experiment(
         CODE_VERSION_TAG: version,
         **_cassette_tags(output),
         **statistics_tags(evaluation.metrics),
+        **(answer_tags if answered is not None else {}),
     }
     told("write results")
     with writing(run_dir):
+        if answered is not None:  # before metrics.json, whose presence marks a finished folder
+            write_answer_files(answered, run_dir)
         write_run_folder(
             run_dir, config_text=config_text, tags=tags, suite=suite, output=output, evaluation=evaluation,
             tag=str(cfg.variant.name), metrics=list(cfg.metrics),

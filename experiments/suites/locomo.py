@@ -57,7 +57,8 @@ def _gold(q: dict, category: int) -> dict[str, str]:
     distractor (`adversarial_answer`) apart from the gold, which is "not mentioned"."""
     if category == 5:
         distractor = q.get("adversarial_answer")
-        return {"answer": NOT_MENTIONED, **({"adversarial_answer": str(distractor)} if distractor is not None else {})}
+        kept = {} if distractor is None else {"adversarial_answer": str(distractor)}
+        return {"answer": NOT_MENTIONED, **kept}
     answer = q.get("answer")
     return {} if answer is None or isinstance(answer, bool | dict | list) else {"answer": str(answer)}
 
