@@ -53,6 +53,7 @@ def read_answers(path: str | Path, wanted: Collection[str], known: Collection[st
     if missing:
         raise AnswerError(
             f"{path}:{len(data.splitlines()) + 1}: {len(missing)} "
-            f"quer{'y' if len(missing) == 1 else 'ies'} of the suite not answered (first: {missing[0]}); answer every question with a gold answer"
+            f"quer{'y' if len(missing) == 1 else 'ies'} of the suite not answered (first: {missing[0]}); "
+            "answer every question with a gold answer"
         )
     return {q: answers[q] for q in wanted}
