@@ -24,8 +24,12 @@ BASE = [
 ]  # fmt: skip
 
 
-def run(tmp: Path, name: str, *overrides: str, stub: ChatStub | None = None) -> subprocess.CompletedProcess:
-    url = stub.base_url if stub is not None else "http://127.0.0.1:9/v1"  # port 9: nothing answers there
+def run(
+    tmp: Path, name: str, *overrides: str, stub: ChatStub | None = None, url: str | None = None
+) -> subprocess.CompletedProcess:
+    """memeval-run (F's modules or their stand-ins) on the LoCoMo fixture; the endpoint is the stub's,
+    `url`, or port 9 where nothing answers."""
+    url = url or (stub.base_url if stub is not None else "http://127.0.0.1:9/v1")
     answer = [f"answer.endpoint.base_url={url}"] if "answer=llm" in overrides else []
     return subprocess.run(
         [sys.executable, "-c", "from tests.answer.standins import run_main; run_main()", *BASE,
