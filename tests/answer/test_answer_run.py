@@ -1,5 +1,5 @@
 """memeval-run with the answer stage, end to end on the LoCoMo fixture against a loopback
-OpenAI-compatible endpoint (tests/answer/chat_stub.py): record, replay with no endpoint, re-judge,
+OpenAI-compatible endpoint (experiments/benchmarks/chat_stub.py): record, replay with no endpoint, re-judge,
 answers from a file, and a run without the stage writing what it always wrote."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.answer.chat_stub import ChatStub
+from experiments.benchmarks.chat_stub import ChatStub
 from tests.support import DATA
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,7 +7,7 @@ import socket
 import pytest
 
 from experiments.answer.client import AnswerError, ChatEndpoint
-from tests.answer.chat_stub import ChatStub
+from experiments.benchmarks.chat_stub import ChatStub
 
 BODY = {"model": "m", "messages": [{"role": "user", "content": "ctx line\nQuestion: q"}], "temperature": 0}
 

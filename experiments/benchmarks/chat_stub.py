@@ -1,4 +1,5 @@
-"""A loopback OpenAI-compatible endpoint for the answer stage's fast tests and the concurrency benchmark:
+"""A loopback OpenAI-compatible endpoint for experiments/benchmarks/answer_stage.py (the concurrency and
+per-call overhead figures) and the answer stage's fast tests (tests/answer/):
 a real HTTP server (http.server, a thread per request) answering GET /v1/models and POST
 /v1/chat/completions. Its reply is a deterministic function of the request (the last line of the
 prompt's context before "Question", or "yes"/"no" for a judge), after `delay_s`; it counts requests and
