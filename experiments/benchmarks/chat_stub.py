@@ -28,6 +28,7 @@ class ChatStub:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body go out as written (no 40 ms delayed-ACK stall)
 
             def log_message(self, *args):  # quiet
                 pass
