@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from experiments.answer.metric_names import is_answer_metric
 from experiments.csv_cells import original_column, original_text
 from experiments.evaluate.metrics import parse_metric
 from experiments.run_folder import CONFIG_HASH_TAG
@@ -79,7 +80,7 @@ class RunRecord:
 
 
 def _is_metric(name: str) -> bool:
-    if LOWER_IS_BETTER.fullmatch(name):
+    if LOWER_IS_BETTER.fullmatch(name) or is_answer_metric(name):
         return True
     try:
         parse_metric(name)

@@ -209,3 +209,22 @@ def test_a_suite_without_gold_answers_is_refused_before_any_call(tmp_path):
         assert stub.requests == []
     assert proc.returncode == 2 and "spark25" in proc.stderr and "no gold answers" in proc.stderr
     assert not (tmp_path / "spark").exists()
+
+
+def test_the_gate_takes_an_answer_metric_as_primary(runs, tmp_path):
+    from experiments.gate import Baseline, GateConfig, check_run
+    from experiments.track.finished_runs import load_run_dir
+
+    config = tmp_path / "answer_gate.yaml"
+    config.write_text(
+        "name: answer\nmetrics: [answer.lexical.f1, R@10]\ntolerance: 0.0\n"
+        "allow_few_clusters: true\nallow_tolerance_below_mde: true\n"
+    )
+    gate = GateConfig.load(str(config))
+    baseline = Baseline.from_run(load_run_dir(runs["tmp"] / "rejudge"), gate, command="test")
+    assert set(baseline.per_query["answer.lexical.f1"]) == set(
+        load_run_dir(runs["tmp"] / "replay").per_query.index
+    )
+    result = check_run(load_run_dir(runs["tmp"] / "replay"), baseline, gate, tmp_path / "baseline.json")
+    assert result.passed
+    assert "answer.lexical.f1" in load_run_dir(runs["tmp"] / "replay").metrics
