@@ -61,7 +61,7 @@ def settings_view(settings: AnswerSettings) -> dict[str, Any]:
         "source": settings.source, "model": settings.model, "k": settings.k,
         "protocol": settings.protocol, "sampling": settings.sampling, "concurrency": settings.concurrency,
         "window_tokens": settings.window_tokens, "chars_per_token": settings.chars_per_token,
-        "judges": [s.name for s in settings.judges],
+        "judges": [s.name for s in settings.judges], "sample": settings.sample,
     }  # fmt: skip
 
 

@@ -26,7 +26,7 @@ KEYS = frozenset(
     {
         "source", "path", "endpoint", "model", "temperature", "seed", "max_tokens", "k", "context",
         "template", "window_tokens", "chars_per_token", "concurrency", "judges", "judge_endpoint",
-        "judge_model", "mode", "cassette", "protocol", "labels",
+        "judge_model", "mode", "cassette", "protocol", "labels", "sample",
     }
 )  # fmt: skip
 
@@ -62,6 +62,7 @@ class AnswerSettings:
     cassette: str | None
     protocol: str
     labels: str | None
+    sample: int | None = None  # answer a seeded sample of this many questions (the rest counted, not asked)
 
     @property
     def sampling(self) -> dict[str, Any]:
@@ -178,6 +179,7 @@ def read_settings(
     window = _int(node, "window_tokens", problems, low=1)
     max_tokens = _int(node, "max_tokens", problems, low=1, default=64)
     concurrency = _int(node, "concurrency", problems, low=1, default=1)
+    sample = _int(node, "sample", problems, low=1)
     seed = _int(node, "seed", problems, low=0, default=42)
     chars = node.get("chars_per_token", 3.0)
     if isinstance(chars, bool) or not isinstance(chars, int | float) or chars <= 0:
@@ -234,6 +236,7 @@ def read_settings(
             cassette=str(cassette) if cassette else None,
             protocol=protocol,
             labels=str(labels) if labels else None,
+            sample=sample,
         ),  # fmt: skip
         [],
     )

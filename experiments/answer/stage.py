@@ -80,6 +80,15 @@ def gold_problem(suite: Suite) -> str | None:
     )
 
 
+def sample_queries(queries: list[Query], size: int | None, seed: int) -> list[Query]:
+    """`answer.sample`: a seeded sample of `size` questions, in the suite's order (all when None or more)."""
+    if size is None or size >= len(queries):
+        return queries
+    keyed = sorted(queries, key=lambda q: hashlib.sha256(f"{seed}\x00{q.id}".encode()).hexdigest())
+    chosen = {q.id for q in keyed[:size]}
+    return [q for q in queries if q.id in chosen]
+
+
 def build_judges(settings: AnswerSettings) -> dict[str, Any]:
     """Each judge of `answer.judges`, keyed by its name (or `name.prompt_set` when one name repeats)."""
     from experiments.answer.judges import find_judge
@@ -98,7 +107,7 @@ def run_answer_stage(
     settings: AnswerSettings, suite: Suite, output: RunOutput, *, benchmark: str
 ) -> AnswerOutcome:
     judges = build_judges(settings)
-    wanted = [q for q in suite.queries if has_gold(q)]
+    wanted = sample_queries([q for q in suite.queries if has_gold(q)], settings.sample, settings.seed)
     skipped = [q.id for q in suite.queries if not has_gold(q)]
     cassette = (
         open_cassette(settings.cassette, settings.mode)
