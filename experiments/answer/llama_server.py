@@ -29,13 +29,18 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def port_is_free(port: int) -> bool:
+def nothing_listens(port: int) -> bool:
+    """No process accepts connections on 127.0.0.1:`port` (a connect is refused). Not a bind test: the
+    stopped server's closed connections linger in TIME_WAIT, which a bind would take for a listener."""
     with socket.socket() as s:
+        s.settimeout(2.0)
         try:
-            s.bind(("127.0.0.1", port))
+            s.connect(("127.0.0.1", port))
+        except ConnectionRefusedError:
+            return True
         except OSError:
             return False
-        return True
+        return False
 
 
 @dataclass
@@ -63,10 +68,10 @@ class LlamaServer:
                 self.process.kill()
                 self.process.wait(timeout_s)
         deadline = time.monotonic() + timeout_s
-        while not port_is_free(self.port):
+        while not nothing_listens(self.port):
             if time.monotonic() > deadline:
                 raise RuntimeError(
-                    f"llama_cpp.server (pid {self.process.pid}) stopped, but port {self.port} is still taken"
+                    f"llama_cpp.server (pid {self.process.pid}) stopped, but port {self.port} still answers"
                 )
             time.sleep(0.1)
 

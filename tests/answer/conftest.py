@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from experiments.answer.llama_server import port_is_free, start_server
+from experiments.answer.llama_server import nothing_listens, start_server
 from experiments.answer.offline_model import smollm2_gguf
 
 # n_threads 1 with OMP_WAIT_POLICY=passive (experiments/answer/llama_server.py): on a shared 2-core machine
@@ -21,4 +21,4 @@ def llama_server(tmp_path_factory):
         yield server
     finally:
         server.stop()
-        assert server.process.returncode is not None and port_is_free(server.port)
+        assert server.process.returncode is not None and nothing_listens(server.port)
