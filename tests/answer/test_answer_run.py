@@ -19,21 +19,30 @@ from tests.support import DATA
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "sk-never-recorded-42"
 BASE = [
-    "suite=locomo", f"suite.path={DATA / 'locomo' / 'locomo_fixture.json'}", "variant=bm25",
-    "tracking.enabled=false", "progress=false",
+    "suite=locomo", f"suite.path={DATA / 'locomo' / 'locomo_fixture.json'}", "variant=bm25", "progress=false",
 ]  # fmt: skip
 
 
 def run(
-    tmp: Path, name: str, *overrides: str, stub: ChatStub | None = None, url: str | None = None
+    tmp: Path,
+    name: str,
+    *overrides: str,
+    stub: ChatStub | None = None,
+    url: str | None = None,
+    tracked: bool = False,
 ) -> subprocess.CompletedProcess:
     """memeval-run (F's modules or their stand-ins) on the LoCoMo fixture; the endpoint is the stub's,
     `url`, or port 9 where nothing answers."""
     url = url or (stub.base_url if stub is not None else "http://127.0.0.1:9/v1")
     answer = [f"answer.endpoint.base_url={url}"] if "answer=llm" in overrides else []
+    tracking = (
+        [f"tracking.tracker.uri=sqlite:///{tmp / 'mlflow.db'}", "tracking.tracker.experiment=answer"]
+        if tracked
+        else ["tracking.enabled=false"]
+    )
     return subprocess.run(
         [sys.executable, "-c", "from tests.answer.standins import run_main; run_main()", *BASE,
-         f"hydra.run.dir={tmp / name}", f"cache_dir={tmp / 'cache'}", *overrides, *answer],
+         f"hydra.run.dir={tmp / name}", f"cache_dir={tmp / 'cache'}", *tracking, *overrides, *answer],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
         env={**os.environ, "MEMEVAL_ANSWER_TEST_KEY": KEY, "MLFLOW_TRACKING_URI": ""},
     )  # fmt: skip
@@ -70,6 +79,7 @@ def runs(tmp_path_factory):
             "answer.mode=record",
             f"answer.cassette={cassette}",
             stub=stub,
+            tracked=True,
         )
         assert rejudge.returncode == 0, rejudge.stderr[-3000:]
         rejudge_requests = stub.requests[recorded_calls:]
@@ -228,3 +238,17 @@ def test_the_gate_takes_an_answer_metric_as_primary(runs, tmp_path):
     result = check_run(load_run_dir(runs["tmp"] / "replay"), baseline, gate, tmp_path / "baseline.json")
     assert result.passed
     assert "answer.lexical.f1" in load_run_dir(runs["tmp"] / "replay").metrics
+
+
+def test_mlflow_gets_answer_acc_per_judge_and_the_cassette_digest(runs):
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{runs['tmp'] / 'mlflow.db'}")
+    (run,) = client.search_runs([client.get_experiment_by_name("answer").experiment_id])
+    metrics = json.loads((runs["tmp"] / "rejudge" / "metrics.json").read_text())
+    assert run.data.metrics["answer_acc_lexical"] == pytest.approx(metrics["overall"]["answer_acc_lexical"])
+    assert run.data.metrics["answer_acc_llm"] == pytest.approx(metrics["overall"]["answer_acc_llm"])
+    assert (
+        run.data.tags["memeval.answer_cassette_sha256"]
+        == json.loads((runs["tmp"] / "rejudge" / "tags.json").read_text())["memeval.answer_cassette_sha256"]
+    )
