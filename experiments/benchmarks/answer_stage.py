@@ -144,7 +144,37 @@ def server_figures(questions: int, threads: tuple[int, ...]) -> tuple[dict, str 
     return out, None
 
 
-def render(stub: dict, server: dict, why_not: str | None, args: argparse.Namespace) -> str:
+def replay_figures(run_module: str) -> dict | None:
+    """The retrieval-only run's wall time and the same run with the committed LoCoMo answer cassette
+    replayed (experiments/benchmarks/locomo_answers.py), each the fastest of two, from metrics.json's wall_s;
+    None when no cassette is committed."""
+    import json
+    import subprocess
+
+    from experiments.benchmarks.locomo_answers import CASSETTE, overrides
+
+    if not CASSETTE.is_file():
+        return None
+    sample = sum('"op":"chat"' in line for line in CASSETTE.read_text().splitlines()) // 2
+    answer = overrides(sample, 5, CASSETTE, "replay")
+    retrieval = [o for o in answer if not o.startswith("answer")]
+    walls: dict[str, list[float]] = {"retrieval": [], "replay": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for repeat in range(2):
+            for name, args in (("retrieval", retrieval), ("replay", answer)):
+                folder = Path(tmp) / f"{name}{repeat}"
+                subprocess.run(
+                    [sys.executable, "-m", run_module, *args, "tracking.enabled=false", "progress=false",
+                     f"hydra.run.dir={folder}", f"cache_dir={Path(tmp) / 'cache'}"],
+                    cwd=PROJECT_ROOT, check=True, capture_output=True,
+                )  # fmt: skip
+                walls[name].append(json.loads((folder / "metrics.json").read_text())["wall_s"])
+    return {name: min(values) for name, values in walls.items()} | {"sample": sample, "load": _load()}
+
+
+def render(
+    stub: dict, server: dict, why_not: str | None, replay: dict | None, args: argparse.Namespace
+) -> str:
     ratio = stub[4]["per_s"] / stub[1]["per_s"]
     lines = [
         "# The answer stage's cost",
@@ -190,6 +220,17 @@ def render(stub: dict, server: dict, why_not: str | None, args: argparse.Namespa
                 for n, s in server.items()
             ),
         ]
+    lines += ["", "## Replaying the recorded LoCoMo answers (tests/answer/test_locomo_answers.py)", ""]
+    if replay is None:
+        lines.append("not measured: no cassette committed (python -m experiments.benchmarks.locomo_answers).")
+    else:
+        added = replay["replay"] / replay["retrieval"] - 1
+        lines += [
+            f"LoCoMo conversations 1-5, bm25, {replay['sample']} questions answered from the retrieved "
+            "and from random turns, replayed with no model: the run's wall time (metrics.json `wall_s`, "
+            f"the fastest of two) is {replay['replay']:.2f} s against {replay['retrieval']:.2f} s for the "
+            f"retrieval-only run: {added:+.1%} (target: less than +10%; load {replay['load']}).",
+        ]
     return portable("\n".join(lines) + "\n")
 
 
@@ -198,11 +239,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=40)
     parser.add_argument("--questions", type=int, default=6)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--run-module", default="experiments.run", help="memeval-run's module")
     parser.add_argument("--out", default=str(PROJECT_ROOT / "reports" / "benchmarks" / "answer_stage.md"))
     args = parser.parse_args(argv)
     stub = stub_figures(args.calls)
     server, why_not = server_figures(args.questions, tuple(args.threads))
-    text = render(stub, server, why_not, args)
+    replay = replay_figures(args.run_module)
+    text = render(stub, server, why_not, replay, args)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text)
     print(text)
