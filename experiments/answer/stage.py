@@ -60,6 +60,14 @@ class AnswerOutcome:
     counts: dict[str, int]  # calls answered from the cassette / live
 
 
+def answer_item(query: Query, answer: str) -> AnswerItem:
+    """What a judge sees of one answered query (experiments/answer/types.py)."""
+    return AnswerItem(
+        query_id=query.id, question=query.text, answer=answer, gold=query.answer, rubric=query.rubric,
+        labels=query.labels, adversarial=query.adversarial_answer,
+    )  # fmt: skip
+
+
 def has_gold(query: Query) -> bool:
     return bool(query.answer) or bool(query.rubric)
 
@@ -160,10 +168,7 @@ def run_answer_stage(
                 completion_tokens=exchange.completion_tokens,
                 latency_ms=round(exchange.latency_ms, 3),
             )
-        item = AnswerItem(
-            query_id=query.id, question=query.text, answer=record["answer"], gold=query.answer,
-            rubric=query.rubric, labels=query.labels, adversarial=query.adversarial_answer,
-        )  # fmt: skip
+        item = answer_item(query, record["answer"])
         verdicts: dict[str, Verdict] = {}
         for key, judge in judges.items():
             chat = judge_calls.chat_for(
@@ -186,13 +191,8 @@ def run_answer_stage(
 
     modes = settings.contexts if from_file is None else settings.contexts[:1]
     jobs = [(q, mode) for mode in modes for q in wanted]
-    if (
-        from_file is None
-        and settings.mode != "replay"
-        and settings.source == "llm"
-        and any(True for _ in jobs)
-    ):
-        answerer.server_model()  # one check of the endpoint before the calls fan out
+    if from_file is None and jobs:
+        answerer.server_model()  # one check of the endpoint (or the cassette) before the calls fan out
     with ThreadPoolExecutor(max_workers=settings.concurrency) as pool:
         results = list(pool.map(lambda job: one(*job), jobs))
     judged: dict[str, list[Judged]] = {mode: [] for mode in modes}

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from experiments.answer.stage import AnswerOutcome, Judged
+from experiments.answer.stage import AnswerOutcome, Judged, answer_item
 from experiments.answer.types import AnswerItem
 from experiments.evaluate.statistics import cluster_delta_ci, cluster_mean_ci
 from experiments.evaluate.table import query_cluster
@@ -118,18 +118,7 @@ def _difference(a: Sequence[Judged], b: Sequence[Judged], key: str, seed: int) -
 
 
 def answer_items(judged: Sequence[Judged]) -> list[AnswerItem]:
-    return [
-        AnswerItem(
-            query_id=j.query.id,
-            question=j.query.text,
-            answer=j.record["answer"],
-            gold=j.query.answer,
-            rubric=j.query.rubric,
-            labels=j.query.labels,
-            adversarial=j.query.adversarial_answer,
-        )  # fmt: skip
-        for j in judged
-    ]
+    return [answer_item(j.query, j.record["answer"]) for j in judged]
 
 
 def answer_block(
