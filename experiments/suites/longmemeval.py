@@ -235,7 +235,11 @@ def _instance(
         targets = any(t.get("has_answer") for _, session in read for t in session if t["role"] == "user")
         labels["lme_average"] = NEITHER if abstains else BOTH_SCRIPTS if targets else PRINT_ONLY
     query = Query(
-        id=qid, text=item["question"].strip(), scope=scope, labels=MappingProxyType(labels), now=now,
+        id=qid,
+        text=item["question"].strip(),
+        scope=scope,
+        labels=MappingProxyType(labels),
+        now=now,
         answer=_answer_text(item.get("answer")),
     )
     corpus = _upstream_corpus(read, official == "turn") if official is not None else []
