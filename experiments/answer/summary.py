@@ -109,8 +109,16 @@ def _difference(a: Sequence[Judged], b: Sequence[Judged], key: str, seed: int) -
         "better": int((diffs > 0).sum()), "worse": int((diffs < 0).sum()),
     }  # fmt: skip
     if len(set(clusters.tolist())) >= 2:
-        out["ci95"] = list(cluster_delta_ci(diffs, clusters, seed=seed))
+        interval = list(cluster_delta_ci(diffs, clusters, seed=seed))
         out["interval"] = "cluster sign-flip (statistics.cluster_delta_ci)"
+        if np.isfinite(interval).all():
+            out["ci95"] = interval
+        else:  # metrics.json stays strict JSON: no Infinity
+            out["ci95"] = None
+            out["ci_reason"] = (
+                f"unbounded: {len(set(clusters.tolist()))} conversations cannot reject any shift at 95% "
+                "(2 / 2**G > 0.05)"
+            )
     else:
         out["ci95"] = None
         out["ci_reason"] = "fewer than 2 conversations: no interval"
