@@ -172,6 +172,14 @@ def replay_figures(run_module: str) -> dict | None:
     return {name: min(values) for name, values in walls.items()} | {"sample": sample, "load": _load()}
 
 
+def _prompts_origin() -> str:
+    """Whose `answer_messages` built the prompts: memeval's, or the tests' stand-in (not merged yet)."""
+    module = sys.modules.get("experiments.answer.prompts")
+    if module is not None and getattr(module, "__file__", None) is None:
+        return "the tests' stand-in for experiments.answer.prompts (tests/answer/standins.py; not merged yet)"
+    return "experiments.answer.prompts.answer_messages"
+
+
 def render(
     stub: dict, server: dict, why_not: str | None, replay: dict | None, args: argparse.Namespace
 ) -> str:
@@ -179,7 +187,7 @@ def render(
     lines = [
         "# The answer stage's cost",
         "",
-        f"Written by `python -m experiments.benchmarks.answer_stage {shlex.join(sys.argv[1:])}` on "
+        f"Written by `python -m experiments.benchmarks.answer_stage {shlex.join(args.argv)}` on "
         f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {platform.machine()}, {os.cpu_count()} CPUs (shared with "
         "other jobs: the figures are ceilings, the load average is stated beside each).",
         "",
@@ -209,10 +217,10 @@ def render(
     else:
         lines += [
             f"{args.questions} LoCoMo questions (conversations 1-5, seeded), each with its top-10 bm25 "
-            "turns, max_tokens 64, temperature 0, seed 42:",
+            f"turns, max_tokens 64, temperature 0, seed 42; the prompt built by {_prompts_origin()}:",
             "",
-            "| n_threads | server start s | s per answer p50 | p95 | prompt tokens (mean) | generated tok/s "
-            "| load |",
+            "| n_threads | server start s | s per answer p50 | p95 | prompt tokens (mean) "
+            "| generated tokens per answer-second | load |",
             "|---|---|---|---|---|---|---|",
             *(
                 f"| {n} | {s['start_s']:.1f} | {s['p50_s']:.1f} | {s['p95_s']:.1f} "
@@ -242,6 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run-module", default="experiments.run", help="memeval-run's module")
     parser.add_argument("--out", default=str(PROJECT_ROOT / "reports" / "benchmarks" / "answer_stage.md"))
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     stub = stub_figures(args.calls)
     server, why_not = server_figures(args.questions, tuple(args.threads))
     replay = replay_figures(args.run_module)
