@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 export HF_HUB_OFFLINE := 1           # models load from local files only (no hub downloads here)
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup run test test-fast lint clean-venv reranker fusion lock upgrade-check mlflow-shots slurm-up slurm-down
+.PHONY: setup llm-server run test test-fast lint clean-venv reranker fusion lock upgrade-check mlflow-shots slurm-up slurm-down
 
 # The venv installs the committed lock (the exact versions CI was green with), then memeval itself.
 $(VENV)/.installed: pyproject.toml requirements.lock
@@ -18,6 +18,16 @@ $(VENV)/.installed: pyproject.toml requirements.lock
 	touch $@
 
 setup: $(VENV)/.installed
+
+# The offline answer endpoint of the answer stage's tests (memeval[llm-server], requirements-llm-server.lock):
+# llama-cpp-python compiles (no wheel for this platform; pip's wheel cache makes a second install fast).
+# GGML_NATIVE=OFF with AVX2 only: the native build has segfaulted on these machines; no LLaVA library.
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_TILE=OFF -DLLAVA_BUILD=OFF
+$(VENV)/.llm-server: $(VENV)/.installed requirements-llm-server.lock
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install --quiet --no-deps -r requirements-llm-server.lock
+	touch $@
+
+llm-server: $(VENV)/.llm-server
 
 # The main job: every spark25 phase is one run; this runs the default suite and variant.
 run: setup
@@ -54,7 +64,7 @@ fusion: setup
 
 # The log ends with every tier's failed and erroring tests (pytest -rfE per tier, then one list of all):
 # what to look at, not only make's "Error 1".
-test: setup
+test: setup llm-server
 	@tiers='$(TIERS)'; IFS='|'; failed=0; summary=$$(mktemp); for tier in $$tiers; do \
 	  name=$${tier%%:*}; mark=$${tier#*:}; start=$$(date +%s); \
 	  echo "== test tier: $$name (-m '$$mark')"; \

@@ -40,6 +40,7 @@ import pandas as pd
 import yaml
 
 from experiments import PROJECT_ROOT
+from experiments.answer.metric_names import is_answer_metric
 from experiments.compare.render import code, md
 from experiments.configure.compose import CONF_DIR, compose_config
 from experiments.evaluate.metrics import over_own_queries, parse_metric
@@ -120,7 +121,8 @@ class GateConfig:
         raw = yaml.safe_load(path.read_text()) or {}
         metrics = tuple(raw.get("metrics") or ())
         for metric in metrics:
-            parse_metric(metric)
+            if not is_answer_metric(metric):  # an answer stage's judge column is gated as a metric too
+                parse_metric(metric)
         tolerance = raw.get("tolerance", 0.0)
         if not isinstance(tolerance, Mapping):
             tolerance = {m: float(tolerance) for m in metrics}

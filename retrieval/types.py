@@ -177,6 +177,11 @@ class Query:
     context: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
     noise_patterns: tuple[str, ...] = ()
     expected_domains: tuple[str, ...] = ()
+    # The gold answer the answer stage's judges score against (experiments/answer/): not part of what
+    # retrieval sees nor of the suite's content hash, so a suite gaining them keeps its hash.
+    answer: str | None = None
+    rubric: tuple[str, ...] = ()  # BEAM: the items a judge checks one by one
+    adversarial_answer: str | None = None  # LoCoMo category 5: the distractor, kept apart from the gold
 
     @property
     def scope_key(self) -> str:

@@ -8,7 +8,7 @@ from types import MappingProxyType
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 
-# One chat call: (messages in the OpenAI chat format, sampling parameters such as max_tokens) -> the reply text.
+# One chat call: (messages in the OpenAI chat format, sampling parameters such as max_tokens) -> reply text.
 # The runtime's implementation goes through the endpoint and the cassette; a judge never opens a connection.
 Chat = Callable[[Sequence[Mapping[str, str]], Mapping[str, object]], str]
 

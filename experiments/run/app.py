@@ -26,6 +26,7 @@ from hydra.types import RunMode
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from experiments.answer.in_run import answer_run, check_answer, write_answer_files
 from experiments.configure.build import pipeline_from_config
 from experiments.configure.check import ConfigError, buildable_depth, config_problems, stages_checkable
 from experiments.configure.compose import answer_help, finish_variant, yaml_text
@@ -173,6 +174,7 @@ def _run_experiment(
 ) -> dict[str, Any]:
     memo = process_memo() if multirun else None
     pipeline, suite, shard, resolved = _prepare(cfg, memo, multirun, told)
+    answer = check_answer(cfg, suite)  # None: no answer stage (experiments/answer/in_run.py)
     cfg_hash = config_hash(resolved)
     tracker: MlflowTracker | None = (
         instantiate(cfg.tracking.tracker, **tracker_fields(parent or {})) if cfg.tracking.enabled else None
@@ -195,6 +197,10 @@ def _run_experiment(
     print_start(suite, str(cfg.variant.name), pipeline)
     started, started_ms = time.perf_counter(), int(time.time() * 1000)
     output, evaluation = execute(cfg, suite, pipeline, memo=memo, told=told)
+    answered = None
+    if answer is not None:
+        told("answer")
+        answered, answer_tags = answer_run(answer, cfg, suite, output, evaluation)
     # Taken after the run: a record run's cassette now holds this run's exchanges, and its content digest
     # is part of the run version (SystemRetriever.fingerprint), so a re-run is answered by this run only
     # while the cassette is unchanged.
@@ -219,9 +225,12 @@ def _run_experiment(
         **_cassette_tags(output),
         **statistics_tags(evaluation.metrics),
         TOKENIZER_TAG: evaluation.metrics["cost"]["tokenizer"],
+        **(answer_tags if answered is not None else {}),
     }
     told("write results")
     with writing(run_dir):
+        if answered is not None:  # before metrics.json, whose presence marks a finished folder
+            write_answer_files(answered, run_dir)
         write_run_folder(
             run_dir, config_text=config_text, tags=tags, suite=suite, output=output, evaluation=evaluation,
             tag=str(cfg.variant.name), metrics=list(cfg.metrics),

@@ -209,6 +209,18 @@ def read_topic(folder: Path, problems: list[Problem]) -> dict[str, Any]:
     return keep
 
 
+# Where a probing question keeps its gold answer, by ability (the first one present is taken).
+GOLD_FIELDS = ("answer", "ideal_answer", "ideal_response", "ideal_summary")
+
+
+def _gold(q: dict) -> dict[str, Any]:
+    """The answer stage's gold: the question's answer text and its rubric items (BEAM's judge scores each)."""
+    answer = next((q[f] for f in GOLD_FIELDS if isinstance(q.get(f), str) and q[f].strip()), None)
+    rubric = q.get("rubric")
+    items = tuple(r for r in rubric if isinstance(r, str) and r.strip()) if isinstance(rubric, list) else ()
+    return {"answer": answer, "rubric": items}
+
+
 def _is_message_id(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
@@ -354,6 +366,7 @@ def load_conversation(
                     scope=scope,
                     labels=MappingProxyType(labels),
                     now=parse_time_anchor(anchor if isinstance(anchor, str) else None),
+                    **_gold(q),
                 )
             )
             if judged:

@@ -39,6 +39,7 @@ from experiments.suites.suite import (
     Suite,
     SuiteError,
     check_suite,
+    gold_record,
     knowledge_records,
     memory_record,
     query_record,
@@ -92,6 +93,10 @@ QUERY_SCHEMA: Schema = {
     "context": (False, _is(dict, "an object")),
     "noise_patterns": (False, _str_list),
     "expected_domains": (False, _str_list),
+    # the answer stage's gold (docs/answers.md): read and saved, not part of the content hash
+    "answer": _OPT_STR,
+    "rubric": (False, _str_list),
+    "adversarial_answer": _OPT_STR,
 }
 
 CONCEPT_SCHEMA: Schema = {
@@ -224,6 +229,9 @@ def _query(obj: dict) -> Query:
         context=MappingProxyType(dict(obj.get("context", {}))),
         noise_patterns=tuple(obj.get("noise_patterns", ())),
         expected_domains=tuple(obj.get("expected_domains", ())),
+        answer=obj.get("answer"),
+        rubric=tuple(obj.get("rubric", ())),
+        adversarial_answer=obj.get("adversarial_answer"),
     )
 
 
@@ -466,7 +474,7 @@ def save_suite(suite: Suite, path: str | Path) -> Path:
         (tmp / "suite.yaml").write_text(yaml.safe_dump(meta, sort_keys=False), "utf-8")
         for fname, records in (
             ("memories.jsonl", map(memory_record, suite.memories)),
-            ("queries.jsonl", map(query_record, suite.queries)),
+            ("queries.jsonl", ({**query_record(q), **gold_record(q)} for q in suite.queries)),
         ):
             with open(tmp / fname, "w", encoding="utf-8") as fh:
                 fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in records)

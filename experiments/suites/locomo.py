@@ -47,6 +47,22 @@ from experiments.suites.options import check_protocol, finish
 from experiments.suites.suite import MAX_PROBLEMS, Gathered, Problem, Suite, SuiteError
 from retrieval.types import Memory, Query
 
+# Category 5's gold: upstream asks it as a two-option question whose right option is this text, and
+# its scorer accepts an answer that says "not mentioned" (task_eval/evaluation.py).
+NOT_MENTIONED = "Not mentioned in the conversation"
+
+
+def _gold(q: dict, category: int) -> dict[str, str]:
+    """The answer stage's gold for a qa entry (an integer answer, `2022`, as text); category 5 keeps its
+    distractor (`adversarial_answer`) apart from the gold, which is "not mentioned"."""
+    if category == 5:
+        distractor = q.get("adversarial_answer")
+        kept = {} if distractor is None else {"adversarial_answer": str(distractor)}
+        return {"answer": NOT_MENTIONED, **kept}
+    answer = q.get("answer")
+    return {} if answer is None or isinstance(answer, bool | dict | list) else {"answer": str(answer)}
+
+
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 DIA_ID = re.compile(r"D(?P<session>[0-9]+):(?P<turn>[0-9]+)")
 _SESSION_KEY = re.compile(r"session_(?P<n>[0-9]+)")
@@ -229,6 +245,7 @@ def _read_sample(
                 scope=scope,
                 labels=MappingProxyType({"category": CATEGORIES[category]}),
                 now=last_time,
+                **_gold(q, category),
             )
         )
         if ids:

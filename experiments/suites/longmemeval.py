@@ -67,6 +67,11 @@ OFFICIAL_NOTE = (
 )
 
 
+def _answer_text(answer: object) -> str | None:
+    """The gold answer as text: LongMemEval holds a few as numbers (the answer stage judges text)."""
+    return None if answer is None or isinstance(answer, bool | dict | list) else str(answer)
+
+
 def is_abstention(question_id: str, official: bool = False) -> bool:
     """memeval: the id ends with `_abs`; upstream (run_retrieval.py:396, print_retrieval_metrics.py:12): it
     holds `_abs` anywhere."""
@@ -237,7 +242,12 @@ def _instance(
         targets = any(t.get("has_answer") for _, session in read for t in session if t["role"] == "user")
         labels["lme_average"] = NEITHER if abstains else BOTH_SCRIPTS if targets else PRINT_ONLY
     query = Query(
-        id=qid, text=item["question"].strip(), scope=scope, labels=MappingProxyType(labels), now=now
+        id=qid,
+        text=item["question"].strip(),
+        scope=scope,
+        labels=MappingProxyType(labels),
+        now=now,
+        answer=_answer_text(item.get("answer")),
     )
     corpus = _upstream_corpus(read, official == "turn") if official is not None else []
     if abstains:

@@ -397,6 +397,17 @@ def query_record(q: Query) -> dict[str, Any]:
     return record
 
 
+def gold_record(q: Query) -> dict[str, Any]:
+    """A query's gold answer fields (the answer stage's), saved with it but never hashed: retrieval does
+    not read them, so a suite that gains them keeps its content hash (and its cached results)."""
+    optional = {
+        "answer": q.answer,
+        "rubric": list(q.rubric) or None,
+        "adversarial_answer": q.adversarial_answer,
+    }
+    return {k: v for k, v in optional.items() if v is not None}
+
+
 def concept_record(c: Concept) -> dict[str, Any]:
     record: dict[str, Any] = {"id": c.id, "name": c.name, "scope": dict(c.scope)}
     optional = {"content": c.content or None, "labels": list(c.labels) or None}

@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from experiments.answer.metric_names import is_answer_metric
 from experiments.evaluate.metrics import parse_metric
 from experiments.run_folder import CONFIG_HASH_TAG
 from experiments.run_folder.check import RunFolderError, check_run_folder, describe_partial, partial_mark
@@ -91,7 +92,7 @@ class RunRecord:
 
 
 def _is_metric(name: str) -> bool:
-    if LOWER_IS_BETTER.fullmatch(name):
+    if LOWER_IS_BETTER.fullmatch(name) or is_answer_metric(name):
         return True
     try:
         parse_metric(name)

@@ -13,6 +13,8 @@ from packaging.version import Version
 
 from tests.support import REPO
 
+LLM_SERVER_LOCK = "requirements-llm-server.lock"
+
 
 def locked_versions(text: str) -> dict[str, Version]:
     pins = {}
@@ -49,7 +51,9 @@ def stale_problems(pyproject: dict, lock_text: str) -> list[str]:
 
 def test_the_lock_covers_every_requirement_of_pyproject_within_its_range():
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text("utf-8"))
-    assert stale_problems(pyproject, (REPO / "requirements.lock").read_text("utf-8")) == []
+    # the llm-server extra is locked apart (requirements-llm-server.lock): `make run` never compiles it
+    locks = "\n".join((REPO / name).read_text("utf-8") for name in ("requirements.lock", LLM_SERVER_LOCK))
+    assert stale_problems(pyproject, locks) == []
 
 
 def test_a_stale_lock_is_reported():

@@ -1,0 +1,110 @@
+"""The answer stage inside `memeval-run` (experiments/run/app.py): checked before any work, run after the
+retrieval run is evaluated, its results added to the run's per_query.csv, metrics.json, tags and folder.
+
+A run whose config has no `answer` node (the default: `answer: null` in conf/config.yaml) never reaches
+this module: it writes exactly what it wrote before the answer stage existed.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from experiments.answer.client import AnswerError
+from experiments.answer.settings import AnswerSettings, read_settings
+from experiments.answer.stage import (
+    AnswerOutcome,
+    benchmark_of,
+    gold_problem,
+    run_answer_stage,
+    write_answers,
+)
+from experiments.suites.suite import Problem, Suite, SuiteError
+from retrieval.pipeline import RunOutput
+
+if TYPE_CHECKING:
+    from experiments.evaluate.table import Evaluation
+
+ANSWER_CASSETTE_TAG = "memeval.answer_cassette_sha256"
+CASSETTE_FILE = "answer_cassette.jsonl"
+
+
+def answer_node(cfg: DictConfig) -> dict[str, Any] | None:
+    node = cfg.get("answer")
+    return None if node is None else OmegaConf.to_container(node, resolve=True)  # type: ignore[return-value]
+
+
+def check_answer(cfg: DictConfig, suite: Suite) -> AnswerSettings | None:
+    """The run's answer settings (None: no answer stage), or a ConfigError / SuiteError naming every
+    problem, before any retrieval or call."""
+    from experiments.configure.check import ConfigError
+
+    node = answer_node(cfg)
+    if node is None:
+        return None
+    settings, problems = read_settings(
+        node, suite_k=suite.k, suite_protocol=(cfg.suite.get("protocol") if "suite" in cfg else None)
+    )
+    if problems:
+        raise ConfigError(problems)
+    problem = gold_problem(suite)
+    if problem is not None:
+        raise SuiteError([Problem("run config", None, "answer", problem.removeprefix("answer: "))])
+    return settings
+
+
+def settings_view(settings: AnswerSettings) -> dict[str, Any]:
+    """What metrics.json states of the settings (never a URL's secret, never a key: only its variable)."""
+    return {
+        "source": settings.source, "model": settings.model, "k": settings.k,
+        "protocol": settings.protocol, "sampling": settings.sampling, "concurrency": settings.concurrency,
+        "window_tokens": settings.window_tokens, "chars_per_token": settings.chars_per_token,
+        "judges": [s.name for s in settings.judges], "sample": settings.sample,
+    }  # fmt: skip
+
+
+def answer_run(
+    settings: AnswerSettings, cfg: DictConfig, suite: Suite, output: RunOutput, evaluation: Evaluation
+) -> tuple[AnswerOutcome, dict[str, str]]:
+    """Answer and judge, then add the results to `evaluation` (per_query columns, the `answer` block,
+    `answer_acc_<judge>` in overall with its interval); returns the outcome and the tags to add."""
+    from experiments.answer.labels import LabelsError, read_labels
+    from experiments.answer.summary import answer_block, mlflow_numbers, per_query_columns
+
+    benchmark = benchmark_of(cfg.suite.get("_target_") if "suite" in cfg else None)
+    outcome = run_answer_stage(settings, suite, output, benchmark=benchmark)
+    frame = evaluation.per_query
+    for name, values in per_query_columns(outcome, list(frame.index)).items():
+        frame[name] = values
+    labels = None
+    if settings.labels:
+        primary = next(iter(outcome.judged.values()))
+        answers = {j.query.id: j.record["answer"] for j in primary}
+        try:
+            labels = {qid: entry.label for qid, entry in read_labels(settings.labels, answers).items()}
+        except LabelsError as err:
+            raise AnswerError(str(err)) from None
+    block = answer_block(
+        outcome, benchmark=benchmark, settings_view=settings_view(settings), seed=int(cfg.get("seed", 0)),
+        labels=labels,
+    )  # fmt: skip
+    evaluation.metrics["answer"] = block
+    # How the calls were answered: apart from the block, which a record run and its replay write alike.
+    evaluation.metrics["answer_calls"] = {"mode": settings.mode, **outcome.counts}
+    values, cis = mlflow_numbers(block)
+    evaluation.metrics["overall"].update(values)
+    evaluation.metrics.setdefault("overall_ci95", {}).update(cis)
+    tags = {ANSWER_CASSETTE_TAG: outcome.cassette_digest} if outcome.cassette_digest else {}
+    return outcome, tags
+
+
+def write_answer_files(outcome: AnswerOutcome, run_dir: Path) -> None:
+    """answers.jsonl (and answers.<context>.jsonl), and the cassette copied in (MLflow logs the folder)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_answers(outcome, run_dir)
+    path = outcome.cassette_path
+    if path and Path(path).is_file() and Path(path).resolve() != (run_dir / CASSETTE_FILE).resolve():
+        shutil.copyfile(path, run_dir / CASSETTE_FILE)
