@@ -20,11 +20,18 @@ $(VENV)/.installed: pyproject.toml requirements.lock
 setup: $(VENV)/.installed
 
 # The offline answer endpoint of the answer stage's tests (memeval[llm-server], requirements-llm-server.lock):
-# llama-cpp-python compiles (no wheel for this platform; pip's wheel cache makes a second install fast).
+# llama-cpp-python compiles (no wheel for this platform: 27 min at load 10-15 on 2 cores, minutes idle).
 # GGML_NATIVE=OFF with AVX2 only: the native build has segfaulted on these machines; no LLaVA library.
+# The wheel is built once per machine into LLM_WHEELS, a folder named by the build flags' hash (pip's own
+# wheel cache does not key on CMAKE_ARGS), and every venv installs it from there.
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_TILE=OFF -DLLAVA_BUILD=OFF
+LLM_WHEELS ?= $(HOME)/.cache/memeval/llama-wheels/$(shell printf '%s' '$(LLAMA_CMAKE_ARGS)' | sha256sum | cut -c1-16)
 $(VENV)/.llm-server: $(VENV)/.installed requirements-llm-server.lock
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install --quiet --no-deps -r requirements-llm-server.lock
+	@mkdir -p "$(LLM_WHEELS)"; v=$$(sed -n 's/^llama-cpp-python==//p' requirements-llm-server.lock); \
+	if ! ls "$(LLM_WHEELS)"/llama_cpp_python-$$v-*.whl >/dev/null 2>&1; then \
+	  echo "building llama-cpp-python $$v into $(LLM_WHEELS) (once per machine: minutes)"; \
+	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip wheel --quiet --no-deps -w "$(LLM_WHEELS)" llama-cpp-python==$$v; fi
+	$(PY) -m pip install --quiet --no-deps --find-links "$(LLM_WHEELS)" -r requirements-llm-server.lock
 	touch $@
 
 llm-server: $(VENV)/.llm-server
