@@ -216,7 +216,7 @@ def _messages(
 
     return answer_messages(
         query, list(memories), benchmark=benchmark, protocol=settings.protocol, seed=settings.seed,
-        template=settings.template,
+        template=settings.template, adversarial=query.adversarial_answer,
     )  # fmt: skip
 
 

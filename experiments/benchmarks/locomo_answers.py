@@ -7,8 +7,6 @@ Starts the offline endpoint (llama_cpp.server + SmolLM2-135M, memeval[llm-server
 on LoCoMo conversations 1-5 (../shared/locomo, categories 1-4, suite.protocol=memeval) with bm25, a seeded
 sample of questions answered from the retrieved top k and from k random turns of the same conversation,
 in record mode. Re-record after any change to the answer prompts (a replay of changed prompts is a miss).
-`--run-module` runs memeval-run through another entry (the answer stage's tests install stand-ins for
-modules not merged yet that way).
 """
 
 from __future__ import annotations
@@ -46,13 +44,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--out", default=str(CASSETTE))
     parser.add_argument("--run-dir", default=None)
-    parser.add_argument("--run-module", default="experiments.run")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         server = start_server(smollm2_gguf(), n_threads=args.threads, log=Path(tmp) / "server.log")
         try:
             command = [
-                sys.executable, "-m", args.run_module,
+                sys.executable, "-m", "experiments.run",
                 *overrides(args.sample, args.k, Path(args.out), "record"),
                 f"answer.endpoint.base_url={server.base_url}", f"answer.concurrency={args.concurrency}",
                 "tracking.enabled=false", "progress=false",
