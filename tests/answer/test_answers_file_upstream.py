@@ -3,8 +3,8 @@
 A file of answers for every question of LoCoMo conversations 1-5 (all five categories: seeded perturbations of
 the gold answers, tests/answer/test_lexical_upstream.py's `perturbations`) goes through memeval-run with
 `answer=file` and no endpoint at all; each question's `answer.lexical.f1` in per_query.csv equals what
-upstream's `eval_question_answering` answer lines (tests/upstream/locomo_answer.py, vendored) give for the same
-prediction, to 1e-9. Category 5 is scored against its distractor as locomo PR #41 does.
+upstream's `eval_question_answering` answer lines (tests/upstream/locomo_answer.py, vendored) give for the
+same prediction, to 1e-9. Category 5 is scored against its distractor as locomo PR #41 does.
 """
 
 from __future__ import annotations
