@@ -340,8 +340,21 @@ def original_metrics(client: Any, run: Any) -> dict[str, float]:
 
 def overall_from_mlflow(client: Any, run: Any, names: list[str]) -> dict[str, float]:
     """The overall values of `names` (metrics.json names) from an MLflow run."""
-    mapped = read_metric_names(client, run)
-    stored = run.data.metrics
+    return _overall(run.data.metrics, read_metric_names(client, run), names)
+
+
+def overall_from_stored(run: sqlite_run.StoredRun, names: list[str]) -> dict[str, float] | None:
+    """As overall_from_mlflow, for a run read from a local SQLite store; None when its metric key
+    mapping is in artifacts outside a local folder (then ask MlflowClient)."""
+    if run.tags.get(METRIC_NAMES_TAG) != METRIC_NAMES_FILE:
+        return _overall(run.metrics, {}, names)
+    if run.artifacts is None:
+        return None
+    mapped = json.loads((run.artifacts / METRIC_NAMES_FILE).read_text(encoding="utf-8"))
+    return _overall(run.metrics, mapped, names)
+
+
+def _overall(stored: Mapping[str, float], mapped: Mapping[str, str], names: list[str]) -> dict[str, float]:
     if mapped:
         wanted = {original: safe for safe, original in mapped.items()}
         return {name: stored[wanted[name]] for name in names if wanted.get(name) in stored}

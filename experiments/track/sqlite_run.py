@@ -23,6 +23,7 @@ import time
 import urllib.parse
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -258,3 +259,72 @@ def _link_dataset(
 def json_text(mapping: Mapping[str, Any]) -> str:
     """What MlflowClient.log_dict writes for a `.json` artifact."""
     return json.dumps(dict(mapping), indent=2, default=str)
+
+
+def at_head(path: Path) -> bool:
+    """Whether the SQLite store at `path` exists and is at this MLflow's schema revision: its tables are
+    then the ones this module reads and writes."""
+    if not path.is_file():
+        return False
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+        try:
+            versions = [r[0] for r in con.execute("select version_num from alembic_version")]
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return False
+    return versions == [schema_head()]
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """What a finished-run lookup needs of a run: its tags, its metrics (as `run.data.metrics`: the
+    latest value of each) and its artifact folder (None when the artifacts are not in a local folder)."""
+
+    run_id: str
+    tags: dict[str, str]
+    metrics: dict[str, float]
+    artifacts: Path | None
+
+
+def newest_finished(
+    path: Path,
+    experiment_id: str | None,
+    experiment_name: str,
+    tags: Mapping[str, str],
+    without_tag: str,
+) -> StoredRun | None:
+    """The newest FINISHED, active run of the experiment with all of `tags` and without `without_tag`,
+    as MlflowClient's search_runs orders them (start time, newest first, then run id); None if none."""
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+    try:
+        if experiment_id is None:
+            row = con.execute("select experiment_id from experiments where name = ?", (experiment_name,))
+            found = row.fetchone()
+            if found is None:
+                return None
+            experiment_id = str(found[0])
+        has = "exists (select 1 from tags t where t.run_uuid = r.run_uuid and t.key = ? and t.value = ?)"
+        lacks = "not exists (select 1 from tags t where t.run_uuid = r.run_uuid and t.key = ?)"
+        where = " and ".join([has] * len(tags) + [lacks])
+        args = [x for kv in tags.items() for x in kv] + [without_tag]
+        row = con.execute(
+            "select r.run_uuid, r.artifact_uri from runs r where r.experiment_id = ? and r.status ="
+            f" 'FINISHED' and r.lifecycle_stage = 'active' and {where}"
+            " order by r.start_time desc, r.run_uuid limit 1",
+            [int(experiment_id), *args],
+        ).fetchone()
+        if row is None:
+            return None
+        run_id, artifact_uri = row
+        run_tags = dict(con.execute("select key, value from tags where run_uuid = ?", (run_id,)))
+        metrics = {
+            key: math.nan if is_nan else value
+            for key, value, is_nan in con.execute(
+                "select key, value, is_nan from latest_metrics where run_uuid = ?", (run_id,)
+            )
+        }
+    finally:
+        con.close()
+    return StoredRun(run_id, run_tags, metrics, local_folder(artifact_uri) if artifact_uri else None)

@@ -190,3 +190,44 @@ def test_several_processes_writing_at_once_all_arrive_with_one_dataset_row(store
     finally:
         con.close()
     assert (runs, datasets, links) == (20, 1, 20)
+
+
+def test_the_finished_run_lookup_reads_a_warm_store_as_mlflowclient_does(store, monkeypatch):
+    from experiments.run.resume import CODE_VERSION_TAG, finished_in_mlflow
+    from experiments.run_folder import PARTIAL_TAG
+
+    folder, uri, experiment = store
+    monkeypatch.chdir(folder)
+    run_dir = folder / "lookup"
+    run_dir.mkdir()
+    (run_dir / "metrics.json").write_text('{"config_hash": "h1", "suite": {"content_hash": "s1"}}')
+    tracker = MlflowTracker(experiment="direct", uri=uri)
+
+    def log(code: str, extra: dict[str, str]) -> str:
+        return tracker.log(
+            run_name="lookup",
+            params={},
+            metrics={"nDCG_at_10": 0.25, "R_at_10": float("nan")},
+            metric_names={"nDCG_at_10": "nDCG@10", "R_at_10": "R@10"},
+            tags={"memeval.config_hash": "h1", "suite_hash": "s1", CODE_VERSION_TAG: code, **extra},
+            run_dir=run_dir,
+            config_text="",
+        )
+
+    older = log("v1", {})
+    log("v1", {PARTIAL_TAG: "1 of 2 shards"})  # newer, but a partial merge answers for no job
+    log("v2", {})  # another code version
+
+    def lookup(experiment_id):
+        return finished_in_mlflow(uri, "direct", experiment_id, "h1", "s1", ["nDCG@10", "R@10"], "v1")
+
+    direct = [lookup(experiment), lookup(None)]
+    assert sqlite_run.at_head(folder / "mlflow.db")
+    monkeypatch.setattr(sqlite_run, "at_head", lambda path: False)  # MlflowClient's answer
+    through_client = [lookup(experiment), lookup(None)]
+    assert [(f.mlflow_run_id, f.run_dir, repr(f.overall)) for f in direct] == [
+        (f.mlflow_run_id, f.run_dir, repr(f.overall)) for f in through_client
+    ]
+    assert direct[0].mlflow_run_id == older and direct[0].run_dir == str(run_dir)
+    assert direct[0].overall["nDCG@10"] == 0.25
+    assert finished_in_mlflow(uri, "no-such-experiment", None, "h1", "s1", ["nDCG@10"], "v1") is None
