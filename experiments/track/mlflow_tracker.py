@@ -509,8 +509,8 @@ class MlflowTracker:
             if tags.get("git_commit") and tags["git_commit"] != "unknown":
                 run_tags["mlflow.source.git.commit"] = tags["git_commit"]
             run_tags[TRACKING_STORE_TAG] = store_for_display(uri)
-            files = [(name, text) for name, text in _run_texts(run_dir, config_text, metric_names)]
-            files += _run_files(run_dir)
+            files: list[tuple[str, Path | str]] = [*_run_texts(run_dir, config_text, metric_names)]
+            files += _run_files(run_dir)  # after the texts: a run folder's config.yaml wins, as before
             direct = self._log_direct(uri, run_name, run_tags, params, metrics, files, dataset, started_ms)
             if direct is not None:
                 return direct
