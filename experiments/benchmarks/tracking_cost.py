@@ -94,13 +94,13 @@ Each run (CPU s, then wall s, in the order run):
 |---|---|---|
 {rows}
 
-Where the time goes (cProfile of one tracked and one untracked spark25 bm25 run against a warm store,
-`python -m cProfile -o prof.out -m experiments.run variant=bm25 progress=false tracking=mlflow|none`;
-docs/speed.md#what-tracking-costs): of the tracked run's profiled time, half is the store check before any
-work (`ensure_store` imports `mlflow.store.db.utils`, i.e. MLflow's package with its genai, tracing and
-gateway modules, SQLAlchemy and Alembic: 4.0 CPU-s in a bare `python -c` at this load, of which reading
-the migration scripts is 0.05 s), then opening the client's SQLAlchemy store (about 60% of `log_run`),
-linking the dataset (`log_inputs`, about 20%) and the params, metrics and artifacts (the rest).
+How: against a warm local SQLite store at this MLflow's schema revision, a run checks the store, asks
+it for a finished run of its config and writes itself with the standard library's sqlite3 straight into
+MLflow's tables, and copies its files into the run's artifact folder (experiments/track/sqlite_run.py;
+tests/track/test_sqlite_run.py reads such a run back through MlflowClient equal to one the client wrote),
+so a tracked run imports no MLflow. Before that, importing MLflow (`mlflow.store.db.utils`: 4.0 CPU-s
+at load ~15) and opening its SQLAlchemy store were nearly all of the added cost (docs/speed.md). A new
+store, a new experiment and any other store (a `mlflow server`) still go through MlflowClient.
 """
 
 

@@ -46,10 +46,13 @@ from omegaconf import DictConfig, OmegaConf
 
 from experiments.run_folder import CODE_VERSION_TAG, CONFIG_HASH_TAG, PARTIAL_TAG, RUN_DIR_TAG
 from experiments.run_folder.check import RunFolderError, check_run_folder
+from experiments.track import sqlite_run
 from experiments.track.mlflow_tracker import (
     REUSED_TAG_PREFIX,  # noqa: F401 (imported from here too)
     overall_from_mlflow,
+    overall_from_stored,
     resolve_uri,
+    sqlite_path,
 )
 from experiments.track.run_params import VOLATILE_KEYS
 from retrieval import cache_io
@@ -230,6 +233,16 @@ def finished_in_mlflow(
     code: str | None = None,
 ) -> FinishedRun | None:
     """The newest FINISHED run with these hashes and this code; raises if the store cannot be asked."""
+    wanted = {CONFIG_HASH_TAG: cfg_hash, "suite_hash": suite_hash, CODE_VERSION_TAG: code or code_version()}
+    path = sqlite_path(uri)
+    if path is not None and sqlite_run.at_head(path):  # a local store: read without importing MLflow
+        stored = sqlite_run.newest_finished(path, experiment_id, experiment, wanted, PARTIAL_TAG)
+        if stored is None:
+            return None
+        overall = overall_from_stored(stored, names)
+        if overall is not None:
+            run_dir = _run_dir_of(stored.tags, cfg_hash, suite_hash)
+            return FinishedRun("mlflow", overall, run_dir, stored.run_id)
     import mlflow  # ~1 s to import: only when a store is asked
 
     client = mlflow.MlflowClient(tracking_uri=uri)
@@ -240,9 +253,8 @@ def finished_in_mlflow(
         experiment_id = found.experiment_id
     runs = client.search_runs(
         [experiment_id],
-        filter_string=(
-            f"tags.`{CONFIG_HASH_TAG}` = '{cfg_hash}' and tags.suite_hash = '{suite_hash}' "
-            f"and tags.`{CODE_VERSION_TAG}` = '{code or code_version()}' and attributes.status = 'FINISHED'"
+        filter_string=" and ".join(
+            [*(f"tags.`{k}` = '{v}'" for k, v in wanted.items()), "attributes.status = 'FINISHED'"]
         ),
         order_by=["attributes.start_time DESC"],
         max_results=20,
@@ -253,12 +265,12 @@ def finished_in_mlflow(
     run = runs[0]
     # metrics.json names (`nDCG@10`) through the run's recorded key mapping, so a sweeper reads its objective.
     overall = overall_from_mlflow(client, run, names)
-    return FinishedRun("mlflow", overall, _run_dir_of(run, cfg_hash, suite_hash), run.info.run_id)
+    return FinishedRun("mlflow", overall, _run_dir_of(run.data.tags, cfg_hash, suite_hash), run.info.run_id)
 
 
-def _run_dir_of(run: Any, cfg_hash: str, suite_hash: str) -> str | None:
+def _run_dir_of(tags: Mapping[str, str], cfg_hash: str, suite_hash: str) -> str | None:
     """The run directory an MLflow run was made from (its `memeval.run_dir` tag), if it is still whole."""
-    path = run.data.tags.get(RUN_DIR_TAG)
+    path = tags.get(RUN_DIR_TAG)
     if not path:
         return None
     try:

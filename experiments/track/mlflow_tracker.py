@@ -32,6 +32,8 @@ import numpy as np
 # mlflow (~1 s to import) is imported inside the functions that talk to a store: `memeval-run --help`,
 # a config error and a run with tracking=none never pay for it (tests/project/test_entry_points.py).
 from experiments.evaluate.metrics import metric_name_for_mlflow
+from experiments.track import sqlite_run
+from experiments.track.sqlite_run import schema_head
 
 MAX_PARAM_CHARS = 500  # long values are truncated in params; the full config is an artifact
 # MLflow's own limits (mlflow.utils.validation; tests/project/test_names.py checks they still agree), checked
@@ -63,13 +65,10 @@ def sqlite_path(uri: str) -> Path | None:
 _CORE_TABLES = ("experiments", "runs", "metrics", "params", "tags")
 
 
-@functools.cache
 def _schema_head() -> str:
-    """The schema revision this MLflow's migrations end at: read from its migration scripts (parsed
-    Python files, and each job of a sweep checks the store twice), and fixed for the life of the process."""
-    from mlflow.store.db.utils import _get_latest_schema_revision
-
-    return _get_latest_schema_revision()
+    """The schema revision this MLflow's migrations end at, read once per process from its migration
+    scripts as text: checking a warm store imports no MLflow (sqlite_run.schema_head)."""
+    return schema_head()
 
 
 def _store_problem(path: Path) -> str | None:
@@ -341,8 +340,21 @@ def original_metrics(client: Any, run: Any) -> dict[str, float]:
 
 def overall_from_mlflow(client: Any, run: Any, names: list[str]) -> dict[str, float]:
     """The overall values of `names` (metrics.json names) from an MLflow run."""
-    mapped = read_metric_names(client, run)
-    stored = run.data.metrics
+    return _overall(run.data.metrics, read_metric_names(client, run), names)
+
+
+def overall_from_stored(run: sqlite_run.StoredRun, names: list[str]) -> dict[str, float] | None:
+    """As overall_from_mlflow, for a run read from a local SQLite store; None when its metric key
+    mapping is in artifacts outside a local folder (then ask MlflowClient)."""
+    if run.tags.get(METRIC_NAMES_TAG) != METRIC_NAMES_FILE:
+        return _overall(run.metrics, {}, names)
+    if run.artifacts is None:
+        return None
+    mapped = json.loads((run.artifacts / METRIC_NAMES_FILE).read_text(encoding="utf-8"))
+    return _overall(run.metrics, mapped, names)
+
+
+def _overall(stored: Mapping[str, float], mapped: Mapping[str, str], names: list[str]) -> dict[str, float]:
     if mapped:
         wanted = {original: safe for safe, original in mapped.items()}
         return {name: stored[wanted[name]] for name in names if wanted.get(name) in stored}
@@ -444,17 +456,21 @@ class SuiteDataset:
     source: str
     profile: Mapping[str, Any]
 
+    def as_row(self) -> dict[str, str]:
+        """The dataset's fields as MLflow stores them."""
+        return {
+            "name": self.name,
+            "digest": self.digest[:DATASET_DIGEST_CHARS],
+            "source_type": "local",
+            "source": json.dumps({"uri": self.source}),
+            "profile": json.dumps(dict(self.profile), default=str),
+        }
+
     def as_input(self) -> Any:
         from mlflow.entities import Dataset, DatasetInput, InputTag
 
-        dataset = Dataset(
-            name=self.name,
-            digest=self.digest[:DATASET_DIGEST_CHARS],
-            source_type="local",
-            source=json.dumps({"uri": self.source}),
-            profile=json.dumps(dict(self.profile), default=str),
-        )
-        return DatasetInput(dataset, tags=[InputTag("mlflow.data.context", "evaluation")])
+        tags = [InputTag(k, v) for k, v in DATASET_INPUT_TAGS.items()]
+        return DatasetInput(Dataset(**self.as_row()), tags=tags)
 
 
 @dataclass(frozen=True)
@@ -479,15 +495,9 @@ class MlflowTracker:
     ) -> str:
         """`started_ms`: when the work began (so the MLflow UI's Duration is the run's, not the
         logging's); `dataset`: the suite, logged as the run's input with its content digest."""
-        import mlflow
-
         uri = resolve_uri(self.uri)
         ensure_store(uri)  # a half-made store raises here, naming the file and the fix
         try:
-            # A client for this store, not mlflow.set_tracking_uri: that also sets MLFLOW_TRACKING_URI in
-            # os.environ, which resolve_uri then prefers for every later run of this process.
-            client = mlflow.MlflowClient(tracking_uri=uri)
-            experiment_id = self.experiment_id or _experiment_id(self.experiment, uri)
             run_tags = {**tags, "memeval.run_dir": str(Path(run_dir).resolve())}  # sweeps.RUN_DIR_TAG
             if metric_names is not None:
                 run_tags[METRIC_NAMES_TAG] = METRIC_NAMES_FILE
@@ -499,55 +509,124 @@ class MlflowTracker:
             if tags.get("git_commit") and tags["git_commit"] != "unknown":
                 run_tags["mlflow.source.git.commit"] = tags["git_commit"]
             run_tags[TRACKING_STORE_TAG] = store_for_display(uri)
-            run = client.create_run(experiment_id, run_name=run_name, tags=run_tags, start_time=started_ms)
-            run_id = run.info.run_id
-            try:
-                from mlflow.entities import Metric, Param
-
-                if dataset is not None:
-                    log_dataset(client, run_id, dataset.as_input())
-
-                # One call: the client splits it into batches within the store's limits (100 params,
-                # 1000 entities), and each batch is one store transaction, the store's unit of cost.
-                ts = _now_ms()
-                client.log_batch(
-                    run_id,
-                    params=[Param(k, v) for k, v in params.items()],
-                    metrics=[Metric(k, v, ts, 0) for k, v in metrics.items()],
-                )
-                client.log_text(run_id, config_text, "config.yaml")
-                if metric_names is not None:
-                    client.log_dict(run_id, dict(metric_names), METRIC_NAMES_FILE)
-                log_run_files(client, run_id, run_dir)
-                client.set_terminated(run_id, "FINISHED")
-            except BaseException:
-                client.set_terminated(run_id, "FAILED")
-                raise
-            return run_id
+            files: list[tuple[str, Path | str]] = [*_run_texts(run_dir, config_text, metric_names)]
+            files += _run_files(run_dir)  # after the texts: a run folder's config.yaml wins, as before
+            direct = self._log_direct(uri, run_name, run_tags, params, metrics, files, dataset, started_ms)
+            if direct is not None:
+                return direct
+            return self._log_client(uri, run_name, run_tags, params, metrics, files, dataset, started_ms)
         except Exception as err:
             raise TrackingError(
                 f"could not log to the MLflow store {uri}: {err}\nThe results are safe on disk in {run_dir}"
             ) from err
 
+    def _log_direct(
+        self,
+        uri: str,
+        run_name: str,
+        run_tags: Mapping[str, str],
+        params: Mapping[str, str],
+        metrics: Mapping[str, float],
+        files: list[tuple[str, Path | str]],
+        dataset: SuiteDataset | None,
+        started_ms: int | None,
+    ) -> str | None:
+        """The run written by sqlite_run (no MLflow import) when the store is a local SQLite file at this
+        MLflow's schema (ensure_store checked it) and the experiment exists; else None."""
+        path = sqlite_path(uri)
+        if path is None:
+            return None
+        experiment_id = self.experiment_id or sqlite_run.experiment_id(
+            path, self.experiment, EXPERIMENT_KIND_TAG
+        )
+        if experiment_id is None:
+            return None
+        return sqlite_run.write_run(
+            path,
+            experiment_id,
+            run_name=run_name,
+            tags=run_tags,
+            params=params,
+            metrics=metrics,
+            files=files,
+            dataset=None if dataset is None else dataset.as_row(),
+            dataset_tags=DATASET_INPUT_TAGS,
+            started_ms=started_ms,
+        )
+
+    def _log_client(
+        self,
+        uri: str,
+        run_name: str,
+        run_tags: Mapping[str, str],
+        params: Mapping[str, str],
+        metrics: Mapping[str, float],
+        files: list[tuple[str, Path | str]],
+        dataset: SuiteDataset | None,
+        started_ms: int | None,
+    ) -> str:
+        """The run through MlflowClient: any store (a server, another database, a new experiment)."""
+        import mlflow
+        from mlflow.entities import Metric, Param
+
+        # A client for this store, not mlflow.set_tracking_uri: that also sets MLFLOW_TRACKING_URI in
+        # os.environ, which resolve_uri then prefers for every later run of this process.
+        client = mlflow.MlflowClient(tracking_uri=uri)
+        experiment_id = self.experiment_id or _experiment_id(self.experiment, uri)
+        run = client.create_run(experiment_id, run_name=run_name, tags=dict(run_tags), start_time=started_ms)
+        run_id = run.info.run_id
+        try:
+            if dataset is not None:
+                log_dataset(client, run_id, dataset.as_input())
+            # One call: the client splits it into batches within the store's limits (100 params,
+            # 1000 entities), and each batch is one store transaction, the store's unit of cost.
+            ts = _now_ms()
+            client.log_batch(
+                run_id,
+                params=[Param(k, v) for k, v in params.items()],
+                metrics=[Metric(k, v, ts, 0) for k, v in metrics.items()],
+            )
+            for name, source in files:
+                if isinstance(source, Path):
+                    folder = str(Path(name).parent)
+                    client.log_artifact(run_id, str(source), artifact_path=None if folder == "." else folder)
+                else:
+                    client.log_text(run_id, source, name)
+            client.set_terminated(run_id, "FINISHED")
+        except BaseException:
+            client.set_terminated(run_id, "FAILED")
+            raise
+        return run_id
+
 
 RUN_TREC_HEAD_LINES = 50  # MLflow previews .txt artifacts, not .trec: the head of run.trec as text
+DATASET_INPUT_TAGS = {"mlflow.data.context": "evaluation"}
 
 
-def log_run_files(client: Any, run_id: str, run_dir: Path) -> None:
-    """The run folder's files as artifacts (an empty file, e.g. a `run.log` nothing wrote to, is left
-    out), Hydra's record of the command (`.hydra/overrides.yaml`), and the head of
-    `run.trec` as text so MLflow's artifact view can show it."""
-    for path in sorted(run_dir.iterdir()):
-        if path.is_file() and path.stat().st_size > 0:
-            client.log_artifact(run_id, str(path))
-    hydra_dir = run_dir / ".hydra"
-    if (hydra_dir / "overrides.yaml").is_file():  # the command line (config.yaml is the resolved config)
-        client.log_artifact(run_id, str(hydra_dir / "overrides.yaml"), artifact_path=".hydra")
+def _run_texts(
+    run_dir: Path, config_text: str, metric_names: Mapping[str, str] | None
+) -> list[tuple[str, str]]:
+    """The artifacts written from text: the resolved config, the metric key mapping (as MlflowClient's
+    log_dict writes JSON) and the head of `run.trec` as text so MLflow's artifact view can show it."""
+    texts = [("config.yaml", config_text)]
+    if metric_names is not None:
+        texts.append((METRIC_NAMES_FILE, sqlite_run.json_text(metric_names)))
     trec = run_dir / "run.trec"
     if trec.is_file():
         with trec.open() as handle:
             head = "".join(line for _, line in zip(range(RUN_TREC_HEAD_LINES), handle, strict=False))
-        client.log_text(run_id, head, "run.trec.head.txt")
+        texts.append(("run.trec.head.txt", head))
+    return texts
+
+
+def _run_files(run_dir: Path) -> list[tuple[str, Path]]:
+    """The run folder's files as artifacts (an empty file, e.g. a `run.log` nothing wrote to, is left
+    out) and Hydra's record of the command (`.hydra/overrides.yaml`; config.yaml is the resolved config)."""
+    out = [(p.name, p) for p in sorted(run_dir.iterdir()) if p.is_file() and p.stat().st_size > 0]
+    overrides = run_dir / ".hydra" / "overrides.yaml"
+    if overrides.is_file():
+        out.append((".hydra/overrides.yaml", overrides))
+    return out
 
 
 def log_dataset(client: Any, run_id: str, dataset_input: Any, attempts: int = 4) -> None:
