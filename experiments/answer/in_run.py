@@ -75,7 +75,12 @@ def answer_run(
     from experiments.answer.summary import answer_block, mlflow_numbers, per_query_columns
 
     benchmark = benchmark_of(cfg.suite.get("_target_") if "suite" in cfg else None)
-    outcome = run_answer_stage(settings, suite, output, benchmark=benchmark)
+    raw = None
+    if benchmark == "locomo" and settings.protocol == "official" and cfg.suite.get("path"):
+        from experiments.suites.locomo import raw_texts  # upstream's prompt reads the raw turns
+
+        raw = raw_texts(str(cfg.suite.path))
+    outcome = run_answer_stage(settings, suite, output, benchmark=benchmark, raw=raw)
     frame = evaluation.per_query
     for name, values in per_query_columns(outcome, list(frame.index)).items():
         frame[name] = values

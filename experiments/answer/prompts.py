@@ -25,7 +25,9 @@ import json
 import random
 import string
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
+from types import MappingProxyType
 
 from retrieval.types import Memory, Query
 
@@ -82,6 +84,19 @@ def answer_messages(
     else:
         prompt = template_prompt(query, memories, template or DEFAULT_TEMPLATE)
     return [{"role": "user", "content": prompt}]
+
+
+def with_raw_texts(
+    query: Query, memories: Sequence[Memory], raw: tuple[Mapping[str, str], Mapping[str, str]]
+) -> tuple[Query, list[Memory]]:
+    """`query` and `memories` carrying upstream's raw texts (LoCoMo: `experiments.suites.locomo.raw_texts`):
+    the question as written, each turn's text in `metadata["text"]`, where `locomo_line` reads it."""
+    turns, questions = raw
+    query = replace(query, text=questions.get(query.id, query.text))
+    return query, [
+        replace(m, metadata=MappingProxyType({**m.metadata, "text": turns[m.id]})) if m.id in turns else m
+        for m in memories
+    ]
 
 
 def check_template(template: str, where: str = "answer.template") -> None:

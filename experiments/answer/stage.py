@@ -112,8 +112,15 @@ def build_judges(settings: AnswerSettings) -> dict[str, Any]:
 
 
 def run_answer_stage(
-    settings: AnswerSettings, suite: Suite, output: RunOutput, *, benchmark: str
+    settings: AnswerSettings,
+    suite: Suite,
+    output: RunOutput,
+    *,
+    benchmark: str,
+    raw: tuple[Mapping[str, str], Mapping[str, str]] | None = None,
 ) -> AnswerOutcome:
+    """Answer (or read the answers of) the sampled questions in each context mode and judge them; `raw`: the
+    benchmark's raw turn and question texts its official prompt is built from (LoCoMo)."""
     judges = build_judges(settings)
     wanted = sample_queries([q for q in suite.queries if has_gold(q)], settings.sample, settings.seed)
     skipped = [q.id for q in suite.queries if not has_gold(q)]
@@ -150,7 +157,7 @@ def run_answer_stage(
             kept = memories
         else:
             messages, dropped = fit_window(
-                memories, lambda ms: _messages(query, ms, benchmark, settings),
+                memories, lambda ms: _messages(query, ms, benchmark, settings, raw),
                 window_tokens=settings.window_tokens, max_tokens=settings.max_tokens,
                 chars_per_token=settings.chars_per_token,
             )  # fmt: skip
@@ -210,10 +217,16 @@ def run_answer_stage(
 
 
 def _messages(
-    query: Query, memories: Sequence[Any], benchmark: str, settings: AnswerSettings
+    query: Query,
+    memories: Sequence[Any],
+    benchmark: str,
+    settings: AnswerSettings,
+    raw: tuple[Mapping[str, str], Mapping[str, str]] | None = None,
 ) -> list[Mapping[str, str]]:
-    from experiments.answer.prompts import answer_messages
+    from experiments.answer.prompts import answer_messages, with_raw_texts
 
+    if raw is not None:
+        query, memories = with_raw_texts(query, memories, raw)
     return answer_messages(
         query, list(memories), benchmark=benchmark, protocol=settings.protocol, seed=settings.seed,
         template=settings.template, adversarial=query.adversarial_answer,

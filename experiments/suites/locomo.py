@@ -341,3 +341,22 @@ def load_locomo(
         errata=errata,
         files=[(path.name, path)],
     )
+
+
+def raw_texts(path: str | Path) -> tuple[dict[str, str], dict[str, str]]:
+    """A LoCoMo file's raw turn texts by memory id and raw questions by query id, as upstream's answer prompt
+    reads them (unstripped, without the image caption a memory's text appends). Only the answer stage reads
+    them, under `official`: the suite's memories and queries, and so its content hash, stay as they are."""
+    problems: list[Problem] = []
+    data = _read_json(Path(path), problems)
+    if problems:
+        raise SuiteError(problems)
+    turns: dict[str, str] = {}
+    questions: dict[str, str] = {}
+    for sample in data:
+        sid = sample["sample_id"]
+        for value in sample["conversation"].values():
+            if isinstance(value, list):
+                turns.update((f"{sid}:{t['dia_id']}", t["text"]) for t in value)
+        questions.update((f"{sid}:q{j}", qa["question"]) for j, qa in enumerate(sample["qa"]))
+    return turns, questions

@@ -92,5 +92,3 @@ def test_a_bad_answers_file_names_file_and_line(tmp_path, records, where):
     with pytest.raises(AnswerError) as err:
         read_answers(path, ["q1", "q2"], {"q1", "q2"})
     assert f"{path}{where}" in str(err.value)
-
-

@@ -23,8 +23,9 @@ from experiments.answer.prompts import (
     check_template,
     locomo_cat5_answer,
     locomo_cat5_options,
+    with_raw_texts,
 )
-from experiments.suites.locomo import load_locomo
+from experiments.suites.locomo import load_locomo, raw_texts
 from experiments.suites.longmemeval import load_longmemeval
 from tests.support import DATA
 from tests.upstream import locomo_answer as locomo_up
@@ -44,8 +45,8 @@ class FixedDraw:
 def build_locomo_cases(path) -> list[tuple]:
     """(upstream prompt, memeval's prompt given the raw turn and question texts, memeval's prompt from today's
     loader, whether today's loader has them: no retrieved turn with an image or surrounding spaces and no
-    question with surrounding spaces) for every question, with 1-10 seeded retrieved turns of its
-    conversation."""
+    question with surrounding spaces; the loaded query, memories and distractor) for every question, with
+    1-10 seeded retrieved turns of its conversation."""
     raw = {s["sample_id"]: s for s in json.loads(path.read_text("utf-8"))}
     suite = load_locomo(path)
     by_id = {m.id: m for m in suite.memories}
@@ -87,6 +88,7 @@ def build_locomo_cases(path) -> list[tuple]:
                 answer_messages(replace(query, text=qa["question"]), with_text, **kwargs),
                 answer_messages(query, memories, **kwargs),
                 plain == {True} and qa["question"] == qa["question"].strip(),
+                (query, memories, qa.get("adversarial_answer")),
             )
         )
     return out
@@ -101,24 +103,26 @@ def test_locomo_rag_prompt_is_upstreams_on_the_committed_fixture():
     """The fast tier's version, on tests/data/locomo/locomo_fixture.json (all five categories)."""
     cases = build_locomo_cases(DATA / "locomo" / "locomo_fixture.json")
     assert len(cases) == 6
-    for expected, messages, _, _ in cases:
+    for expected, messages, *_ in cases:
         assert messages == [{"role": "user", "content": expected}]
 
 
 def test_locomo_rag_prompt_is_upstreams_for_every_question(locomo_cases):
     assert len(locomo_cases) > 900
-    for expected, messages, _, _ in locomo_cases:
+    for expected, messages, *_ in locomo_cases:
         assert messages == [{"role": "user", "content": expected}]
 
 
-def test_locomo_prompt_from_todays_loader_differs_only_where_it_lacks_the_raw_turn_text(locomo_cases):
+def test_locomo_prompt_from_the_loaded_suite_is_upstreams_with_the_files_raw_texts(locomo_cases, locomo_file):
     """The loader keeps a turn's text (and a question) stripped, and a turn's image caption appended to its
-    text; upstream's prompt has the raw texts. Where none of that applies, today's loader gives upstream's."""
-    plain = [case for case in locomo_cases if case[3]]
-    assert len(plain) > 100
-    for expected, _, today, _ in plain:
-        assert today[0]["content"] == expected
-    assert any(today[0]["content"] != expected for expected, _, today, plain_ in locomo_cases if not plain_)
+    text; the answer stage reads the file's raw texts (`raw_texts`, what a run under `official` does), and
+    then every question's prompt from the loaded suite's memories is upstream's, byte for byte."""
+    raw = raw_texts(locomo_file)
+    kwargs = {"benchmark": "locomo", "protocol": "official", "seed": 7}
+    assert any(not plain for _, _, _, plain, _ in locomo_cases)  # the raw texts matter: some turns differ
+    for expected, _, _, _, (query, memories, adversarial) in locomo_cases:
+        messages = answer_messages(*with_raw_texts(query, memories, raw), adversarial=adversarial, **kwargs)
+        assert messages == [{"role": "user", "content": expected}], query.id
 
 
 def test_category_5_option_order_comes_from_the_seed(locomo_file):
