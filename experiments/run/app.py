@@ -113,16 +113,21 @@ def execute(
     from experiments.evaluate.table import evaluate  # pandas and scipy (~2 s): see TYPE_CHECKING above
 
     cache = CandidateCache(Path(cfg.cache_dir) / "candidates") if cfg.cache_dir else None
-    output = pipeline.run(
-        suite.memories,
-        suite.queries,
-        suite_hash=suite.content_hash,
-        cache=cache,
-        progress=cfg.progress,
-        memo=memo,
-        knowledge=suite.knowledge,
-        on_phase=told,
-    )
+    try:
+        output = pipeline.run(
+            suite.memories,
+            suite.queries,
+            suite_hash=suite.content_hash,
+            cache=cache,
+            progress=cfg.progress,
+            memo=memo,
+            knowledge=suite.knowledge,
+            on_phase=told,
+        )
+    finally:  # a live system's close(), once, whether the run ended well or not (a failure: a warning)
+        for retriever in pipeline.retrievers:
+            if callable(close := getattr(retriever, "close_system", None)):
+                close()
     if told is not None:
         told("metrics")
     evaluation = evaluate(

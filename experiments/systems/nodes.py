@@ -21,7 +21,7 @@ from typing import Any
 from experiments.run.stage_nodes import field_defaults, stage_node
 
 RETRIEVER = "experiments.systems.retriever.SystemRetriever"
-CHANNEL_FIELDS = ("mode", "cassette", "concurrency", "override")
+CHANNEL_FIELDS = ("mode", "cassette", "concurrency", "override", "call_timeout_s")
 ADAPTERS = {
     "http": "experiments.systems.http.HttpSystem",
     "mcp": "experiments.systems.mcp.McpSystem",
