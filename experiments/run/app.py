@@ -61,7 +61,14 @@ from experiments.track.mlflow_tracker import (
 )
 from experiments.track.run_log import log_run
 from experiments.track.run_params import child_run_name, job_values
-from experiments.track.sweep_parent import VARYING_KEY, JobFailed, job_started, read_parent, tracker_fields
+from experiments.track.sweep_parent import (
+    VARYING_KEY,
+    JobBadInput,
+    JobFailed,
+    job_started,
+    read_parent,
+    tracker_fields,
+)
 from retrieval.compute import cpu_isa
 from retrieval.encoder import ModelNotFoundError
 from retrieval.pipeline import Pipeline, PipelineConfigError, RunOutput
@@ -358,9 +365,9 @@ def run_app(cfg: DictConfig) -> float | None:
         if not multirun:
             discard_if_unused(run_dir)
             sys.exit(2)
-        # A multirun goes on with its other jobs (sys.exit would abort them); the sweep exits non-zero.
+        # A multirun goes on with its other jobs (sys.exit would abort them); the sweep exits 2 after them.
         record_failed_job(cfg, run_dir, parent, err)
-        raise JobFailed(str(err)) from None
+        raise JobBadInput(str(err)) from None
     except OutputError as err:  # the run was done, its results could not be kept: not bad input (exit 2)
         print(f"error: {err.strerror}", file=sys.stderr)
         if not multirun:
