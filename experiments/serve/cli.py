@@ -96,7 +96,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"error: --token-env {args.token_env}: that environment variable is not set", file=sys.stderr)
         sys.exit(2)
     if args.token_env and not token.strip():  # a token of spaces anyone can send
-        print(f"error: --token-env {args.token_env}: the token is empty (blank once stripped)", file=sys.stderr)
+        print(
+            f"error: --token-env {args.token_env}: the token is empty (blank once stripped)", file=sys.stderr
+        )
         sys.exit(2)
     guard = Guard.serving(args.host, args.allow_origin, args.allow_host, token)
     try:

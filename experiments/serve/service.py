@@ -141,7 +141,9 @@ def load_override_keys(path: str | Path = OVERRIDE_KEYS_FILE) -> dict[str, str]:
     try:
         table = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
     except UnicodeDecodeError as err:
-        raise ServiceError(f"{path}: not UTF-8 text (byte {err.start}): an override-keys file is YAML") from None
+        raise ServiceError(
+            f"{path}: not UTF-8 text (byte {err.start}): an override-keys file is YAML"
+        ) from None
     except yaml.YAMLError as err:
         raise ServiceError(f"{path}: not YAML ({' '.join(str(err).split())[:200]})") from None
     keys = table.get("override_keys", table) if isinstance(table, dict) else table

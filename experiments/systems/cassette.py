@@ -169,8 +169,8 @@ class Cassette:
             return
         query = (entry.get("request") or {}).get("query_id")
         raise LiveSystemError(
-            f"{self.path}: lines {self._line_of[entry['key']]} and {number} hold two different answers to one "
-            f"request (search of query {query!r}); a cassette holds one answer per request: re-record it"
+            f"{self.path}: lines {self._line_of[entry['key']]} and {number} hold two different answers to "
+            f"one request (search of query {query!r}); a cassette holds one answer per request: re-record it"
         )
 
     def _corrupt(self, number: int, why: str) -> LiveSystemError:

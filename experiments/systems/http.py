@@ -369,8 +369,9 @@ class HttpSystem:
                     if captured[name] is None or captured[name] == "":  # `/collections//add` for every scope
                         self.stats.add("errors")
                         raise LiveSystemError(
-                            f"{where}: capture {name!r} read JSON path {path!r} as {describe(captured[name])}; "
-                            "every scope would share that value (pooled into one): nothing further was sent"
+                            f"{where}: capture {name!r} read JSON path {path!r} as "
+                            f"{describe(captured[name])}; every scope would share that value (pooled into "
+                            "one): nothing further was sent"
                         )
                 self.state.setup[key] = captured
             return {**values, "setup": self.state.setup[key]}

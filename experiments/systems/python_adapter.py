@@ -90,7 +90,9 @@ class GuardedSystem:
 
     def wait_until_searchable(self, scope: Mapping[str, str], memories: Sequence[Memory]) -> float:
         where = f"scope {dict(scope)}"
-        waited = self._call("wait_until_searchable", where, self.system.wait_until_searchable, scope, memories)
+        waited = self._call(
+            "wait_until_searchable", where, self.system.wait_until_searchable, scope, memories
+        )
         return 0.0 if waited is None else waited
 
     def search(self, request: SearchRequest) -> list[Hit]:
@@ -100,7 +102,9 @@ class GuardedSystem:
 
     def close(self) -> None:
         if self.hung:  # it may hold what close needs: not asked, not waited for again
-            raise LiveSystemError(f"python adapter {self.name}: close not called, {self.hung} is still running")
+            raise LiveSystemError(
+                f"python adapter {self.name}: close not called, {self.hung} is still running"
+            )
         self._call("close", "at the end of the run", self.system.close)
 
 
@@ -114,7 +118,9 @@ def checked_hits(answer: Any, where: str) -> list[Hit]:
             problem = f"is {_described(hit)}, not a Hit (experiments.systems.protocol.Hit)"
         elif isinstance(hit.id, bool) or not isinstance(hit.id, (str, int)) or hit.id == "":
             problem = f"has id {_described(hit.id)}; an id is the suite's Memory.id, a str or an int"
-        elif hit.score is not None and (isinstance(hit.score, bool) or not isinstance(hit.score, int | float)):
+        elif hit.score is not None and (
+            isinstance(hit.score, bool) or not isinstance(hit.score, int | float)
+        ):
             problem = f"has score {_described(hit.score)}; a score is a number or None"
         elif hit.text is not None and not isinstance(hit.text, str):
             problem = f"has text {_described(hit.text)}; a text is a str or None"

@@ -323,7 +323,9 @@ class SystemRetriever(Retriever):
         would otherwise be hashed by its memory address) and, for a record or replay, the cassette's content
         digest: a finished run answers again only for a run of the same exchanges, never for one whose
         cassette at the same path had other content."""
-        config = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in _NOT_IDENTITY}
+        config = {
+            f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in _NOT_IDENTITY
+        }
         recorded = self.mode != "live" and self.cassette
         payload = {
             "class": f"{type(self).__module__}.{type(self).__qualname__}",

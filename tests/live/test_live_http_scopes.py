@@ -100,7 +100,9 @@ def test_a_missing_or_directory_ca_file_is_a_config_error_naming_key_and_path(tm
         ("ca_file", f"{path} is {kind}: give a PEM file of the CAs to trust (or null)")
     ]
     with pytest.raises(ConfigError) as composed:
-        checked_pipeline(compose_config(["variant=system", "tracking=none", f"system.adapter.ca_file={path}"]))
+        checked_pipeline(
+            compose_config(["variant=system", "tracking=none", f"system.adapter.ca_file={path}"])
+        )
     (problem,) = [p for p in composed.value.problems if "ca_file" in p]
     assert problem.startswith("stage.system.system.ca_file:") and str(path) in problem, problem
     assert "not reachable" not in problem

@@ -1,5 +1,5 @@
-"""A user's Python class (`system=python`) cannot hang a run, end it quietly or hand back what is not a ranking
-(issue 41, part 2; experiments/systems/python_adapter.py).
+"""A user's Python class (`system=python`) cannot hang a run, end it quietly or hand back what is not a
+ranking (issue 41, part 2; experiments/systems/python_adapter.py).
 
 Real `memeval-run` processes on a tiny suite, with a class of the test's own on PYTHONPATH whose constructor
 argument `fault` picks what goes wrong: a search that hangs is stopped by `system.call_timeout_s`;
@@ -25,7 +25,7 @@ from experiments.systems.retriever import SystemRetriever
 from retrieval.pipeline import Pipeline
 from tests.support import REPO, tiny_suite
 
-FAULTY = '''
+FAULTY = """
 import sys, time
 from pathlib import Path
 from experiments.systems.protocol import Hit
@@ -64,7 +64,7 @@ class Faulty:
             out.write("closed\\n")
         if self.fault == "close_raises":
             raise OSError("the store's file is gone")
-'''
+"""
 
 MALFORMED = ["answer_none", "answer_dict", "answer_strings", "answer_generator", "answer_id_none"]
 

@@ -1,4 +1,4 @@
-"""memeval-serve's guard reads no header twice, and its start refuses what anyone could pass (issue 41, part 3).
+"""memeval-serve's guard reads no header twice; its start refuses what anyone could pass (issue 41, part 3).
 
 Against a real `memeval-serve` process (variant=bm25, a bearer token): a request sending Host,
 Content-Type, Origin or Authorization more than once is a 400 before the service is touched (the guard
@@ -50,9 +50,19 @@ def test_a_repeated_host_content_type_origin_or_authorization_is_400(guarded):
     good = [("Host", host), ("Content-Type", json_type), ("Authorization", auth)]
     for repeated in [
         [("Host", "evil.test"), ("Host", host), ("Content-Type", json_type), ("Authorization", auth)],
-        [("Host", host), ("Content-Type", "text/plain"), ("Content-Type", json_type), ("Authorization", auth)],
+        [
+            ("Host", host),
+            ("Content-Type", "text/plain"),
+            ("Content-Type", json_type),
+            ("Authorization", auth),
+        ],
         [*good, ("Origin", "http://evil.example"), ("Origin", "http://ui.example")],
-        [("Host", host), ("Content-Type", json_type), ("Authorization", "Bearer wrong"), ("Authorization", auth)],
+        [
+            ("Host", host),
+            ("Content-Type", json_type),
+            ("Authorization", "Bearer wrong"),
+            ("Authorization", auth),
+        ],
     ]:
         status, answer = raw_post(port, repeated)
         name = next(n for n, _ in repeated if [m for m, _ in repeated].count(n) > 1)
