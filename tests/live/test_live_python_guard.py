@@ -26,14 +26,13 @@ from retrieval.pipeline import Pipeline
 from tests.support import REPO, tiny_suite
 
 FAULTY = """
-import sys, time
-from pathlib import Path
+import os, sys, time
 from experiments.systems.protocol import Hit
 
 
 class Faulty:
-    def __init__(self, fault: str = "none", marker: str = ""):
-        self.fault, self.marker, self.held = fault, marker, {}
+    def __init__(self, fault: str = "none"):
+        self.fault, self.held = fault, {}
 
     def reset(self, scope):
         self.held.pop(tuple(sorted(scope.items())), None)
@@ -45,6 +44,8 @@ class Faulty:
         return 0.0
 
     def search(self, request):
+        if getattr(self, "closed", False):
+            raise RuntimeError("searched after close()")
         ids = self.held[tuple(sorted(request.scope.items()))]
         answers = {
             "hang": lambda: time.sleep(3600),
@@ -60,7 +61,8 @@ class Faulty:
         return answers.get(self.fault, answers["none"])()
 
     def close(self):
-        with open(self.marker, "a") as out:
+        self.closed = True
+        with open(os.environ["FAULTY_CLOSED"], "a") as out:  # not in the config: a stage key names files
             out.write("closed\\n")
         if self.fault == "close_raises":
             raise OSError("the store's file is gone")
@@ -79,15 +81,20 @@ def faulty(tmp_path: Path, monkeypatch) -> Path:
     sys.modules.pop("faulty_store", None)
 
 
-def run(faulty: Path, tmp_path: Path, fault: str, *extra: str) -> tuple[subprocess.CompletedProcess, Path]:
+def run(
+    faulty: Path, tmp_path: Path, fault: str, *extra: str, sweep: bool = False
+) -> tuple[subprocess.CompletedProcess, Path]:
     suite = save_suite(tiny_suite(), tmp_path / "suite")
     run_dir = tmp_path / f"run-{fault}"
     marker = tmp_path / f"closed-{fault}"
-    args = [sys.executable, "-m", "experiments.run", "suite=jsonl", f"suite.path={suite}", "variant=system",
-            "system=python", "system.adapter._target_=faulty_store.Faulty", f"+system.adapter.fault={fault}",
-            f"+system.adapter.marker={marker}", "tracking=none", "progress=false", f"hydra.run.dir={run_dir}",
+    folder = f"hydra.sweep.dir={run_dir}" if sweep else f"hydra.run.dir={run_dir}"
+    args = [sys.executable, "-m", "experiments.run", *(["-m"] if sweep else []), "suite=jsonl",
+            f"suite.path={suite}", "variant=system", "system=python",
+            "system.adapter._target_=faulty_store.Faulty", f"+system.adapter.fault={fault}",
+            "tracking=none", "progress=false", folder,
             *extra]  # fmt: skip
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": os.pathsep.join([str(faulty), str(REPO)])}
+    env["FAULTY_CLOSED"] = str(marker)
     done = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     return done, marker
 
@@ -142,3 +149,12 @@ def test_every_malformed_answer_is_refused_naming_the_query(faulty, fault):
     with pytest.raises(LiveSystemError, match=r"Faulty: search \(query c[12]:q[01]\)") as caught:
         pipeline.run(suite.memories, suite.queries, progress=False)
     assert "result 0" in str(caught.value) or "not a list of Hit" in str(caught.value)
+
+
+def test_each_job_of_a_sweep_gets_an_adapter_of_its_own_never_one_closed(faulty, tmp_path):
+    # `seed` leaves the system stage's config as it was: a memoised stage would hand job 2 the adapter
+    # job 1 closed
+    done, marker = run(faulty, tmp_path, "none", "seed=0,1", sweep=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert marker.read_text() == "closed\n" * 2
+    assert len(list((tmp_path / "run-none").glob("*/metrics.json"))) == 2
