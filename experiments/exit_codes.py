@@ -108,6 +108,9 @@ def console_script(main: Callable[..., Any]) -> Callable[..., Any]:
             print(f"error: {bad_input_message(err)}", file=sys.stderr)
             sys.exit(EXIT_BAD_INPUT)
         except Exception as err:  # a crash, a failed sweep job: exit 1, printed as Hydra prints it
+            if getattr(err, "exit_code", None) == EXIT_BAD_INPUT:  # a sweep job's bad input (JobBadInput)
+                print(f"error: {err}", file=sys.stderr)
+                sys.exit(EXIT_BAD_INPUT)
             if full:
                 raise
             _print_below_hydra(err)

@@ -92,7 +92,8 @@ def build_stages(
         stage = memo.get(f"stage.{name}", key) if key is not None else None
         if stage is None:
             stage = build_stage(name, stages[name], problems)
-            if stage is not None and key is not None:
+            # A live channel's adapter is closed at the end of its run: never handed to the next job.
+            if stage is not None and key is not None and not getattr(stage, "live", False):
                 memo.put(f"stage.{name}", key, stage)
         if stage is not None:
             built[name] = stage

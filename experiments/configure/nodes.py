@@ -151,7 +151,7 @@ def register_stage_nodes() -> None:
 
 
 RETRIEVER = "experiments.systems.retriever.SystemRetriever"
-CHANNEL_FIELDS = ("mode", "cassette", "concurrency", "override")
+CHANNEL_FIELDS = ("mode", "cassette", "concurrency", "override", "call_timeout_s")
 
 
 def system_nodes() -> dict[str, dict[str, Any]]:

@@ -64,7 +64,14 @@ from experiments.track.mlflow_tracker import (
 )
 from experiments.track.run_log import log_run
 from experiments.track.run_params import child_run_name, job_values, live_run_name
-from experiments.track.sweep_parent import VARYING_KEY, JobFailed, job_started, read_parent, tracker_fields
+from experiments.track.sweep_parent import (
+    VARYING_KEY,
+    JobBadInput,
+    JobFailed,
+    job_started,
+    read_parent,
+    tracker_fields,
+)
 from retrieval.compute import cpu_isa
 from retrieval.encoder import ModelNotFoundError
 from retrieval.pipeline import Pipeline, PipelineConfigError, RunOutput
@@ -116,16 +123,21 @@ def execute(
     from experiments.evaluate.table import evaluate  # pandas and scipy (~2 s): see TYPE_CHECKING above
 
     cache = CandidateCache(Path(cfg.cache_dir) / "candidates") if cfg.cache_dir else None
-    output = pipeline.run(
-        suite.memories,
-        suite.queries,
-        suite_hash=suite.content_hash,
-        cache=cache,
-        progress=cfg.progress,
-        memo=memo,
-        knowledge=suite.knowledge,
-        on_phase=told,
-    )
+    try:
+        output = pipeline.run(
+            suite.memories,
+            suite.queries,
+            suite_hash=suite.content_hash,
+            cache=cache,
+            progress=cfg.progress,
+            memo=memo,
+            knowledge=suite.knowledge,
+            on_phase=told,
+        )
+    finally:  # a live system's close(), once, whether the run ended well or not (a failure: a warning)
+        for retriever in pipeline.retrievers:
+            if callable(close := getattr(retriever, "close_system", None)):
+                close()
     budget, cut = budget_tokens(cfg), None
     counter = default_counter(str(cfg.cache_dir) if cfg.cache_dir else None)  # counts kept in cache_dir
     if budget is not None:  # `budget.tokens=N` instead of k: each list cut to what fits (evaluate/cost.py)
@@ -383,9 +395,9 @@ def run_app(cfg: DictConfig) -> float | None:
         if not multirun:
             discard_if_unused(run_dir)
             sys.exit(2)
-        # A multirun goes on with its other jobs (sys.exit would abort them); the sweep exits non-zero.
+        # A multirun goes on with its other jobs (sys.exit would abort them); the sweep exits 2 after them.
         record_failed_job(cfg, run_dir, parent, err)
-        raise JobFailed(str(err)) from None
+        raise JobBadInput(str(err)) from None
     except OutputError as err:  # the run was done, its results could not be kept: not bad input (exit 2)
         print(f"error: {err.strerror}", file=sys.stderr)
         if not multirun:

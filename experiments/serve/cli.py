@@ -30,10 +30,12 @@ SAFETY = """safety: memeval-serve runs no code a client sends.
   - It listens on 127.0.0.1 unless --host says otherwise, and answers only requests whose Host header
     names it (127.0.0.1, localhost, [::1], the --host address or an --allow-host name, with its port:
     421 otherwise, against DNS rebinding); a browser Origin only when --allow-origin names it (403);
-    a POST only as Content-Type: application/json (415).
+    a POST only as Content-Type: application/json (415); a request sending Host, Content-Type,
+    Origin or Authorization more than once is refused (400).
   - --token-env NAME asks every request for `Authorization: Bearer <token>`, the token read from the
-    environment variable NAME (401 otherwise; compared in constant time; never printed); without
-    it GET /health answers only {"status": "ok"}. Set one before binding wider than loopback.
+    environment variable NAME (401 otherwise; compared in constant time; never printed; a token blank
+    once stripped is refused at start); without it GET /health answers only {"status": "ok"}. Set
+    one before binding wider than loopback.
   - A malformed request (bad JSON, nesting past the parser, a bad k, scope or record) is a 4xx with a
     message, never a 500.
   The MCP face over HTTP (--mcp http) follows the same rules."""
@@ -90,8 +92,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     # On MCP's stdio, stdout is the protocol's wire: whatever building the service prints goes to stderr.
     quiet = contextlib.redirect_stdout(sys.stderr) if args.mcp == "stdio" else contextlib.nullcontext()
     token = os.environ.get(args.token_env) if args.token_env else None
-    if args.token_env and not token:
+    if args.token_env and token is None:
         print(f"error: --token-env {args.token_env}: that environment variable is not set", file=sys.stderr)
+        sys.exit(2)
+    if args.token_env and not token.strip():  # a token of spaces anyone can send
+        print(
+            f"error: --token-env {args.token_env}: the token is empty (blank once stripped)", file=sys.stderr
+        )
         sys.exit(2)
     guard = Guard.serving(args.host, args.allow_origin, args.allow_host, token)
     try:

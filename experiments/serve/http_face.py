@@ -22,7 +22,8 @@ the test fault delay is an asynchronous wait, so delayed searches overlap as a s
 A refused request answers 4xx with the reason (never a 500: malformed JSON, a body nested past the
 parser, a bad record, k or scope are all 400).
 
-Who may ask (`Guard`, applied to this face and to the MCP face's streamable HTTP): a `Host` header that
+Who may ask (`Guard`, applied to this face and to the MCP face's streamable HTTP): each of Host,
+Content-Type, Origin and Authorization at most once (400 otherwise), a `Host` header that
 is the bound address (DNS rebinding), no browser `Origin` unless allowed, `Content-Type:
 application/json` on every POST (a web page's form or `text/plain` POST is refused), and, when a token
 is set, `Authorization: Bearer <token>` compared in constant time. Refusals are answered before the
@@ -51,6 +52,9 @@ from experiments.serve.service import MemoryService, ServiceError
 from experiments.suites.fields import scope_problem
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+# Headers the guard decides by: sent twice, a server reading the last would let `Host: evil` through
+# (RFC 9112 section 3.2: 400 for more than one Host), so more than one of any of them is refused.
+SINGLE_HEADERS = (b"host", b"content-type", b"origin", b"authorization")
 # What an allowed browser origin may send (the MCP face's streamable HTTP headers included).
 CORS_PREFLIGHT = [
     (b"access-control-allow-methods", b"GET, POST, DELETE"),
@@ -82,6 +86,10 @@ class Guard:
     def refusal(self, scope: dict, preflight: bool = False) -> tuple[int, str] | None:
         """(status, message) for a request this guard refuses, else None (a few header lookups). A CORS
         preflight (`preflight`) is checked for its Host and Origin only: a browser sends no token with it."""
+        names = [name.lower() for name, _ in scope["headers"]]
+        repeated = [n.decode("latin-1") for n in SINGLE_HEADERS if names.count(n) > 1]
+        if repeated:
+            return 400, f"more than one {', '.join(repeated)} header: send each once"
         headers = dict(scope["headers"])
         port = (scope.get("server") or (None, None))[1]
         host = headers.get(b"host", b"").decode("latin-1").lower()

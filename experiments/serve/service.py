@@ -142,9 +142,19 @@ class ServedHit:
 
 
 def load_override_keys(path: str | Path = OVERRIDE_KEYS_FILE) -> dict[str, str]:
-    """The `config_override` key -> `stage.<name>.<field>` table (a YAML mapping)."""
-    table = yaml.safe_load(Path(path).read_text()) or {}
-    keys = table.get("override_keys", table)
+    """The `config_override` key -> `stage.<name>.<field>` table (a YAML mapping); a file that is not UTF-8,
+    not YAML or not a mapping is a ServiceError naming it (an OSError: the caller's, as for any file)."""
+    try:
+        table = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except UnicodeDecodeError as err:
+        raise ServiceError(
+            f"{path}: not UTF-8 text (byte {err.start}): an override-keys file is YAML"
+        ) from None
+    except yaml.YAMLError as err:
+        raise ServiceError(f"{path}: not YAML ({' '.join(str(err).split())[:200]})") from None
+    keys = table.get("override_keys", table) if isinstance(table, dict) else table
+    if not isinstance(keys, dict):
+        raise ServiceError(f"{path}: expected a mapping of override key -> stage.<name>.<field>")
     bad = [
         f"{k}: {v!r}"
         for k, v in keys.items()

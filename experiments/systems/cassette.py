@@ -20,7 +20,9 @@ a finished replay (the SystemRetriever's fingerprint) and is written to tags.jso
 another `format` is refused (re-record it). A line is written whole, flushed and fsynced before the call
 returns, under an exclusive lock (the jobs of a sweep may record into one cassette: each appends after
 whatever the others appended), so a run killed mid-way leaves every finished exchange readable; a torn
-last line is dropped (and reported), a corrupt line elsewhere is an error. A cassette path that is a
+last line (no newline: the write was cut short) is dropped (and reported); a whole line (its newline
+written) that does not check out is "cassette line N is corrupt", the last one too; two different
+answers to one search, on two lines, are refused naming both. A cassette path that is a
 directory, a FIFO or a device is refused at once (retrieval/regular_file.py, as for suite files).
 
 Record latency is the service's: each exchange's `elapsed_ms` times the adapter's call alone (not the
@@ -88,6 +90,7 @@ class Cassette:
         self.path = Path(path)
         self.writable = writable
         self.entries: dict[str, dict[str, Any]] = {}
+        self._line_of: dict[str, int] = {}  # key -> the line that answers it
         self.dropped_tail = False  # a torn last line (a kill mid-write) was left out
         self.head = _GENESIS  # the chain after the last line read or written
         self._lines = 0
@@ -122,18 +125,17 @@ class Cassette:
     def _read(self, data: bytes, *, torn_tail_allowed: bool) -> None:
         """Take in the lines of `data` (which starts where the lines already read end). What follows the
         last newline is a write cut short: dropped when `torn_tail_allowed` (a killed run), else an error.
-        The last whole line may be torn too (an invalid last line is dropped, as ever)."""
+        A line with its newline was written whole (its newline is the last byte written):
+        one that does not check out is corrupt, wherever it is, never a torn write."""
         *lines, tail = data.split(b"\n")
-        for n, raw in enumerate(lines, 1):
-            self._take(raw, torn=torn_tail_allowed and not tail and n == len(lines))
-            if self.dropped_tail:
-                return
+        for raw in lines:
+            self._take(raw)
         if tail:
             if not torn_tail_allowed:
                 raise self._corrupt(self._lines + 1, "the line is cut short")
             self.dropped_tail = True
 
-    def _take(self, raw: bytes, *, torn: bool) -> None:
+    def _take(self, raw: bytes) -> None:
         number = self._lines + 1
         try:
             entry = json.loads(raw)
@@ -141,9 +143,6 @@ class Cassette:
         except ValueError:
             good = False
         if not good:
-            if torn:  # a run killed while writing its last exchange
-                self.dropped_tail = True
-                return
             raise self._corrupt(number, "checksum mismatch or not JSON")
         if entry.get("format") != FORMAT:
             raise LiveSystemError(
@@ -153,10 +152,26 @@ class Cassette:
         chain = _chained(self.head, entry["sha256"])
         if entry.get("chain") != chain:
             raise self._corrupt(number, "the chain breaks here: a line was edited, removed or moved")
+        self._check_one_answer(entry, number)
         self.entries[entry["key"]] = entry
+        self._line_of[entry["key"]] = number
         self.head = chain
         self._lines += 1
         self._size += len(raw) + 1
+
+    def _check_one_answer(self, entry: Mapping[str, Any], number: int) -> None:
+        """A search is answered once: a second line for the same request with another answer is refused,
+        naming both lines (a replay would take the later without a word). The same answer twice (two jobs
+        of a sweep recorded it at once) and a scope's reset, ingest or wait recorded again (a resumed
+        record run redoes a scope the service lost: module docstring) are kept, the later line counting."""
+        first = self.entries.get(entry["key"])
+        if first is None or entry.get("op") != "search" or first["response"] == entry.get("response"):
+            return
+        query = (entry.get("request") or {}).get("query_id")
+        raise LiveSystemError(
+            f"{self.path}: lines {self._line_of[entry['key']]} and {number} hold two different answers to "
+            f"one request (search of query {query!r}); a cassette holds one answer per request: re-record it"
+        )
 
     def _corrupt(self, number: int, why: str) -> LiveSystemError:
         return LiveSystemError(
@@ -198,6 +213,7 @@ class Cassette:
             self.entries[entry["key"]] = entry
             self.head = entry["chain"]
             self._lines += 1
+            self._line_of[entry["key"]] = self._lines
             self._size += len(line)
 
 

@@ -40,6 +40,7 @@ from __future__ import annotations
 import hashlib
 import http.client
 import json
+import os
 import ssl
 import threading
 import time
@@ -50,10 +51,11 @@ from typing import Any, ClassVar
 
 from experiments.systems import bounded, secrets
 from experiments.systems.protocol import Hit, LiveSystemError, SearchRequest, poll_until_searchable
-from experiments.systems.secrets import redact
+from experiments.systems.secrets import describe, redact
 from experiments.systems.stats import SystemStats
 from experiments.systems.templates import (
     adapter_problems,
+    check_scope_fields,
     fill,
     fill_env,
     fill_url_path,
@@ -155,12 +157,24 @@ class HttpSystem:
             if secrets.LINE_BREAKS.search(f"{name}{template}"):
                 problems.append((f"headers.{name}", "a header name or value cannot hold a line break or NUL"))
         secrets.register_placeholders(*self.headers.values())
-        problems += own_range_problems(self)
+        problems += own_range_problems(self) + self._ca_file_problems()
         problems += adapter_problems(
             "endpoints", self.endpoints, ENDPOINTS, ("path", "{method, path, body}"), self
         )
         if problems:
             raise FieldError(problems)
+
+    def _ca_file_problems(self) -> list[tuple[str, str]]:
+        """`ca_file` is a readable file, checked with the config: at the first request a missing one would
+        read as "the service is not reachable"."""
+        if self.ca_file is None:
+            return []
+        if not os.path.isfile(self.ca_file):
+            kind = "a directory" if os.path.isdir(self.ca_file) else "missing"
+            return [("ca_file", f"{self.ca_file} is {kind}: give a PEM file of the CAs to trust (or null)")]
+        if not os.access(self.ca_file, os.R_OK):
+            return [("ca_file", f"{self.ca_file} is not readable: give a PEM file of the CAs to trust")]
+        return []
 
     @property
     def stats(self) -> SystemStats:
@@ -237,6 +251,7 @@ class HttpSystem:
         """Send one operation (with retries) and return its JSON answer (None for an empty body)."""
         url = urllib.parse.urlsplit(self.base_url)
         path = url.path.rstrip("/") + fill_url_path(str(spec["path"]), values)
+        shown = secrets.quote(path, 200)  # errors quote the path as they quote bodies: shortened
         body = spec.get("body")
         data = None if body is None else json.dumps(fill(body, values), allow_nan=False).encode()
         method = str(spec.get("method", "POST" if data is not None else "GET")).upper()
@@ -250,34 +265,34 @@ class HttpSystem:
             except bounded.TooLarge as err:  # it will not shrink: not retried
                 self.stats.add("errors")
                 raise LiveSystemError(
-                    f"{what}: {method} {path} sent {err}, over system.adapter.max_response_bytes "
+                    f"{what}: {method} {shown} sent {err}, over system.adapter.max_response_bytes "
                     f"({self.max_response_bytes:,})"
                 ) from None
             except TimeoutError:
                 self.stats.add("timeouts")
-                problem = f"{what}: no answer within {self.timeout_s:g} s from {self.base_url}{path}"
+                problem = f"{what}: no answer within {self.timeout_s:g} s from {self.base_url}{shown}"
             except (http.client.InvalidURL, ValueError) as err:  # a request that can never be sent
                 self.stats.add("errors")  # (or a certificate that is not trusted): not retried
                 raise LiveSystemError(
-                    f"{what}: {method} {path} cannot be sent: {type(err).__name__}: {err}"
+                    f"{what}: {method} {shown} cannot be sent: {type(err).__name__}: {err}"
                 ) from None
             except (ConnectionError, OSError, http.client.HTTPException) as err:
-                problem = f"{what}: {self.base_url}{path} unreachable ({type(err).__name__}: {err})"
+                problem = f"{what}: {self.base_url}{shown} unreachable ({type(err).__name__}: {err})"
             else:
                 status = answer.status
                 if 200 <= status < 300:
                     try:
-                        return parse_json(answer.body, f"{what}: {method} {path} answered {status}")
+                        return parse_json(answer.body, f"{what}: {method} {shown} answered {status}")
                     except LiveSystemError:
                         self.stats.add("errors")
                         raise
                 if status == 429:
                     self.stats.add("rate_limited")
                 said = secrets.quote(answer.body.decode(errors="replace"), 300)
-                problem = f"{what}: {method} {path} answered HTTP {status}: {said}"
+                problem = f"{what}: {method} {shown} answered HTTP {status}: {said}"
                 if 300 <= status < 400:
                     problem = (
-                        f"{what}: {method} {path} answered HTTP {status}, a redirect to "
+                        f"{what}: {method} {shown} answered HTTP {status}, a redirect to "
                         f"{secrets.quote(answer.location or '?', 200)}: memeval follows no redirect (the "
                         "request's headers reach only system.base_url); set base_url to where it answers"
                     )
@@ -326,6 +341,12 @@ class HttpSystem:
         if health is not None:
             self.state.identity.update(_service_identity(answer.body))
 
+    def check_scopes(self, scopes: Sequence[Mapping[str, str]]) -> None:
+        """Before any call: every `{scope.<name>}` of the endpoints and the memory template is a key of every
+        scope (templates.check_scope_fields)."""
+        templates = {f"system.adapter.endpoints.{k}": v for k, v in self.endpoints.items()}
+        check_scope_fields({**templates, "system.adapter.memory": self.memory}, scopes)
+
     def service_identity(self) -> dict[str, str]:
         """What the service said it is at the start-up check (its health answer's `variant`, `version`...):
         recorded with the run, so a result names the service that answered it."""
@@ -343,8 +364,17 @@ class HttpSystem:
             if key not in self.state.setup:
                 where = f"setup of scope {dict(scope)}"
                 answer = self._request(spec, values, where)
-                captured = (spec.get("capture") or {}).items()
-                self.state.setup[key] = {name: read_path(answer, str(path), where) for name, path in captured}
+                captured = {}
+                for name, path in (spec.get("capture") or {}).items():
+                    captured[name] = read_path(answer, str(path), where)
+                    if captured[name] is None or captured[name] == "":  # `/collections//add` for every scope
+                        self.stats.add("errors")
+                        raise LiveSystemError(
+                            f"{where}: capture {name!r} read JSON path {path!r} as "
+                            f"{describe(captured[name])}; every scope would share that value (pooled into "
+                            "one): nothing further was sent"
+                        )
+                self.state.setup[key] = captured
             return {**values, "setup": self.state.setup[key]}
 
     def reset(self, scope: Mapping[str, str]) -> None:

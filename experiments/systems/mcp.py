@@ -40,6 +40,7 @@ from experiments.systems.protocol import Hit, LiveSystemError, SearchRequest, po
 from experiments.systems.stats import SystemStats
 from experiments.systems.templates import (
     adapter_problems,
+    check_scope_fields,
     fill,
     fill_env,
     memory_records,
@@ -270,6 +271,12 @@ class McpSystem:
                 f"the MCP memory server ({self._where()}) has no tool {', '.join(missing)} "
                 f"(it offers {', '.join(sorted(offered))}): check system.tools"
             )
+
+    def check_scopes(self, scopes: Sequence[Mapping[str, str]]) -> None:
+        """Before any call: every `{scope.<name>}` of the tools and the memory template is a key of every
+        scope (templates.check_scope_fields)."""
+        templates = {f"system.adapter.tools.{k}": v for k, v in self.tools.items()}
+        check_scope_fields({**templates, "system.adapter.memory": self.memory}, scopes)
 
     def reset(self, scope: Mapping[str, str]) -> None:
         if "reset" in self.tools:

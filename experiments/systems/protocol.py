@@ -83,7 +83,8 @@ class MemorySystem(Protocol):
         ...
 
     def close(self) -> None:
-        """Release connections, processes and files."""
+        """Release connections, processes and files: called once, at the end of a live or record run,
+        whatever happened (what it raises is a warning: SystemRetriever.close_system)."""
         ...
 
 

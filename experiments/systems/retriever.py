@@ -28,12 +28,14 @@ mode. A replay (`mode=replay`) is answered by its cassette, which is itself the 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
 import os
 import threading
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -43,11 +45,13 @@ import numpy as np
 
 from experiments.systems.cassette import FORMAT, Cassette, RecordedSystem
 from experiments.systems.protocol import Hit, LiveSystemError, MemorySystem, SearchRequest
+from experiments.systems.python_adapter import guarded
 from retrieval.progress import SERVICE_INDEX, SERVICE_INGEST, phase
 from retrieval.stage import Range, Retriever, fingerprint_of
 from retrieval.types import Corpus, Query
 
 Mode = Literal["live", "record", "replay"]
+_NOT_IDENTITY = ("system", "call_timeout_s")  # the adapter has its own identity; a bound changes no answer
 
 
 def system_identity(system: Any) -> str:
@@ -68,12 +72,15 @@ class _SystemIndex:
         self._retriever = retriever
         self._corpus = corpus
         self._position = {str(mid): i for i, mid in enumerate(corpus.ids)}
-        system: Any = retriever.system
+        system: Any = retriever.adapter
+        check_scopes = getattr(system, "check_scopes", None)
+        if callable(check_scopes):  # `{scope.<name>}` of a key a scope lacks: refused before any call
+            check_scopes([corpus.memories[corpus.partition(key)[0]].scope for key in corpus.scopes])
         self._recorded: RecordedSystem | None = None
         if retriever.mode != "live":
             cassette = Cassette(retriever.cassette or "", writable=retriever.mode == "record")
             system = self._recorded = RecordedSystem(
-                retriever.system,
+                retriever.adapter,
                 cassette,
                 system_identity(retriever.system),
                 replay=retriever.mode == "replay",
@@ -269,18 +276,36 @@ def _finite_score(query: Query, rank: int, hit: Hit) -> float:
 class SystemRetriever(Retriever):
     """A live memory system as a channel. `system`: the adapter (the `system` config group builds it);
     `override`: the per-request config overrides sent with every search (AtomicMemory's
-    `config_override`); `top_n`: the k asked of the service."""
+    `config_override`); `top_n`: the k asked of the service; `call_timeout_s`: the bound on each call of a
+    user's Python class (system=python: experiments/systems/python_adapter.py; the harness's adapters
+    bound their own requests, e.g. HTTP's `timeout_s`)."""
 
     name = "system"
-    ranges = {"concurrency": Range(ge=1)}
+    ranges = {"concurrency": Range(ge=1), "call_timeout_s": Range(gt=0)}
     channel: str = "system"
     system: MemorySystem
     mode: Mode = "live"
     cassette: str | None = None
     concurrency: int = 4
     override: Mapping[str, Any] = field(default_factory=dict)
+    call_timeout_s: float = 600.0
 
     live = True  # never answered from the candidate cache or the process memo (module docstring)
+
+    @functools.cached_property
+    def adapter(self) -> MemorySystem:
+        """The adapter as the run calls it: a user's Python class bounded and checked (python_adapter.py)."""
+        return guarded(self.system, self.call_timeout_s)
+
+    def close_system(self) -> None:
+        """At the end of a run, once, whatever happened: the adapter's `close()` (not a replay's: nothing was
+        opened for it). What close raises is a warning: the run's results stand."""
+        if self.mode == "replay":
+            return
+        try:
+            self.adapter.close()
+        except Exception as err:  # noqa: BLE001 (a harness adapter's own failure to close: the same)
+            warnings.warn(f"system channel {self.channel}: close() failed: {err}", stacklevel=2)
 
     def config_problems(self) -> list[tuple[str, str]]:
         if self.mode != "live" and not self.cassette:
@@ -295,7 +320,7 @@ class SystemRetriever(Retriever):
             if self.mode == "replay" or os.path.lexists(self.cassette or ""):
                 Cassette(self.cassette or "", writable=False)
             return
-        check = getattr(self.system, "check_available", None)
+        check = getattr(self.adapter, "check_available", None)
         if callable(check):
             check()
 
@@ -304,7 +329,9 @@ class SystemRetriever(Retriever):
         would otherwise be hashed by its memory address) and, for a record or replay, the cassette's content
         digest: a finished run answers again only for a run of the same exchanges, never for one whose
         cassette at the same path had other content."""
-        config = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "system"}
+        config = {
+            f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in _NOT_IDENTITY
+        }
         recorded = self.mode != "live" and self.cassette
         payload = {
             "class": f"{type(self).__module__}.{type(self).__qualname__}",

@@ -15,6 +15,9 @@
       ({scope_key}: memeval's canonical string for the whole scope)
       ingest, count, after_ingest, search   {setup.<name>}: what `setup` captured for the scope (HTTP)
 
+  `{scope.<name>}` for a key the suite's scopes lack is an error before any call (`check_scope_fields`),
+  never "" or null: those would send every scope the same value and pool them in one collection.
+
 - **Secrets** (`fill_env`): `{env:NAME}` in a header (HTTP) or a server's environment (MCP) is read from
   the environment when it is used, never before (experiments/systems/secrets.py).
 - **Reading** (`read_path`, `read_hits`, `read_count`): `results` names JSON paths (dots, `[i]` for list
@@ -92,9 +95,32 @@ def _value(name: str, values: Mapping[str, Any]) -> Any:
     if head not in values:
         raise LiveSystemError(f"body template names {{{name}}}; known here: {', '.join(sorted(values))}")
     value = values[head]
+    if head == "scope" and rest and rest not in value:  # never "" or null: every scope would be one
+        raise LiveSystemError(scope_field_problem(f"{{{name}}}", rest, value))
     if rest and isinstance(value, list):  # {memories.<field>}: one field of every item, as a list
         return [read_path(item, rest, f"{{{name}}}, item {i}") for i, item in enumerate(value)]
     return value if not rest else (value or {}).get(rest)
+
+
+_SCOPE_FIELD = re.compile(r"\{scope\.([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def scope_field_problem(where: str, name: str, scope: Mapping[str, str]) -> str:
+    return (
+        f"{where} names {{scope.{name}}}, but the suite's scope {dict(scope)} has no {name!r} (its keys: "
+        f"{', '.join(sorted(scope)) or 'none'}): every scope would be sent the same value and pooled into "
+        "one; fill it from a key the scopes have, or from {scope_key} (nothing was sent)"
+    )
+
+
+def check_scope_fields(templates: Mapping[str, Any], scopes: Sequence[Mapping[str, str]]) -> None:
+    """Before any call: every `{scope.<name>}` that a template (by its config key) names is a key of every
+    scope of the suite, else a LiveSystemError naming the key, the placeholder and the scope's keys."""
+    for where, template in templates.items():
+        for name in sorted(set(_SCOPE_FIELD.findall(json.dumps(template, default=str)))):
+            lacking = next((s for s in scopes if name not in s), None)
+            if lacking is not None:
+                raise LiveSystemError(scope_field_problem(where, name, lacking))
 
 
 def _text(value: Any) -> str:

@@ -12,7 +12,8 @@ Failures: a sweep that cannot start its parent (store down or half-made) or that
 twice stops before any job, with exit 2 (Hydra 1.3 only warns about an Exception from a callback, so
 the callback raises SystemExit). A job that fails records it (`job_failed`: failed.json in its
 directory, a FAILED child run with the error, the parent marked FAILED) and raises `JobFailed`, so
-Hydra runs the remaining jobs and the sweep exits non-zero.
+Hydra runs the remaining jobs and the sweep exits non-zero: 2 when the failed job's input was bad
+(`JobBadInput`), as the run alone would, else 1.
 
 Resume: with `resume` on (auto/true), re-running the same sweep (same config name and command-line
 overrides) reopens that sweep's parent run instead of starting a new one, so the jobs that were
@@ -56,8 +57,18 @@ def read_parent(sweep_dir: str | Path) -> dict[str, str]:
 
 
 class JobFailed(RuntimeError):
-    """A sweep job failed with a clear error (bad input, store down): Hydra records it, runs the remaining
-    jobs, and the sweep then exits non-zero."""
+    """A sweep job failed with a clear error (results that could not be kept): Hydra records it, runs the
+    remaining jobs, and re-raises it after them; the sweep then exits `exit_code` (experiments/exit_codes.py
+    reads it, whichever launcher ran the job: the class travels back from a worker by name)."""
+
+    exit_code = 1
+
+
+class JobBadInput(JobFailed):
+    """A sweep job refused its input (a missing suite, a bad key, a live system unreachable at start): the
+    sweep exits 2, the project's code for bad input, as the same run alone would."""
+
+    exit_code = 2
 
 
 def duplicate_override_keys(overrides: list[str]) -> list[str]:
