@@ -135,8 +135,9 @@ def test_one_key_of_an_adapters_mapping_is_set_by_name():
 
 
 def test_a_file_whose_mapping_replaces_the_classes_states_it_whole():
-    # atomicmemory's memory shape has no `text` key: merged into the class's default it would gain one.
+    # atomicmemory's memory shape (with the role, #41) has no `text` key: merged into the class's default it
+    # would gain one.
     cfg = compose_config(["tracking=none", "variant=system", "system=atomicmemory"])
-    assert set(cfg.system.adapter.memory) == {"id", "content", "created_at", "metadata"}
+    assert set(cfg.system.adapter.memory) == {"id", "content", "created_at", "metadata", "role"}
     cfg = compose_config(["tracking=none", "variant=system", "system=mcp_memory"])
     assert set(cfg.system.adapter.results) == {"hits", "id", "text"}
