@@ -7,6 +7,7 @@ in metrics.json beside them."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import subprocess
@@ -16,6 +17,7 @@ import pytest
 
 from experiments.benchmarks.locomo_answers import CASSETTE, LOCOMO, overrides
 from tests.answer.test_answer_run import ROOT
+from tests.upstream import locomo_answer as upstream
 
 pytestmark = pytest.mark.slow  # ../shared/locomo
 
@@ -32,11 +34,11 @@ def replayed(tmp_path_factory):
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert LOCOMO.is_file()
-    return json.loads((tmp / "run" / "metrics.json").read_text()), sample
+    return json.loads((tmp / "run" / "metrics.json").read_text()), sample, tmp / "run"
 
 
 def test_the_replay_asks_no_model_and_answers_every_sampled_question(replayed):
-    metrics, sample = replayed
+    metrics, sample, _ = replayed
     assert metrics["answer_calls"]["live"] == 0
     assert metrics["answer"]["n_judged"] == sample >= 40
 
@@ -53,3 +55,20 @@ def test_all_the_evidence_in_context_beats_none_of_it(replayed):
     by_retrieval = replayed[0]["answer"]["judges"]["lexical"]["retrieved"]["by_retrieval"]
     assert by_retrieval["all"]["mean"] > by_retrieval["none"]["mean"]
     assert by_retrieval["all"]["n"] > 0 and by_retrieval["none"]["n"] > 0
+
+
+def test_the_recorded_answers_score_as_upstreams_answer_f1(replayed):
+    """Acceptance 1 on the answers the offline SmolLM2 gave: memeval's lexical F1 of each recorded answer is
+    upstream's `eval_question_answering` value for it (1e-9)."""
+    run = replayed[2]
+    samples = {s["sample_id"]: s for s in json.loads(LOCOMO.read_text("utf-8"))}
+    answers = [json.loads(line) for line in (run / "answers.jsonl").read_text("utf-8").splitlines()]
+    lines = []
+    for record in answers:
+        sid, j = record["query_id"].rsplit(":q", 1)
+        lines.append({**samples[sid]["qa"][int(j)], "prediction": record["answer"]})
+    expected = upstream.eval_question_answering_answers(lines)
+    with open(run / "per_query.csv", newline="", encoding="utf-8") as f:
+        f1 = {row["query_id"]: row["answer.lexical.f1"] for row in csv.DictReader(f)}  # blank: not sampled
+    got = [float(f1[record["query_id"]]) for record in answers]
+    assert len(got) == replayed[1] and max(abs(g - e) for g, e in zip(got, expected, strict=True)) <= 1e-9
