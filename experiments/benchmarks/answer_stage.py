@@ -144,7 +144,7 @@ def server_figures(questions: int, threads: tuple[int, ...]) -> tuple[dict, str 
     return out, None
 
 
-def replay_figures(run_module: str) -> dict | None:
+def replay_figures() -> dict | None:
     """The retrieval-only run's wall time and the same run with the committed LoCoMo answer cassette
     replayed (experiments/benchmarks/locomo_answers.py), each the fastest of two, from metrics.json's wall_s;
     None when no cassette is committed."""
@@ -164,8 +164,8 @@ def replay_figures(run_module: str) -> dict | None:
             for name, args in (("retrieval", retrieval), ("replay", answer)):
                 folder = Path(tmp) / f"{name}{repeat}"
                 subprocess.run(
-                    [sys.executable, "-m", run_module, *args, "tracking.enabled=false", "progress=false",
-                     f"hydra.run.dir={folder}", f"cache_dir={Path(tmp) / 'cache'}"],
+                    [sys.executable, "-m", "experiments.run", *args, "tracking.enabled=false",
+                     "progress=false", f"hydra.run.dir={folder}", f"cache_dir={Path(tmp) / 'cache'}"],
                     cwd=PROJECT_ROOT, check=True, capture_output=True,
                 )  # fmt: skip
                 walls[name].append(json.loads((folder / "metrics.json").read_text())["wall_s"])
@@ -240,13 +240,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=40)
     parser.add_argument("--questions", type=int, default=6)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--run-module", default="experiments.run", help="memeval-run's module")
     parser.add_argument("--out", default=str(PROJECT_ROOT / "reports" / "benchmarks" / "answer_stage.md"))
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
     stub = stub_figures(args.calls)
     server, why_not = server_figures(args.questions, tuple(args.threads))
-    replay = replay_figures(args.run_module)
+    replay = replay_figures()
     text = render(stub, server, why_not, replay, args)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text)
