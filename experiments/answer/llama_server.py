@@ -1,8 +1,11 @@
 """Start and stop `llama_cpp.server` on 127.0.0.1 for a GGUF file: the offline OpenAI-compatible endpoint
 of the tests (tests/answer/conftest.py) and of experiments/benchmarks/answer_stage.py.
 
-    python -m llama_cpp.server --model <gguf> --host 127.0.0.1 --port <free> --n_ctx 4096 \
-        --n_threads <n> --seed 42
+    python -m llama_cpp.server --model <gguf> --model_alias <file name> --host 127.0.0.1 --port <free> \
+        --n_ctx 4096 --n_threads <n> --seed 42
+
+The alias is the GGUF's file name: the model id the server reports (and a cassette records) is then the
+same on every machine, not this machine's path to the file.
 
 The process is the server itself (no shell wrapper), so its own PID is what `stop` ends; `stop` then
 checks that nothing listens on its port any more. OMP_WAIT_POLICY=passive: the build uses OpenMP, whose
@@ -83,7 +86,8 @@ def start_server(
     exits or does not answer within `timeout_s`)."""
     port = free_port()
     command = [
-        sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1",
+        sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", gguf.name,
+        "--host", "127.0.0.1",
         "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(n_threads), "--seed", str(seed),
     ]  # fmt: skip
     env = {**os.environ, "OMP_WAIT_POLICY": "passive", "OMP_NUM_THREADS": str(n_threads)}
