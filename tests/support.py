@@ -19,6 +19,19 @@ LOCOMO = REPO.parent / "shared" / "locomo" / "locomo10_conv1-5.json"  # LoCoMo c
 CACHE_DIR = REPO / ".memeval_cache"
 
 
+def config_problems(*overrides: str) -> list[str]:
+    """The problems checked_pipeline finds in the config composed from `overrides` (empty when it builds)."""
+    from experiments.configure.check import ConfigError
+    from experiments.configure.compose import compose_config
+    from experiments.run.app import checked_pipeline
+
+    try:
+        checked_pipeline(compose_config(list(overrides)))
+    except ConfigError as err:
+        return err.problems
+    return []
+
+
 def memory(mid: str, text: str, scope: str = "c1", **fields) -> Memory:
     return Memory(id=mid, text=text, scope=MappingProxyType({"conversation": scope}), **fields)
 

@@ -18,18 +18,15 @@ cluster, both error rates) for 10,000 questions and 500 labels. Writes OUT/answe
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import shlex
 import sys
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import numpy as np
 
 from experiments.benchmarks.pipeline import machine
+from experiments.benchmarks.simulation_report import arguments, command_line, write
 from experiments.evaluate.ppi import ppi_block, ppi_mean_cluster, ppi_mean_iid
 
 ACCEPTED = (0.93, 0.97)
@@ -147,24 +144,14 @@ simulations.
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--replications", type=int, default=1_000)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=Path("reports/benchmarks"))
-    args = parser.parse_args(argv)
+    args = arguments(__doc__, argv)
     start = time.perf_counter()
     rows = [simulate(g, args.replications, args.seed) for g in GROUPS]
     elapsed = time.perf_counter() - start
     block_seconds = time_block(args.seed)
-    command = ".venv/bin/python -m experiments.benchmarks.answer_ppi_coverage " + shlex.join(
-        sys.argv[1:] if argv is None else argv
-    )
-    args.out.mkdir(parents=True, exist_ok=True)
+    text = markdown(rows, block_seconds, elapsed, command_line("answer_ppi_coverage", argv))
     record = {"coverage": [asdict(c) for c in rows], "ppi_block_seconds": block_seconds}
-    (args.out / "answer_ppi_coverage.json").write_text(json.dumps(record, indent=1) + "\n")
-    text = markdown(rows, block_seconds, elapsed, command.strip())
-    (args.out / "answer_ppi_coverage.md").write_text(text)
-    print(text)
+    write(args.out, "answer_ppi_coverage", record, text)
     return 0
 
 

@@ -25,15 +25,12 @@ calibration is the same).
 
 from __future__ import annotations
 
-import argparse
-import json
-import shlex
 import sys
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import numpy as np
 
+from experiments.benchmarks.simulation_report import arguments, command_line, write
 from experiments.evaluate.statistics import (
     _cr2_t,
     design_effect,
@@ -180,22 +177,10 @@ in 95% of such simulations.
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--replications", type=int, default=1_000)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=Path("reports/benchmarks"))
-    args = parser.parse_args(argv)
+    args = arguments(__doc__, argv)
     settings = calibrate(replications=args.replications, seed=args.seed)
-    command = ".venv/bin/python -m experiments.benchmarks.cluster_calibration " + shlex.join(
-        sys.argv[1:] if argv is None else argv
-    )
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "cluster_calibration.json").write_text(
-        json.dumps([asdict(s) for s in settings], indent=1) + "\n"
-    )
-    text = markdown(settings, command.strip())
-    (args.out / "cluster_calibration.md").write_text(text)
-    print(text)
+    text = markdown(settings, command_line("cluster_calibration", argv))
+    write(args.out, "cluster_calibration", [asdict(s) for s in settings], text)
     return 0
 
 

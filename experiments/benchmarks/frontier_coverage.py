@@ -16,15 +16,12 @@ df) and records whether the interval holds the true score. Acceptance (issue 44)
 
 from __future__ import annotations
 
-import argparse
-import json
-import shlex
 import sys
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import numpy as np
 
+from experiments.benchmarks.simulation_report import arguments, command_line, write
 from experiments.evaluate.frontier import Budgets, Point, Variant, lafs, score_interval
 
 ACCEPTED = (0.93, 0.97)
@@ -103,22 +100,10 @@ def markdown(settings: list[Setting], command: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--replications", type=int, default=1_000)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=Path("reports/benchmarks"))
-    args = parser.parse_args(argv)
+    args = arguments(__doc__, argv)
     settings = simulate(args.replications, args.seed)
-    command = ".venv/bin/python -m experiments.benchmarks.frontier_coverage " + shlex.join(
-        sys.argv[1:] if argv is None else argv
-    )
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "frontier_coverage.json").write_text(
-        json.dumps([asdict(s) for s in settings], indent=1) + "\n"
-    )
-    text = markdown(settings, command.strip())
-    (args.out / "frontier_coverage.md").write_text(text)
-    print(text)
+    text = markdown(settings, command_line("frontier_coverage", argv))
+    write(args.out, "frontier_coverage", [asdict(s) for s in settings], text)
     return 0
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import threading
 
 from experiments.conform.check import Check, Outcome, failed, passed
-from experiments.conform.isolation import scoped_memories
-from experiments.conform.probe import OperationFailed, Probe
+from experiments.conform.isolation import at_once, scoped_memories
+from experiments.conform.probe import Probe
 
 CLIENTS = 4
 
@@ -77,35 +77,23 @@ class FailureConcurrentClients(Check):
         scopes = [probe.scope({"user": f"client{c}"}) for c in range(CLIENTS)]
         stored = scoped_memories(probe, scopes)
         problems: list[str] = []
-        errors: list[OperationFailed] = []
         lock = threading.Lock()
 
         def client(c: int) -> None:
-            try:
-                probe.store(scopes[c], stored[c], step=f"c{c}.store")
-                own = {m.id for m in stored[c]}
-                for n in range(3):
-                    found = probe.search(scopes[c], probe.token("shared"), 10, step=f"c{c}.ask.{n}")
-                    foreign, missing = set(found.ids) - own, {stored[c][0].id} - set(found.ids)
-                    if foreign or missing:
-                        with lock:
-                            problems.append(
-                                f"{found.step}: foreign {sorted(foreign)}, missing {sorted(missing)}"
-                            )
-                counted = probe.count(scopes[c], step=f"c{c}.count")
-                if counted.value not in (None, len(own)):
+            probe.store(scopes[c], stored[c], step=f"c{c}.store")
+            own = {m.id for m in stored[c]}
+            for n in range(3):
+                found = probe.search(scopes[c], probe.token("shared"), 10, step=f"c{c}.ask.{n}")
+                foreign, missing = set(found.ids) - own, {stored[c][0].id} - set(found.ids)
+                if foreign or missing:
                     with lock:
-                        problems.append(f"{counted.step}: count {counted.value}, not {len(own)}")
-            except OperationFailed as err:
-                errors.append(err)
+                        problems.append(f"{found.step}: foreign {sorted(foreign)}, missing {sorted(missing)}")
+            counted = probe.count(scopes[c], step=f"c{c}.count")
+            if counted.value not in (None, len(own)):
+                with lock:
+                    problems.append(f"{counted.step}: count {counted.value}, not {len(own)}")
 
-        threads = [threading.Thread(target=client, args=(c,)) for c in range(CLIENTS)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        if errors:
-            raise errors[0]
+        at_once(client, CLIENTS)
         if problems:
             return failed(
                 f"under {CLIENTS} concurrent clients: " + "; ".join(sorted(problems)[:4]),

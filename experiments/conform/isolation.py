@@ -9,7 +9,7 @@ is not shown, only emptiness).
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from experiments.conform.check import Check, Outcome, failed, passed
 from experiments.conform.probe import OperationFailed, Probe
@@ -31,6 +31,26 @@ def scoped_memories(probe: Probe, scopes: Sequence[Mapping[str, str]]) -> list[l
         ]
         for i, scope in enumerate(scopes)
     ]
+
+
+def at_once(work: Callable[[int], None], count: int) -> None:
+    """`work(0)` ... `work(count - 1)`, each in its own thread, all at once; the first OperationFailed
+    any of them raised is raised here once all have ended."""
+    errors: list[OperationFailed] = []
+
+    def one(i: int) -> None:
+        try:
+            work(i)
+        except OperationFailed as err:
+            errors.append(err)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
 
 
 def judge_isolation(probe: Probe, scopes: Sequence[Mapping[str, str]], stored: list[list[Memory]]) -> Outcome:
@@ -126,22 +146,12 @@ class IsolationConcurrentIngest(Check):
         if probe.declares("reset"):
             for i, scope in enumerate(scopes):
                 probe.reset(scope, step=f"reset.s{i}")
-        errors: list[OperationFailed] = []
 
         def ingest(i: int) -> None:
-            try:
-                for j, memory in enumerate(stored[i]):  # one memory a call: the two scopes interleave
-                    probe.ingest(scopes[i], [memory], step=f"ingest.s{i}.{j}")
-            except OperationFailed as err:
-                errors.append(err)
+            for j, memory in enumerate(stored[i]):  # one memory a call: the two scopes interleave
+                probe.ingest(scopes[i], [memory], step=f"ingest.s{i}.{j}")
 
-        threads = [threading.Thread(target=ingest, args=(i,)) for i in range(len(scopes))]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        if errors:
-            raise errors[0]
+        at_once(ingest, len(scopes))
         for i, (scope, memories) in enumerate(zip(scopes, stored, strict=True)):
             probe.wait(scope, memories, step=f"wait.s{i}")
             for memory in memories:

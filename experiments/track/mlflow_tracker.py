@@ -474,6 +474,19 @@ class SuiteDataset:
 
 
 @dataclass(frozen=True)
+class _RunRecord:
+    """What one run logs, whichever way it is written (sqlite_run directly, or MlflowClient)."""
+
+    name: str
+    tags: Mapping[str, str]
+    params: Mapping[str, str]
+    metrics: Mapping[str, float]
+    files: list[tuple[str, Path | str]]  # (artifact path, a file to copy or text to write)
+    dataset: SuiteDataset | None
+    started_ms: int | None
+
+
+@dataclass(frozen=True)
 class MlflowTracker:
     experiment: str = "memeval"
     uri: str | None = None
@@ -511,26 +524,17 @@ class MlflowTracker:
             run_tags[TRACKING_STORE_TAG] = store_for_display(uri)
             files: list[tuple[str, Path | str]] = [*_run_texts(run_dir, config_text, metric_names)]
             files += _run_files(run_dir)  # after the texts: a run folder's config.yaml wins, as before
-            direct = self._log_direct(uri, run_name, run_tags, params, metrics, files, dataset, started_ms)
+            run = _RunRecord(run_name, run_tags, params, metrics, files, dataset, started_ms)
+            direct = self._log_direct(uri, run)
             if direct is not None:
                 return direct
-            return self._log_client(uri, run_name, run_tags, params, metrics, files, dataset, started_ms)
+            return self._log_client(uri, run)
         except Exception as err:
             raise TrackingError(
                 f"could not log to the MLflow store {uri}: {err}\nThe results are safe on disk in {run_dir}"
             ) from err
 
-    def _log_direct(
-        self,
-        uri: str,
-        run_name: str,
-        run_tags: Mapping[str, str],
-        params: Mapping[str, str],
-        metrics: Mapping[str, float],
-        files: list[tuple[str, Path | str]],
-        dataset: SuiteDataset | None,
-        started_ms: int | None,
-    ) -> str | None:
+    def _log_direct(self, uri: str, run: _RunRecord) -> str | None:
         """The run written by sqlite_run (no MLflow import) when the store is a local SQLite file at this
         MLflow's schema (ensure_store checked it) and the experiment exists; else None."""
         path = sqlite_path(uri)
@@ -544,27 +548,17 @@ class MlflowTracker:
         return sqlite_run.write_run(
             path,
             experiment_id,
-            run_name=run_name,
-            tags=run_tags,
-            params=params,
-            metrics=metrics,
-            files=files,
-            dataset=None if dataset is None else dataset.as_row(),
+            run_name=run.name,
+            tags=run.tags,
+            params=run.params,
+            metrics=run.metrics,
+            files=run.files,
+            dataset=None if run.dataset is None else run.dataset.as_row(),
             dataset_tags=DATASET_INPUT_TAGS,
-            started_ms=started_ms,
+            started_ms=run.started_ms,
         )
 
-    def _log_client(
-        self,
-        uri: str,
-        run_name: str,
-        run_tags: Mapping[str, str],
-        params: Mapping[str, str],
-        metrics: Mapping[str, float],
-        files: list[tuple[str, Path | str]],
-        dataset: SuiteDataset | None,
-        started_ms: int | None,
-    ) -> str:
+    def _log_client(self, uri: str, run: _RunRecord) -> str:
         """The run through MlflowClient: any store (a server, another database, a new experiment)."""
         import mlflow
         from mlflow.entities import Metric, Param
@@ -573,20 +567,22 @@ class MlflowTracker:
         # os.environ, which resolve_uri then prefers for every later run of this process.
         client = mlflow.MlflowClient(tracking_uri=uri)
         experiment_id = self.experiment_id or _experiment_id(self.experiment, uri)
-        run = client.create_run(experiment_id, run_name=run_name, tags=dict(run_tags), start_time=started_ms)
-        run_id = run.info.run_id
+        created = client.create_run(
+            experiment_id, run_name=run.name, tags=dict(run.tags), start_time=run.started_ms
+        )
+        run_id = created.info.run_id
         try:
-            if dataset is not None:
-                log_dataset(client, run_id, dataset.as_input())
+            if run.dataset is not None:
+                log_dataset(client, run_id, run.dataset.as_input())
             # One call: the client splits it into batches within the store's limits (100 params,
             # 1000 entities), and each batch is one store transaction, the store's unit of cost.
             ts = _now_ms()
             client.log_batch(
                 run_id,
-                params=[Param(k, v) for k, v in params.items()],
-                metrics=[Metric(k, v, ts, 0) for k, v in metrics.items()],
+                params=[Param(k, v) for k, v in run.params.items()],
+                metrics=[Metric(k, v, ts, 0) for k, v in run.metrics.items()],
             )
-            for name, source in files:
+            for name, source in run.files:
                 if isinstance(source, Path):
                     folder = str(Path(name).parent)
                     client.log_artifact(run_id, str(source), artifact_path=None if folder == "." else folder)

@@ -24,7 +24,6 @@ channel is never answered from a candidate cache (which would skip the build): `
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from collections.abc import Sequence
@@ -35,7 +34,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from retrieval.pipeline import PipelineConfigError
-from retrieval.retrievers.trec_run import file_sha256
+from retrieval.retrievers.trec_run import FileRankings, fingerprint_file, read_unchanged
 from retrieval.stage import Retriever
 from retrieval.types import Corpus, Query
 
@@ -132,14 +131,9 @@ def resolve(query_id: str, ranked_id: str, position: dict[str, int]) -> int | No
     return None
 
 
-class _FileIndex:
+class _FileIndex(FileRankings):
     def __init__(self, corpus: Corpus, retriever: RankedFileRetriever):
-        data = Path(retriever.path).read_bytes()
-        if hashlib.sha256(data).hexdigest() != retriever.sha256:
-            raise PipelineConfigError(
-                f"{retriever.path} changed since the config named it (sha256 {retriever.sha256[:12]}); "
-                "run again so the new file is fingerprinted"
-            )
+        data = read_unchanged(retriever.path, retriever.sha256)
         read = read_json if retriever.format == "json" else read_longmemeval
         self._ranked = read(retriever.path, data)
         self._corpus, self._top_n = corpus, retriever.top_n
@@ -163,11 +157,6 @@ class _FileIndex:
             scores = ranked.scores[:n] if ranked.scores is not None else 1.0 / np.arange(1, n + 1)
             self._hits[qid] = (index, np.asarray(scores, dtype=np.float64))
 
-    def search(self, query: Query) -> tuple[np.ndarray, np.ndarray]:
-        """The file's ranking for the question (one it does not list gets nothing: it scores 0)."""
-        index, scores = self._hits.get(query.id, (np.empty(0, dtype=np.int64), np.empty(0)))
-        return index.copy(), scores.copy()
-
 
 @dataclass(frozen=True, kw_only=True)
 class RankedFileRetriever(Retriever):
@@ -184,10 +173,7 @@ class RankedFileRetriever(Retriever):
             raise PipelineConfigError(
                 f"stage.ranked_file.format: expected one of {FORMATS}, got {self.format!r}"
             )
-        if not Path(self.path).is_file():
-            raise PipelineConfigError(f"ranked file {self.path} does not exist (stage.ranked_file.path)")
-        if not self.sha256:
-            object.__setattr__(self, "sha256", file_sha256(self.path))
+        fingerprint_file(self, "ranked file")
 
     def build(self, corpus: Corpus) -> _FileIndex:
         return _FileIndex(corpus, self)

@@ -40,6 +40,37 @@ def file_sha256(path: str | Path) -> str:
         return ""
 
 
+def fingerprint_file(stage: Retriever, what: str) -> None:
+    """A file-reading stage's checks on construction: its `path` exists (else an error naming `what` and
+    the `stage.<name>.path` key), and its `sha256` is filled in when the config did not give it."""
+    if not Path(stage.path).is_file():
+        raise PipelineConfigError(f"{what} {stage.path} does not exist (stage.{stage.name}.path)")
+    if not stage.sha256:
+        object.__setattr__(stage, "sha256", file_sha256(stage.path))
+
+
+def read_unchanged(path: str, sha256: str) -> bytes:
+    """The file's bytes, refused when they no longer hash to the `sha256` its config was given."""
+    data = Path(path).read_bytes()
+    if hashlib.sha256(data).hexdigest() != sha256:
+        raise PipelineConfigError(
+            f"{path} changed since the config named it (sha256 {sha256[:12]}); "
+            "run again so the new file is fingerprinted"
+        )
+    return data
+
+
+class FileRankings:
+    """An index of the rankings a file gives, per query id (`_hits`, filled by the subclass)."""
+
+    _hits: dict[str, tuple[np.ndarray, np.ndarray]]
+
+    def search(self, query: Query) -> tuple[np.ndarray, np.ndarray]:
+        """The file's ranking for the query (a query it does not list gets nothing: it scores 0)."""
+        index, scores = self._hits.get(query.id, (np.empty(0, dtype=np.int64), np.empty(0)))
+        return index.copy(), scores.copy()
+
+
 @dataclass(frozen=True)
 class _Line:
     number: int
@@ -90,14 +121,9 @@ def trec_eval_order(lines: Sequence[_Line]) -> list[_Line]:
     return sorted(lines, key=lambda ln: (np.float32(ln.score), ln.doc_id), reverse=True)
 
 
-class _RunIndex:
+class _RunIndex(FileRankings):
     def __init__(self, corpus: Corpus, retriever: TrecRunRetriever):
-        data = Path(retriever.path).read_bytes()
-        if hashlib.sha256(data).hexdigest() != retriever.sha256:
-            raise PipelineConfigError(
-                f"{retriever.path} changed since the config named it (sha256 {retriever.sha256[:12]}); "
-                "run again so the new file is fingerprinted"
-            )
+        data = read_unchanged(retriever.path, retriever.sha256)
         self._path = retriever.path
         position = {str(mid): i for i, mid in enumerate(corpus.ids)}
         scope_of = [m.scope_key for m in corpus.memories]
@@ -135,11 +161,6 @@ class _RunIndex:
                     f"{qid} is in scope {asked[qid].scope_key!r}; a query sees only its own scope"
                 )
 
-    def search(self, query: Query) -> tuple[np.ndarray, np.ndarray]:
-        """The file's ranking for the query (a query it does not list gets nothing: it scores 0)."""
-        index, scores = self._hits.get(query.id, (np.empty(0, dtype=np.int64), np.empty(0)))
-        return index.copy(), scores.copy()
-
 
 @dataclass(frozen=True, kw_only=True)
 class TrecRunRetriever(Retriever):
@@ -151,10 +172,7 @@ class TrecRunRetriever(Retriever):
     tag: str | None = None  # keep only lines with this run tag (a file holding several runs)
 
     def __post_init__(self) -> None:
-        if not Path(self.path).is_file():
-            raise PipelineConfigError(f"TREC run file {self.path} does not exist (stage.trec_run.path)")
-        if not self.sha256:
-            object.__setattr__(self, "sha256", file_sha256(self.path))
+        fingerprint_file(self, "TREC run file")
 
     def build(self, corpus: Corpus) -> _RunIndex:
         return _RunIndex(corpus, self)

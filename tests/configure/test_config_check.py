@@ -18,7 +18,7 @@ import pytest
 
 from experiments.configure.check import ConfigError
 from experiments.configure.compose import CONF_DIR, compose_config
-from experiments.run.app import build_pipeline, checked_pipeline, run_experiment
+from experiments.run.app import build_pipeline, run_experiment
 from experiments.run.resume import config_hash
 from retrieval.field_types import value_problems
 from retrieval.fusions.rrf import RRFFusion
@@ -26,19 +26,10 @@ from retrieval.pipeline import PipelineConfigError
 from retrieval.retrievers.bm25 import BM25Retriever
 from retrieval.stage import FieldError, _canonical
 from retrieval.stages.cross_encoder import CrossEncoderRerank
-from tests.support import DATA, REPO
+from tests.support import DATA, REPO, config_problems
 from tests.sweep_support import write_tiny_suite
 
 VARIANTS = sorted(p.stem for p in (CONF_DIR / "variant").glob("*.yaml"))
-
-
-def problems_of(*overrides: str) -> list[str]:
-    """The problems checked_pipeline finds in the composed config (empty when it builds)."""
-    try:
-        checked_pipeline(compose_config(list(overrides)))
-    except ConfigError as err:
-        return err.problems
-    return []
 
 
 # ---- stage fields: types against annotations, checked generically -----------------------------------
@@ -132,7 +123,7 @@ def test_the_type_check_knows_optional_literal_sequences_and_mappings():
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_every_shipped_variant_validates(variant):
-    assert problems_of(f"variant={variant}") == []
+    assert config_problems(f"variant={variant}") == []
 
 
 @pytest.mark.parametrize("suite", sorted(p.stem for p in (CONF_DIR / "suite").glob("*.yaml")))
@@ -147,7 +138,7 @@ def test_every_shipped_suite_config_validates(suite, tmp_path, beam_synth_dir):
         extra = [f"suite.path={DATA / 'longmemeval' / 'longmemeval_fixture.json'}"]
     if suite == "locomo":  # ../shared in the slow tier and the studies: a fixture in its schema here
         extra = [f"suite.path={DATA / 'locomo' / 'locomo_fixture.json'}"]
-    assert problems_of(f"suite={suite}", *extra) == []
+    assert config_problems(f"suite={suite}", *extra) == []
 
 
 # ---- the run settings and the suite's arguments ---------------------------------------------------------
@@ -182,12 +173,12 @@ def test_every_shipped_suite_config_validates(suite, tmp_path, beam_synth_dir):
     ],
 )
 def test_a_bad_run_setting_is_named(overrides, expected):
-    found = problems_of(*overrides)
+    found = config_problems(*overrides)
     assert any(p.startswith(expected) for p in found), found
 
 
 def test_all_problems_of_a_config_come_at_once():
-    found = problems_of(
+    found = config_problems(
         "depth=0",
         "metrics=[P@0]",
         "seed=abc",

@@ -19,16 +19,13 @@ from types import MappingProxyType
 import pytest
 import yaml
 
-from experiments.configure.check import ConfigError
-from experiments.configure.compose import compose_config
 from experiments.names import MAX_NAME_CHARS, UnsafeNameError, name_problem, under_root
-from experiments.run.app import checked_pipeline
 from experiments.study import PlanError, load_plan
 from experiments.suites.jsonl import save_suite
 from experiments.suites.suite import Suite, SuiteError, check_suite
 from retrieval.types import Memory, Query
 from tests.study.test_study import good_plan
-from tests.support import REPO, tiny_suite
+from tests.support import REPO, config_problems, tiny_suite
 from tests.sweep_support import write_tiny_suite
 
 
@@ -98,14 +95,6 @@ def test_a_plan_or_row_named_dot_dot_is_refused(change, field):
     assert field in str(err.value)
 
 
-def _problems(*overrides: str) -> list[str]:
-    try:
-        checked_pipeline(compose_config(list(overrides)))
-    except ConfigError as err:
-        return err.problems
-    return []
-
-
 @pytest.mark.parametrize(
     ("override", "expected"),
     [
@@ -119,12 +108,12 @@ def _problems(*overrides: str) -> list[str]:
     ],
 )
 def test_the_config_check_refuses_unsafe_names_and_unbounded_cutoffs(override, expected):
-    problems = _problems(override)
+    problems = config_problems(override)
     assert any(expected in p for p in problems), problems
 
 
 def test_a_bounded_depth_and_a_plain_variant_name_pass():
-    assert _problems("depth=1000000", "variant.name=bm25_tuned") == []
+    assert config_problems("depth=1000000", "variant.name=bm25_tuned") == []
 
 
 def test_check_suite_refuses_a_long_suite_name_and_an_empty_label_value():

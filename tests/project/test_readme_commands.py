@@ -184,21 +184,7 @@ def test_every_live_systems_command_names_what_exists():
 def test_every_live_systems_command_composes_or_answers_its_help(tmp_path):
     """memeval-run and memeval-study commands compose their config (`--cfg=job`: their services are not up
     here; tests/live/test_live_*.py run each section for real); every other memeval script answers --help."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
-    for command in live_commands():
-        for placeholder, value in LIVE_PLACEHOLDERS.items():
-            command = command.replace(placeholder, value)
-        args = without_assignments(shlex.split(re.sub(r"\s*&$", "", command)))
-        name = args[0].rsplit("/", 1)[-1]
-        if name not in SCRIPTS:
-            continue  # python -m, chroma, uvicorn: named above; started for real by their tests
-        args[0] = str(Path(sys.executable).parent / name)
-        if name in ("memeval-run", "memeval-study"):  # a sweep composes as its first point
-            args = [first_point(a) for a in args if a != "-m"] + ["--cfg=job"]
-        else:
-            args = [args[0], "--help"]
-        done = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, f"{command}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+    compose_or_help(live_commands(), LIVE_PLACEHOLDERS, tmp_path)
 
 
 def first_point(override: str) -> str:
@@ -277,6 +263,8 @@ def test_every_slurm_and_scale_command_composes_or_answers_its_help(tmp_path):
 
 
 def compose_or_help(commands: list[str], placeholders: dict[str, str], tmp_path: Path) -> None:
+    """Each command, its placeholders filled: memeval-run and memeval-study compose their config as the
+    sweep's first point (`--cfg=job`), any other memeval script answers --help; exit 0 each."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
     for command in commands:
         for placeholder, value in placeholders.items():
@@ -284,7 +272,7 @@ def compose_or_help(commands: list[str], placeholders: dict[str, str], tmp_path:
         args = without_assignments(shlex.split(re.sub(r"\s*&$", "", command)))
         name = args[0].rsplit("/", 1)[-1]
         if name not in SCRIPTS:
-            continue  # make, python -m: named above
+            continue  # make, python -m, chroma, uvicorn: named above, started for real by their tests
         args[0] = str(Path(sys.executable).parent / name)
         if name in ("memeval-run", "memeval-study"):  # a sweep composes as its first point
             args = [first_point(a) for a in args if a != "-m"] + ["--cfg=job"]

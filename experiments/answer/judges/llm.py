@@ -76,21 +76,12 @@ class LLMJudge:
         return Verdict(score=float(score), raw=replies, extra=plain)
 
 
-class LongMemEvalJudge(LLMJudge):
-    name = "longmemeval"
-    fixed_prompt_set = "longmemeval"
+def _fixed(class_name: str, prompt_set: str) -> type[LLMJudge]:
+    """The judge named after one prompt set: the llm judge with that set, which no option can change."""
+    return type(class_name, (LLMJudge,), {"name": prompt_set, "fixed_prompt_set": prompt_set})
 
 
-class Mem0Judge(LLMJudge):
-    name = "mem0"
-    fixed_prompt_set = "mem0"
-
-
-class BeamJudge(LLMJudge):
-    name = "beam"
-    fixed_prompt_set = "beam"
-
-
-class StrictJudge(LLMJudge):
-    name = "strict"
-    fixed_prompt_set = "strict"
+LongMemEvalJudge = _fixed("LongMemEvalJudge", "longmemeval")
+Mem0Judge = _fixed("Mem0Judge", "mem0")
+BeamJudge = _fixed("BeamJudge", "beam")
+StrictJudge = _fixed("StrictJudge", "strict")

@@ -15,80 +15,51 @@ from __future__ import annotations
 from experiments.answer.judges.prompt_sets import Parsed, gold_of
 from experiments.answer.types import AnswerItem
 
-_STANDARD_TEMPLATE = (
+
+def _template(
+    instruction: str, given: str = "Correct Answer", ask: str = "Is the model response correct?"
+) -> str:
+    """Upstream's template layout: the instruction, then the question, what it gives (`given`) and the
+    response as `{}` slots, then the yes/no question `ask`."""
+    return (
+        f"{instruction}\n\nQuestion: {{}}\n\n{given}: {{}}\n\nModel Response: {{}}\n\n"
+        f"{ask} Answer yes or no only."
+    )
+
+
+# the instruction texts are upstream's, spaces included (a space before the newline in two of them)
+_CORRECT_ANSWER = (
     "I will give you a question, a correct answer, and a response from a model. Please answer yes"
-    " if the response contains the correct answer. Otherwise, answer no. If the response is equiv"
-    "alent to the correct answer or contains all the intermediate steps to get the correct answer"
-    ", you should also answer yes. If the response only contains a subset of the information requ"
-    "ired by the answer, answer no. \n"
-    "\n"
-    "Question: {}\n"
-    "\n"
-    "Correct Answer: {}\n"
-    "\n"
-    "Model Response: {}\n"
-    "\n"
-    "Is the model response correct? Answer yes or no only."
+    " if the response contains the correct answer. Otherwise, answer no."
 )
-_TEMPORAL_TEMPLATE = (
-    "I will give you a question, a correct answer, and a response from a model. Please answer yes"
-    " if the response contains the correct answer. Otherwise, answer no. If the response is equiv"
-    "alent to the correct answer or contains all the intermediate steps to get the correct answer"
-    ", you should also answer yes. If the response only contains a subset of the information requ"
-    "ired by the answer, answer no. In addition, do not penalize off-by-one errors for the number"
-    " of days. If the question asks for the number of days/weeks/months, etc., and the model make"
-    "s off-by-one errors (e.g., predicting 19 days when the answer is 18), the model's response i"
-    "s still correct. \n"
-    "\n"
-    "Question: {}\n"
-    "\n"
-    "Correct Answer: {}\n"
-    "\n"
-    "Model Response: {}\n"
-    "\n"
-    "Is the model response correct? Answer yes or no only."
+_STANDARD = (
+    _CORRECT_ANSWER + " If the response is equivalent to the correct answer or contains all the intermediate"
+    " steps to get the correct answer, you should also answer yes. If the response only contains a subset of"
+    " the information required by the answer, answer no."
 )
-_UPDATE_TEMPLATE = (
-    "I will give you a question, a correct answer, and a response from a model. Please answer yes"
-    " if the response contains the correct answer. Otherwise, answer no. If the response contains"
-    " some previous information along with an updated answer, the response should be considered a"
-    "s correct as long as the updated answer is the required answer.\n"
-    "\n"
-    "Question: {}\n"
-    "\n"
-    "Correct Answer: {}\n"
-    "\n"
-    "Model Response: {}\n"
-    "\n"
-    "Is the model response correct? Answer yes or no only."
+_STANDARD_TEMPLATE = _template(_STANDARD + " ")
+_TEMPORAL_TEMPLATE = _template(
+    _STANDARD + " In addition, do not penalize off-by-one errors for the number of days. If the question asks"
+    " for the number of days/weeks/months, etc., and the model makes off-by-one errors (e.g., predicting 19"
+    " days when the answer is 18), the model's response is still correct. "
 )
-_PREFERENCE_TEMPLATE = (
-    "I will give you a question, a rubric for desired personalized response, and a response from "
-    "a model. Please answer yes if the response satisfies the desired response. Otherwise, answer"
-    " no. The model does not need to reflect all the points in the rubric. The response is correc"
-    "t as long as it recalls and utilizes the user's personal information correctly.\n"
-    "\n"
-    "Question: {}\n"
-    "\n"
-    "Rubric: {}\n"
-    "\n"
-    "Model Response: {}\n"
-    "\n"
-    "Is the model response correct? Answer yes or no only."
+_UPDATE_TEMPLATE = _template(
+    _CORRECT_ANSWER + " If the response contains some previous information along with an updated answer,"
+    " the response should be considered as correct as long as the updated answer is the required answer."
 )
-ABSTENTION = (
-    "I will give you an unanswerable question, an explanation, and a response from a model. Pleas"
-    "e answer yes if the model correctly identifies the question as unanswerable. The model could"
-    " say that the information is incomplete, or some other information is given but the asked in"
-    "formation is not.\n"
-    "\n"
-    "Question: {}\n"
-    "\n"
-    "Explanation: {}\n"
-    "\n"
-    "Model Response: {}\n"
-    "\n"
-    "Does the model correctly identify the question as unanswerable? Answer yes or no only."
+_PREFERENCE_TEMPLATE = _template(
+    "I will give you a question, a rubric for desired personalized response, and a response from a model."
+    " Please answer yes if the response satisfies the desired response. Otherwise, answer no. The model does"
+    " not need to reflect all the points in the rubric. The response is correct as long as it recalls and"
+    " utilizes the user's personal information correctly.",
+    given="Rubric",
+)
+ABSTENTION = _template(
+    "I will give you an unanswerable question, an explanation, and a response from a model. Please answer"
+    " yes if the model correctly identifies the question as unanswerable. The model could say that the"
+    " information is incomplete, or some other information is given but the asked information is not.",
+    given="Explanation",
+    ask="Does the model correctly identify the question as unanswerable?",
 )
 TEMPLATES = {
     "single-session-user": _STANDARD_TEMPLATE,
