@@ -18,6 +18,7 @@ from experiments.answer.settings import AnswerSettings, read_settings
 from experiments.answer.stage import (
     AnswerOutcome,
     benchmark_of,
+    build_judges,
     gold_problem,
     run_answer_stage,
     write_answers,
@@ -50,6 +51,10 @@ def check_answer(cfg: DictConfig, suite: Suite) -> AnswerSettings | None:
     )
     if problems:
         raise ConfigError(problems)
+    try:  # a judge's own options (a prompt set it needs, one it does not know) are refused before any call
+        build_judges(settings)
+    except ValueError as err:
+        raise ConfigError([str(err)]) from None
     problem = gold_problem(suite)
     if problem is not None:
         raise SuiteError([Problem("run config", None, "answer", problem.removeprefix("answer: "))])

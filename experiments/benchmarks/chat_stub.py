@@ -85,10 +85,10 @@ class ChatStub:
 
     @staticmethod
     def reply(prompt: str) -> str:
-        if "Correct? yes or no" in prompt:
-            response = prompt.split("Response:", 1)[1].split("\n", 1)[0]
-            gold = prompt.split("Gold:", 1)[1].split("\n", 1)[0]
-            return "yes" if gold.strip().lower() in response.lower() else "no"
+        if "Reply with one word: CORRECT or INCORRECT." in prompt:  # the `strict` judge's prompt
+            response = prompt.split("Answer to grade:", 1)[1].split("\n", 1)[0]
+            gold = prompt.split("Gold answer:", 1)[1].split("\n", 1)[0]
+            return "CORRECT" if gold.strip().lower() in response.lower() else "INCORRECT"
         context = prompt.split("Question:", 1)[0].strip().splitlines()
         return context[0].split(": ", 1)[-1][:80] if context else "I do not know"
 

@@ -75,7 +75,7 @@ def runs(tmp_path_factory):
             tmp,
             "rejudge",
             *LLM,
-            "answer.judges=[lexical,llm]",
+            "answer.judges=[lexical,strict]",
             "answer.mode=record",
             f"answer.cassette={cassette}",
             stub=stub,
@@ -87,7 +87,7 @@ def runs(tmp_path_factory):
         tmp,
         "replay",
         *LLM,
-        "answer.judges=[lexical,llm]",
+        "answer.judges=[lexical,strict]",
         "answer.mode=replay",
         f"answer.cassette={cassette}",
     )
@@ -121,13 +121,14 @@ def test_a_replay_with_no_endpoint_writes_the_recorded_runs_answers_byte_for_byt
 def test_a_new_judge_runs_over_the_recorded_answers_without_asking_the_answerer_again(runs):
     tmp = runs["tmp"]
     assert runs["rejudge_requests"], "the new judge asked nothing"
-    assert all("Correct? yes or no" in r["messages"][-1]["content"] for r in runs["rejudge_requests"])
+    strict = "Reply with one word: CORRECT or INCORRECT."  # only the strict judge's prompts were sent
+    assert all(strict in r["messages"][-1]["content"] for r in runs["rejudge_requests"])
     first = [json.loads(line) for line in (tmp / "record" / "answers.jsonl").read_text().splitlines()]
     again = [json.loads(line) for line in (tmp / "rejudge" / "answers.jsonl").read_text().splitlines()]
     assert [{k: v for k, v in r.items() if k != "verdicts"} for r in first] == [
         {k: v for k, v in r.items() if k != "verdicts"} for r in again
     ]
-    assert {"answer.llm.correct", "answer.lexical.f1"} <= set(_answer_columns(tmp / "rejudge").columns)
+    assert {"answer.llm_strict.correct", "answer.lexical.f1"} <= set(_answer_columns(tmp / "rejudge").columns)
 
 
 def test_the_key_reaches_the_endpoint_and_nothing_the_run_writes(runs):
@@ -247,7 +248,7 @@ def test_mlflow_gets_answer_acc_per_judge_and_the_cassette_digest(runs):
     (run,) = client.search_runs([client.get_experiment_by_name("answer").experiment_id])
     metrics = json.loads((runs["tmp"] / "rejudge" / "metrics.json").read_text())
     assert run.data.metrics["answer_acc_lexical"] == pytest.approx(metrics["overall"]["answer_acc_lexical"])
-    assert run.data.metrics["answer_acc_llm"] == pytest.approx(metrics["overall"]["answer_acc_llm"])
+    assert run.data.metrics["answer_acc_strict"] == pytest.approx(metrics["overall"]["answer_acc_strict"])
     assert (
         run.data.tags["memeval.answer_cassette_sha256"]
         == json.loads((runs["tmp"] / "rejudge" / "tags.json").read_text())["memeval.answer_cassette_sha256"]
