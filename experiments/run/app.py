@@ -26,7 +26,6 @@ from hydra.types import RunMode
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.answer.in_run import answer_run, check_answer, write_answer_files
 from experiments.configure.build import pipeline_from_config
 from experiments.configure.check import ConfigError, buildable_depth, config_problems, stages_checkable
 from experiments.configure.compose import answer_help, finish_variant, yaml_text
@@ -34,6 +33,7 @@ from experiments.configure.setup import setup
 from experiments.evaluate.cost import TOKENIZER_TAG, apply_budget, budget_tokens, default_counter
 from experiments.evaluate.metrics.official import check_metrics
 from experiments.exit_codes import console_script, one_line_warnings
+from experiments.run.answer import answer_run, check_answer, write_answer_files
 from experiments.run.console import print_results, print_start
 from experiments.run.outputs import (
     OutputError,
@@ -186,7 +186,7 @@ def _run_experiment(
 ) -> dict[str, Any]:
     memo = process_memo() if multirun else None
     pipeline, suite, shard, resolved = _prepare(cfg, memo, multirun, told)
-    answer = check_answer(cfg, suite)  # None: no answer stage (experiments/answer/in_run.py)
+    answer = check_answer(cfg, suite)  # None: no answer stage (experiments/run/answer.py)
     cfg_hash = config_hash(resolved)
     tracker: MlflowTracker | None = (
         instantiate(cfg.tracking.tracker, **tracker_fields(parent or {})) if cfg.tracking.enabled else None

@@ -45,7 +45,6 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.run_folder import CODE_VERSION_TAG, CONFIG_HASH_TAG, PARTIAL_TAG, RUN_DIR_TAG
-from experiments.run_folder.check import RunFolderError, check_run_folder
 from experiments.track import sqlite_run
 from experiments.track.mlflow_tracker import (
     REUSED_TAG_PREFIX,  # noqa: F401 (imported from here too)
@@ -154,6 +153,8 @@ def run_damage(run_dir: str | Path) -> str | None:
 def _whole(run_dir: str | Path) -> bool:
     """A finished run may answer for a job only when its files are whole and pass the run folder check,
     and it is not a partial merge; a damaged one is reported."""
+    from experiments.run_folder.check import RunFolderError, check_run_folder  # pandas: only when resuming
+
     damage = run_damage(run_dir)
     if damage is None:
         try:

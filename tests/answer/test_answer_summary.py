@@ -61,7 +61,7 @@ def test_differences_pair_each_query_and_carry_the_cluster_sign_flip_interval():
         skipped=["x:q9"], judge_columns={"lexical": ("answer.lexical.f1",)}, cassette_path=None,
         cassette_digest=None, counts={"cassette": 0, "live": 0},
     )  # fmt: skip
-    block = answer_block(outcome, benchmark="locomo", settings_view={"k": 5}, seed=0)
+    block = answer_block(outcome, benchmark="other", settings_view={"k": 5}, seed=0)
     found = block["differences"]["retrieved-random"]["lexical"]
     pairs = [(a, b, i) for i, (a, b) in enumerate(zip(RETRIEVED, RANDOM, strict=True)) if a is not None]
     diffs = [a - b for a, b, _ in pairs]

@@ -87,6 +87,8 @@ def run_variant(
         extra.append(f"stage.learned_fusion.model.path={ce_dir.parent / 'fusion.json'}")
     if "trec_run" in cfg.stage:  # another system's run over this suite: every memory of the query's scope
         extra.append(f"stage.trec_run.path={write_same_scope_run(cfg, tmp / 'system.trec')}")
+    if "ranked_file" in cfg.stage:  # the same, as another harness's JSON mapping
+        extra.append(f"stage.ranked_file.path={write_same_scope_mapping(cfg, tmp / 'system.json')}")
     if extra:
         cfg = compose_config([*overrides, *extra])
     run_dir = tmp / "runs" / variant
@@ -95,15 +97,28 @@ def run_variant(
     return json.loads((run_dir / "metrics.json").read_text())
 
 
-def write_same_scope_run(cfg, path: Path) -> Path:
+def same_scope_rankings(cfg) -> dict[str, list[str]]:
+    """Every memory of each query's own scope (the first 100), as another system would rank them."""
     from experiments.suites.load import load_suite_from_config
 
     suite = load_suite_from_config(cfg)
-    lines = []
-    for q in suite.queries:
-        same = [m.id for m in suite.memories if dict(m.scope) == dict(q.scope)]
-        lines += [f"{q.id} Q0 {mid} {rank} {1.0 / rank} system" for rank, mid in enumerate(same[:100], 1)]
+    return {
+        q.id: [m.id for m in suite.memories if dict(m.scope) == dict(q.scope)][:100] for q in suite.queries
+    }
+
+
+def write_same_scope_run(cfg, path: Path) -> Path:
+    lines = [
+        f"{qid} Q0 {mid} {rank} {1.0 / rank} system"
+        for qid, ids in same_scope_rankings(cfg).items()
+        for rank, mid in enumerate(ids, 1)
+    ]
     path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def write_same_scope_mapping(cfg, path: Path) -> Path:
+    path.write_text(json.dumps(same_scope_rankings(cfg)))
     return path
 
 

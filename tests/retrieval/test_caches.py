@@ -218,7 +218,8 @@ def test_an_unwritable_cache_dir_warns_and_the_run_still_writes_its_results(tmp_
     written = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert written["overall"]["P@5"] == metrics["overall"]["P@5"] > 0
     assert written["overall"]["latency_measured"] is True
-    assert len({str(w.message) for w in caught if issubclass(w.category, CacheWarning)}) <= 2  # once a folder
+    # once a folder: candidates, embeddings, token counts
+    assert len({str(w.message) for w in caught if issubclass(w.category, CacheWarning)}) <= 3
     assert blocker.read_text().startswith("a file")
 
 
