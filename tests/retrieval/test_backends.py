@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from retrieval import backends
-from retrieval.backends import BackendUnavailableError, check_backend
+from retrieval.backends import BackendUnavailableError, DegenerateExportError, check_backend
+from retrieval.compute import cpu_isa
 from retrieval.encoder import SentenceEncoder
 from retrieval.reranker import CrossEncoderScorer
 from tests.retrieval.test_cross_encoder import build_tiny_cross_encoder
@@ -130,6 +131,12 @@ def test_cross_encoder_backends_give_the_torch_scores(tiny_ce, exports, backend,
         )
 
     reference = scorer("torch").score("where is the cat", TEXTS)
+    if backend == "onnx-int8" and cpu_isa() == "avx2":
+        # Seen on an avx2-only EPYC (2026-11-28): static int8 maps this tiny random model's scores far from
+        # fp32 (relative error ~2.5), and the export check refuses it rather than rank with it.
+        with pytest.raises(DegenerateExportError, match="far from fp32"):
+            scorer(backend).score("where is the cat", TEXTS)
+        return
     scores = scorer(backend).score("where is the cat", TEXTS)
     allowed = tolerance * max(1.0, np.abs(reference).max())
     assert np.abs(scores - reference).max() < allowed
