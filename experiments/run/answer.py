@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.answer.client import AnswerError
@@ -101,14 +102,37 @@ def answer_run(
         outcome, benchmark=benchmark, settings_view=settings_view(settings), seed=int(cfg.get("seed", 0)),
         labels=labels,
     )  # fmt: skip
+    if settings.protocol == "official":
+        block["lafs_lme_v2"] = official_frontier(outcome, frame)
     evaluation.metrics["answer"] = block
     # How the calls were answered: apart from the block, which a record run and its replay write alike.
     evaluation.metrics["answer_calls"] = {"mode": settings.mode, **outcome.counts}
     values, cis = mlflow_numbers(block)
+    for key, summary in block.get("lafs_lme_v2", {}).get("by_judge", {}).items():
+        for tier, scored in summary["tiers"].items():
+            values[f"answer_lafs_gain_{tier}_{key}".replace(".", "_")] = scored["lafs_gain"]
     evaluation.metrics["overall"].update(values)
     evaluation.metrics.setdefault("overall_ci95", {}).update(cis)
     tags = {ANSWER_CASSETTE_TAG: outcome.cassette_digest} if outcome.cassette_digest else {}
     return outcome, tags
+
+
+def official_frontier(outcome: AnswerOutcome, frame: Any) -> dict[str, Any]:
+    """Under `official`: each judge's answer accuracy as a LongMemEval-V2 operating point against the run's
+    mean retrieval latency in seconds, scored as upstream's compute_lafs.py scores it (frontier.lme_v2_summary);
+    a run whose latency was not measured (stages answered from a cache) has no point, and says so."""
+    from experiments.evaluate.frontier import lme_v2_summary
+
+    latency = frame["latency_ms"].to_numpy(dtype=float) / 1000.0 if "latency_ms" in frame else None
+    if latency is None or np.isnan(latency).all() or (latency[~np.isnan(latency)] <= 0).all():
+        return {"not_measured": "no query's retrieval latency was measured: no LongMemEval-V2 point"}
+    clusters = frame["cluster"].to_numpy(dtype=object)
+    by_judge: dict[str, Any] = {}
+    for key, columns in outcome.judge_columns.items():
+        correct = frame[columns[0]].to_numpy(dtype=float)
+        if not np.isnan(correct).all():
+            by_judge[key] = lme_v2_summary(key, correct, np.where(latency > 0, latency, np.nan), clusters)
+    return {"reference": "LongMemEval-V2 leaderboard/compute_lafs.py", "by_judge": by_judge}
 
 
 def write_answer_files(outcome: AnswerOutcome, run_dir: Path) -> None:

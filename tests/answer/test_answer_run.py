@@ -253,3 +253,43 @@ def test_mlflow_gets_answer_acc_per_judge_and_the_cassette_digest(runs):
         run.data.tags["memeval.answer_cassette_sha256"]
         == json.loads((runs["tmp"] / "rejudge" / "tags.json").read_text())["memeval.answer_cassette_sha256"]
     )
+
+
+def test_under_official_the_run_is_scored_as_a_longmemeval_v2_operating_point(runs, tmp_path):
+    """answer.protocol=official: each judge's accuracy against the mean retrieval seconds, scored by
+    upstream's compute_lafs.py (vendored) from the run's own per_query.csv, equal to 1e-12, and in MLflow's
+    numbers (metrics.json overall)."""
+    from tests.upstream import longmemeval_v2_compute_lafs as upstream
+
+    records = [
+        json.loads(line) for line in (runs["tmp"] / "record" / "answers.jsonl").read_text().splitlines()
+    ]
+    answers = tmp_path / "theirs.jsonl"
+    answers.write_text(
+        "".join(json.dumps({"query_id": r["query_id"], "answer": r["answer"]}) + "\n" for r in records)
+    )
+    proc = run(
+        tmp_path, "official", "answer=file", f"answer.path={answers}", "answer.judges=[lexical]",
+        "answer.protocol=official",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    metrics = json.loads((tmp_path / "official" / "metrics.json").read_text())
+    scored = metrics["answer"]["lafs_lme_v2"]["by_judge"]["lexical"]
+    frame = pd.read_csv(tmp_path / "official" / "per_query.csv", index_col="query_id")
+    judged = frame.dropna(subset=["answer.lexical.f1"])
+    point = upstream.Point(
+        "run", acc=100 * judged["answer.lexical.f1"].mean(), latency=(judged["latency_ms"] / 1000).mean()
+    )
+    assert 0 < point.acc < 100 and 0 < point.latency < 1
+    for tier in ("small", "medium"):
+        theirs = upstream.lafs_summary_for_submission(tier, [point])
+        assert abs(scored["tiers"][tier]["lafs_gain"] - theirs["lafs_gain"]) <= 1e-9
+        assert abs(scored["tiers"][tier]["submission_lafs"] - theirs["submission_lafs"]) <= 1e-9
+        assert metrics["overall"][f"answer_lafs_gain_{tier}_lexical"] == pytest.approx(theirs["lafs_gain"])
+    # under the memeval protocol the run states no LongMemEval-V2 point
+    proc = run(
+        tmp_path, "memeval", "answer=file", f"answer.path={answers}", "answer.judges=[lexical]",
+        "answer.protocol=memeval",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "lafs_lme_v2" not in json.loads((tmp_path / "memeval" / "metrics.json").read_text())["answer"]

@@ -115,3 +115,27 @@ def test_the_conversation_interval_resamples_quality_and_cost_from_the_same_quer
     assert diff.low > 0  # better and cheaper on every query: the paired difference excludes 0
     one = frontier.score_interval(a, np.zeros(len(clusters)), budgets)
     assert one.low == -math.inf and one.high == math.inf
+
+
+def test_a_run_with_answers_scores_as_upstreams_submission_summary_per_tier():
+    """lme_v2_summary: the run's operating point (100 x mean accuracy, mean seconds) against each released
+    reference, equal to upstream's lafs_summary_for_submission; the gain's interval holds the estimate."""
+    rng = np.random.default_rng(3)
+    for latency_scale in (0.004, 5.0, 60.0, 500.0):  # faster than T_MIN, inside, slower than T_MAX
+        correct = rng.integers(0, 2, 120).astype(float)
+        correct[[4, 9]] = np.nan  # unparsed verdicts are left out, as the answer block's means leave them
+        latency = rng.exponential(latency_scale, 120) + 1e-6
+        clusters = np.array([f"c{i % 10}" for i in range(120)], dtype=object)
+        ours = frontier.lme_v2_summary("run", correct, latency, clusters)
+        keep = ~np.isnan(correct)
+        point = upstream.Point("run", acc=100 * correct[keep].mean(), latency=latency[keep].mean())
+        assert ours["accuracy_points"] == pytest.approx(point.acc, abs=TOLERANCE)
+        assert ours["memory_query_avg_seconds"] == pytest.approx(point.latency, abs=TOLERANCE)
+        for tier in upstream.fixed_frontier_points:
+            theirs = upstream.lafs_summary_for_submission(tier, [point])
+            mine = ours["tiers"][tier]
+            for field in ("reference_lafs", "submission_lafs", "lafs_gain"):
+                assert abs(mine[field] - theirs[field]) <= TOLERANCE, (tier, field, latency_scale)
+            assert mine["submission_frontier"] == [p["name"] for p in theirs["submission_frontier"]]
+            low, high = mine["lafs_gain_ci95"]
+            assert low <= mine["lafs_gain"] <= high
