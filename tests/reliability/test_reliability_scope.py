@@ -3,9 +3,11 @@
 Runs every variant in conf/variant/ (new ones are picked up automatically) through the runner
 (`experiments.run.app.run_experiment`, the CLI's code path minus Hydra's main) and reads `scope_leaks`
 from the metrics.json it writes. Fast: the tiny two-scope suite whose scopes hold the same texts, so
-any cross-scope result is a leak. Slow: every multi-scope suite config (generated tiers, replayed
-access counts via the decay variant, spark25, a two-conversation beam_synth suite, and two real BEAM
-100K conversations: enough scopes to leak between, without reranking 199 questions per variant).
+any cross-scope result is a leak. Slow: one suite per scope shape and loader (generated tiers with three
+scopes, replayed access counts via the decay variant, spark25's projects, and two real BEAM 100K
+conversations: enough scopes to leak between, without reranking 199 questions per variant). A generated
+beam_synth suite is not run beside the real BEAM conversations: the same loader and scope shape, it only
+doubled the BEAM runs (three of its runs were among the slow tier's five slowest, 93-210 s each at load 5).
 The cross-encoder variants run with the MiniLM weights as an untrained CrossEncoder, and the learned
 fusion variants with a fusion model of fixed coefficients (no trained model ships; their scores do not
 matter for isolation); the cross-encoder and the bi-encoder's ONNX model are exported once for the module.
@@ -26,7 +28,6 @@ import pytest
 
 from experiments.configure.compose import CONF_DIR, compose_config
 from experiments.run.app import run_experiment
-from experiments.suites.generators.beam_synth import generate
 from experiments.suites.jsonl import save_suite
 from tests.support import BEAM_DIR, CACHE_DIR, REPO, tiny_suite
 
@@ -136,18 +137,15 @@ def test_no_variant_returns_a_memory_of_another_scope_on_the_tiny_suite(variant,
 
 @pytest.fixture(scope="module")
 def suite_dirs(tmp_path_factory) -> dict[str, Path]:
-    synth = tmp_path_factory.mktemp("synth")
-    generate(synth, n_conversations=2, messages_per_conversation=300, seed=1)
     beam = tmp_path_factory.mktemp("beam100k-two-conversations")
     for conversation in ("1", "2"):  # a tier folder holding two of the real conversations
         (beam / conversation).symlink_to(BEAM_DIR / "100K" / conversation, target_is_directory=True)
-    return {"synth": synth, "beam": beam}
+    return {"beam": beam}
 
 
 SUITES = {
     "tiered_synth": lambda dirs: ["suite=tiered_synth", "suite.observations=200", "suite.scopes=3"],
     "spark25": lambda dirs: ["suite=spark25", f"suite.path={REPO / 'datasets' / 'spark25'}"],
-    "beam_synth": lambda dirs: ["suite=beam", f"suite.path={dirs['synth']}"],
     "beam100k": lambda dirs: ["suite=beam", f"suite.path={dirs['beam']}"],
 }
 
