@@ -273,6 +273,31 @@ def test_not_compared_names_only_timings_and_cache_use():
     assert not any("@" in key or "ci95" in key for keys in NOT_COMPARED.values() for key in keys)
 
 
+@pytest.mark.slow
+def test_merged_per_query_latency_is_each_shards_own(tmp_path):
+    """memeval-merge carries each query's latency_ms (and its per-stage ms.* columns) from its shard: measured
+    in the run that reports them, never left blank (issue 41). spark25 in 2 shards, untracked."""
+    import pandas as pd
+
+    common = ["suite=spark25", "variant=bm25", "tracking=none"]
+    memeval_run(tmp_path, "-m", *common, "shard=0/2,1/2", f"hydra.sweep.dir={tmp_path / 'sweep'}")
+    shards = job_dirs(tmp_path / "sweep")
+    done = memeval_merge(tmp_path, *shards, "--out", tmp_path / "merged", "--no-tracking")
+    assert done.returncode == 0, done.stderr
+
+    def table(folder: Path) -> pd.DataFrame:  # as written: text, a blank cell kept as ""
+        return pd.read_csv(folder / "per_query.csv", dtype=str, keep_default_na=False, index_col="query_id")
+
+    merged = table(tmp_path / "merged")
+    parts = pd.concat([table(d) for d in shards])
+    timed = ["latency_ms", *(c for c in merged.columns if c.startswith("ms."))]
+    assert len(timed) > 1 and sorted(merged.index) == sorted(parts.index) and len(merged) == 25
+    for column in timed:
+        assert (merged[column] != "").all(), f"{column} blank in the merge"
+        assert merged[column].to_dict() == parts[column].to_dict(), column
+    assert (merged["latency_ms"].astype(float) > 0).all()
+
+
 # --- spark25 and BEAM 100K, tracked: slow ------------------------------------------------------------------
 
 
