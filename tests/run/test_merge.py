@@ -288,14 +288,14 @@ def test_merged_per_query_latency_is_each_shards_own(tmp_path):
     def table(folder: Path) -> pd.DataFrame:  # as written: text, a blank cell kept as ""
         return pd.read_csv(folder / "per_query.csv", dtype=str, keep_default_na=False, index_col="query_id")
 
-    merged = table(tmp_path / "merged")
     parts = pd.concat([table(d) for d in shards])
-    timed = ["latency_ms", *(c for c in merged.columns if c.startswith("ms."))]
-    assert len(timed) > 1 and sorted(merged.index) == sorted(parts.index) and len(merged) == 25
-    for column in timed:
-        assert (merged[column] != "").all(), f"{column} blank in the merge"
-        assert merged[column].to_dict() == parts[column].to_dict(), column
-    assert (merged["latency_ms"].astype(float) > 0).all()
+    for merged in (table(tmp_path / "merged"), table(tmp_path / "sweep" / "merged" / "0")):  # and the sweep's
+        timed = ["latency_ms", *(c for c in merged.columns if c.startswith("ms."))]
+        assert len(timed) > 1 and sorted(merged.index) == sorted(parts.index) and len(merged) == 25
+        for column in timed:
+            assert (merged[column] != "").all(), f"{column} blank in the merge"
+            assert merged[column].to_dict() == parts[column].to_dict(), column
+        assert (merged["latency_ms"].astype(float) > 0).all()
 
 
 # --- spark25 and BEAM 100K, tracked: slow ------------------------------------------------------------------
