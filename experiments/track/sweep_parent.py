@@ -37,11 +37,18 @@ from hydra.experimental.callback import Callback
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from experiments.run_folder import resume_enabled
+from experiments.run_folder import (
+    CODE_VERSION_TAG,
+    CONFIG_HASH_TAG,
+    PARTIAL_TAG,
+    RUN_DIR_TAG,
+    resume_enabled,
+)
 from experiments.track.mlflow_tracker import (
     REUSED_FROM_TAG,
     REUSED_TAG_PREFIX,
     finish_parent,
+    log_dataset,
     open_parent_run,
     resolve_uri,
 )
@@ -224,6 +231,7 @@ def job_failed(
 
 
 _BATCH = 100  # params or metrics per log_batch call (MLflow takes at most 100 params in one)
+_IDENTITY_TAGS = (CONFIG_HASH_TAG, CODE_VERSION_TAG, "suite_hash", RUN_DIR_TAG, PARTIAL_TAG)
 
 
 def job_reused(uri: str, parent_run_id: str, cfg_hash: str, run_id: str) -> None:
@@ -256,12 +264,16 @@ def job_reused(uri: str, parent_run_id: str, cfg_hash: str, run_id: str) -> None
         "did not run it again. Its params and metrics are copied here so the sweep lists every point; its "
         "files (per_query.csv, config.yaml) are on that run."
     )
-    child = client.create_run(
-        experiment_id,
-        run_name=original.info.run_name,
-        tags={"mlflow.parentRunId": parent_run_id, REUSED_FROM_TAG: run_id, "mlflow.note.content": note},
-    )
+    # Its tags as the other rows have them (variant, suite, latency's scope), but none that would make a
+    # reader take this row for the run itself: the identity resume looks up, the folder it was logged from.
+    tags = {
+        k: v for k, v in original.data.tags.items() if not k.startswith("mlflow.") and k not in _IDENTITY_TAGS
+    }
+    tags.update({"mlflow.parentRunId": parent_run_id, REUSED_FROM_TAG: run_id, "mlflow.note.content": note})
+    child = client.create_run(experiment_id, run_name=original.info.run_name, tags=tags)
     child_id = child.info.run_id
+    if original.inputs.dataset_inputs:  # the suite it was scored on, as on every other row
+        log_dataset(client, child_id, original.inputs.dataset_inputs[0])
     params = [Param(k, v) for k, v in original.data.params.items()]
     now = int(time.time() * 1000)
     metrics = [Metric(k, v, now, 0) for k, v in original.data.metrics.items()]

@@ -202,6 +202,10 @@ def test_a_point_reused_from_an_earlier_sweep_is_listed_under_the_new_sweeps_par
         assert row.data.metrics == original.data.metrics and row.data.params == original.data.params
         assert row.info.run_name == original.info.run_name
         assert CONFIG_HASH_TAG not in row.data.tags  # never taken for a finished run by resume
+        assert row.data.tags["variant"] == original.data.tags["variant"]  # the other rows' tags
+        assert [d.dataset.digest for d in row.inputs.dataset_inputs] == [
+            d.dataset.digest for d in original.inputs.dataset_inputs
+        ]
     assert client.get_run(parent_id).data.metrics["children_finished"] == 3  # each point once
     # Running the 3-point sweep again reopens its parent: nothing new is listed twice.
     before = {r.info.run_id for r in runs(uri)}
