@@ -23,7 +23,9 @@ queries per cluster (`unit: auto|cluster|query`), and the verdict states the CI 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import difflib
+import inspect
 import json
 import os
 import re
@@ -43,6 +45,7 @@ from experiments import PROJECT_ROOT
 from experiments.answer.metric_names import is_answer_metric
 from experiments.compare.render import code, md
 from experiments.configure.compose import CONF_DIR, compose_config
+from experiments.configure.nodes import class_of, field_defaults
 from experiments.evaluate.metrics import over_own_queries, parse_metric
 from experiments.evaluate.statistics import (
     UNITS,
@@ -56,7 +59,7 @@ from experiments.evaluate.table import query_cluster
 from experiments.exit_codes import ArgumentParser, console_script
 from experiments.gate_costs import CostCheck, CostRule, check_costs, cost_verdict_lines, parse_cost_rules
 from experiments.track.finished_runs import RunError, RunRecord, higher_is_better, load_run_dir
-from experiments.track.mlflow_tracker import git_commit
+from experiments.track.mlflow_tracker import flatten, git_commit
 from retrieval.encoder import ModelNotFoundError
 
 # The gate configs: read with yaml here (no Hydra config group), shipped beside this module.
@@ -433,13 +436,39 @@ def _measured_config(params: Mapping[str, str]) -> dict[str, str]:
 
 
 def _config_changes(before: Mapping[str, str], params: Mapping[str, str]) -> dict:
+    """Settings that differ from the baseline's. A key the baseline lacks whose value here is its class's
+    default is no change: a field added to a stage after the baseline was recorded, which the baseline's
+    run computed with all the same (issue 41: `stage.bm25.channel: (absent) → bm25`)."""
     after = _measured_config(params)
     before = _measured_config(before)
     return {
         k: (before.get(k), after.get(k))
         for k in sorted(set(before) | set(after))
         if before.get(k) != after.get(k)
+        and not (k not in before and after.get(k) == _class_default(params, k))
     }
+
+
+def _class_default(params: Mapping[str, str], key: str) -> str | None:
+    """The default of `key`'s field, as the run's params write it, in the class the nearest `_target_` above
+    it names (`stage.bm25.channel` -> BM25Retriever.channel); None when no class there declares one."""
+    parts = key.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        prefix = ".".join(parts[:cut])
+        target = params.get(f"{prefix}._target_")
+        if target is None:
+            continue
+        try:
+            cls = class_of(target)
+        except (ImportError, AttributeError, ValueError):  # a class the code no longer has
+            return None
+        if dataclasses.is_dataclass(cls):
+            defaults = field_defaults(cls)
+        else:  # a function (a suite's loader): its keyword defaults
+            signature = inspect.signature(cls).parameters.values()
+            defaults = {p.name: p.default for p in signature if p.default is not inspect.Parameter.empty}
+        return flatten(defaults, f"{prefix}.").get(key)
+    return None
 
 
 def _literal(value: object) -> str:

@@ -103,6 +103,11 @@ def doc_commands(text: str, start: str = "", end: str = "\n## ") -> list[str]:
     return commands
 
 
+def page_commands(page: str, start: str = "") -> list[str]:
+    """The commands of docs/<page> (from the heading `start` to the next `## `), one a line (doc_commands)."""
+    return doc_commands((REPO / "docs" / page).read_text(), start=start)
+
+
 def doc_code(text: str, first_line: str) -> str:
     """The ```python block of a page whose first line is `first_line` (a file the page shows whole)."""
     for block in re.findall(r"```python\n(.*?)```", text, flags=re.S):
@@ -146,3 +151,36 @@ def write_run_files(run_dir: Path, metrics: dict) -> None:
     (run_dir / "run.trec").write_text("q1 Q0 m1 1 1.0 tiny\n")
     (run_dir / "qrels.tsv").write_text("q1 0 m1 1\n")
     (run_dir / "metrics.json").write_text(json.dumps(metrics))
+
+
+def as_written(command: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 900):
+    """A documented command run as a user pastes it into bash at a fresh clone's root: `cwd` stands for the
+    root, with `.venv` (this venv) and `.memeval_cache/embeddings` (the shared embedding cache, so a dense
+    run is warm; nothing else of the cache, so no finished run of another test answers this one's jobs) as
+    links; `../shared/beam` is the shared BEAM copy (BEAM_DIR); `multirun/<time>` is the newest sweep folder
+    under `cwd`. Everything else is the page's text. Returns the finished process (not checked)."""
+    import subprocess
+    import sys
+
+    if not (cwd / ".venv").exists():
+        (cwd / ".venv").symlink_to(Path(sys.executable).parent.parent, target_is_directory=True)
+        (CACHE_DIR / "embeddings").mkdir(parents=True, exist_ok=True)
+        (cwd / ".memeval_cache").mkdir(exist_ok=True)
+        (cwd / ".memeval_cache" / "embeddings").symlink_to(CACHE_DIR / "embeddings", target_is_directory=True)
+    command = command.replace("../shared/beam", str(BEAM_DIR))
+    if "multirun/<time>" in command:
+        command = command.replace("multirun/<time>", str(newest_sweep(cwd).relative_to(cwd)))
+    base = {k: v for k, v in os.environ.items() if k != "MEMEVAL_CACHE_DIR"}  # the folder's .memeval_cache
+    base.update(HF_HUB_OFFLINE="1", MLFLOW_TRACKING_URI=f"sqlite:///{cwd / 'mlflow.db'}")
+    return subprocess.run(
+        ["bash", "-c", command], cwd=cwd, env={**base, **(env or {})}, capture_output=True, text=True,
+        timeout=timeout,
+    )  # fmt: skip
+
+
+def newest_sweep(cwd: Path) -> Path:
+    """The folder of the latest sweep run in `cwd` (`multirun/<date>_<time>`: the one holding Hydra's
+    multirun.yaml, named by the second it started)."""
+    sweeps = sorted(p.parent for p in (cwd / "multirun").glob("*/multirun.yaml"))
+    assert sweeps, f"no sweep under {cwd / 'multirun'}"
+    return sweeps[-1]

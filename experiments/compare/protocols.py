@@ -25,6 +25,7 @@ import pandas as pd
 from experiments.evaluate.metrics.official import check_metrics
 from experiments.evaluate.table import metric_columns
 from experiments.exit_codes import EXIT_BAD_INPUT, ArgumentParser, console_script
+from experiments.run_folder.check import RunFolderError, check_whole_run
 from experiments.run_folder.trec import read_run
 
 CATEGORY_SETS = {"1-4": [1, 2, 3, 4], "1-5": [1, 2, 3, 4, 5]}
@@ -54,12 +55,15 @@ def _ranking_for(suite: Any, ranking: Mapping[str, list[str]], own: str, target:
 
 
 def score_under(run_dir: Path) -> tuple[pd.DataFrame, list[str]]:
-    """(a row per setting, a column per metric, plus `spread`), and the notes on settings left out."""
+    """(a row per setting, a column per metric, plus `spread`), and the notes on settings left out. The
+    folder is read through the one run-folder check (experiments/run_folder/check.py): a folder with a file
+    missing or edited, or a partial merge, is a RunFolderError naming folder and file."""
     from omegaconf import OmegaConf
 
     from experiments.suites.load import load_suite_from_config
 
-    config = OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"), resolve=False)
+    checked = check_whole_run(run_dir)
+    config = checked.config
     suite_config = dict(config["suite"])
     # the suite's primary metric (its benchmark's headline: recall_all@5 on LongMemEval) and the run's own
     metrics = list(
@@ -67,7 +71,7 @@ def score_under(run_dir: Path) -> tuple[pd.DataFrame, list[str]]:
             [*([suite_config["primary"]] if suite_config.get("primary") else []), *config["metrics"]]
         )
     )
-    ranking = read_run(run_dir / "run.trec")
+    ranking = read_run(run_dir / "run.trec", checked.texts["run.trec"].encode())  # the bytes checked
     own = str(suite_config.get("granularity", "turn"))
     rows, notes = {}, []
     for setting in settings(suite_config):
@@ -108,13 +112,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = ArgumentParser(prog="memeval-protocols", description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir", type=Path, help="a finished run folder (run.trec, config.yaml)")
     args = parser.parse_args(argv)
-    if not (args.run_dir / "metrics.json").is_file() or not (args.run_dir / "config.yaml").is_file():
-        print(
-            f"error: {args.run_dir}: not a finished run folder (no metrics.json or config.yaml)",
-            file=sys.stderr,
-        )
+    try:
+        table, notes = score_under(args.run_dir)
+    except RunFolderError as err:  # one line naming the folder and the file
+        print(f"error: {err}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
-    table, notes = score_under(args.run_dir)
     print(table.to_string(float_format=lambda v: f"{v:.4f}"))
     for note in notes:
         print(f"note: {note}")

@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from experiments.run.resume import CONFIG_HASH_TAG, REUSED_TAG_PREFIX, config_hash
+from experiments.run.resume import CONFIG_HASH_TAG, config_hash
 from experiments.run_folder.trec import write_qrels, write_run
 from experiments.suites.suite import Suite
 from experiments.track.mlflow_tracker import MlflowTracker, resolve_uri
-from experiments.track.sweep_parent import job_failed
+from experiments.track.sweep_parent import job_failed, job_reused
 from retrieval.pipeline import RunOutput
 
 if TYPE_CHECKING:  # pandas and scipy: imported when a run evaluates (tests/project/test_entry_points.py)
@@ -117,11 +117,8 @@ def write_skipped(
         "mlflow_uri": resolve_uri(tracker.uri) if tracker is not None and finished.mlflow_run_id else None,
     }
     (run_dir / "skipped.json").write_text(json.dumps(note, indent=2))
-    if tracker is not None and tracker.parent_run_id and finished.mlflow_run_id:
-        import mlflow  # ~1 s to import: only a tracked sweep's skipped job needs it
-
-        client = mlflow.MlflowClient(tracking_uri=resolve_uri(tracker.uri))
-        client.set_tag(tracker.parent_run_id, f"{REUSED_TAG_PREFIX}{cfg_hash}", finished.mlflow_run_id)
+    if tracker is not None and tracker.parent_run_id and finished.mlflow_run_id:  # listed under the parent
+        job_reused(resolve_uri(tracker.uri), tracker.parent_run_id, cfg_hash, finished.mlflow_run_id)
     return {"overall": dict(finished.overall), "skipped": note}
 
 

@@ -16,7 +16,8 @@ A folder passes when:
 
 The partial mark (metrics.json's `partial` section, written by `memeval-merge --allow-partial`) is read
 and returned: a folder that passes may still be a partial run, which the gate and resume refuse and a
-report marks. A failure is a `RunFolderError`: one line naming the folder, the file and what is wrong.
+report marks (`check_whole_run` refuses it too: memeval-protocols, memeval-export). A failure is a
+`RunFolderError`: one line naming the folder, the file and what is wrong.
 """
 
 from __future__ import annotations
@@ -93,6 +94,20 @@ def check_run_folder(folder: str | Path) -> CheckedRun:
     _check_coverage(checked.folder, checked.per_query, run, qrels, official=official)
     if not official:  # a benchmark's own scorer (it lives in the suite's loader) made the values
         _check_values(checked.folder, checked.config, checked.per_query, run, qrels)
+    return checked
+
+
+def check_whole_run(folder: str | Path) -> CheckedRun:
+    """`check_run_folder`, and a partial merge refused too: for a reader that scores or exports a folder as
+    the whole suite's run (memeval-protocols, memeval-export), where the missing shards' queries would
+    count as queries that returned nothing."""
+    checked = check_run_folder(folder)
+    if checked.partial is not None:
+        raise RunFolderError(
+            checked.folder, "metrics.json",
+            f"a partial merge ({describe_partial(checked.partial)}), not a whole run: merge every shard "
+            "(memeval-merge without --allow-partial)",
+        )  # fmt: skip
     return checked
 
 

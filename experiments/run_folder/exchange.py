@@ -97,15 +97,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--to", choices=SHAPES, required=True, help="the shape to write")
     parser.add_argument("-o", "--output", type=Path, help="the file to write (default: stdout)")
     args = parser.parse_args(argv)
-    from experiments.run_folder.check import RunFolderError, check_run_folder
+    from experiments.run_folder.check import RunFolderError, check_whole_run
 
     if not (args.run_dir / "metrics.json").is_file():
         print(f"error: {args.run_dir}: not a finished run folder (no metrics.json)", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
     try:  # the one check every reader of a finished run passes it through (missing, edited, partial)
-        checked = check_run_folder(args.run_dir)
-        if checked.partial is not None:
-            raise RunFolderError(f"{args.run_dir}: a partial merge of some shards, not a whole run")
+        check_whole_run(args.run_dir)
         text = export(args.run_dir, args.to)
     except (PipelineConfigError, RunFolderError) as err:  # a malformed run.trec: file and line named
         print(f"error: {err}", file=sys.stderr)

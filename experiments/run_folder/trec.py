@@ -90,10 +90,11 @@ def write_qrels(qrels: Mapping[str, Mapping[str, int]], folder: str | Path) -> N
         (folder / MUST_NOT_QRELS).write_text(must_not, encoding="utf-8")
 
 
-def read_run(path: str | Path) -> dict[str, list[str]]:
+def read_run(path: str | Path, data: bytes | None = None) -> dict[str, list[str]]:
     """Ranked doc ids per query, ranked as trec_eval, ranx and ir_measures rank a run file: by score, ties
     by document id descending; the rank column is ignored. Parsed and ordered by the trec_run channel's
     own code (retrieval.retrievers.trec_run), so a file this harness reads back is one that channel
-    accepts (6 fields a line, numbers, no document twice) and ranks the same way."""
-    lines = parse_run(path, Path(path).read_bytes())
+    accepts (6 fields a line, numbers, no document twice) and ranks the same way. `data`: the file's bytes
+    when already read (by the run-folder check), so what is ranked is what was checked."""
+    lines = parse_run(path, Path(path).read_bytes() if data is None else data)
     return {qid: [line.doc_id for line in trec_eval_order(found)] for qid, found in lines.items()}

@@ -18,6 +18,7 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from experiments.track.mlflow_tracker import (
+    REUSED_FROM_TAG,
     REUSED_TAG_PREFIX,
     SuiteDataset,
     dataset_name,
@@ -115,3 +116,10 @@ def forget_reused_shards(parent: Mapping[str, str], folders: Sequence[Path]) -> 
     for key, value in client.get_run(parent["parent_run_id"]).data.tags.items():
         if key.startswith(REUSED_TAG_PREFIX) and value in shards:
             client.delete_tag(parent["parent_run_id"], key)
+    # ...and so do the rows that listed them under the parent (sweep_parent.job_reused)
+    listed = client.search_runs(
+        [parent["experiment_id"]], f"tags.`{PARENT_TAG}` = '{parent['parent_run_id']}'", max_results=5000
+    )
+    for row in listed:
+        if row.data.tags.get(REUSED_FROM_TAG) in shards:
+            client.delete_run(row.info.run_id)

@@ -784,6 +784,9 @@ def open_parent_run(
 
 BEST_CHILD_TAG = "memeval.best_child"
 REUSED_TAG_PREFIX = "memeval.reused."  # on a parent: `<prefix><config hash>` -> the finished run reused
+# On the child that lists a reused point under a sweep's parent (sweep_parent.job_reused): the run it
+# stands for, which the parent's REUSED_TAG_PREFIX tag names too (so it is counted once).
+REUSED_FROM_TAG = "memeval.reused_from"
 
 
 def finish_parent(
@@ -805,7 +808,9 @@ def finish_parent(
             [parent.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent_run_id}'", max_results=5000
         )
     )
-    # A re-run's job that a finished run answered is not a new child: the parent names it in a tag.
+    # A re-run's job that a finished run answered is not a new child: the parent names it in a tag (its row
+    # under the parent, REUSED_FROM_TAG, stands for that run and is not counted again).
+    children = [c for c in children if REUSED_FROM_TAG not in c.data.tags]
     reused = [v for k, v in parent.data.tags.items() if k.startswith(REUSED_TAG_PREFIX)]
     known = {c.info.run_id for c in children}
     children += [client.get_run(run_id) for run_id in dict.fromkeys(reused) if run_id not in known]

@@ -17,7 +17,10 @@ Hydra runs the remaining jobs and the sweep exits non-zero: 2 when the failed jo
 
 Resume: with `resume` on (auto/true), re-running the same sweep (same config name and command-line
 overrides) reopens that sweep's parent run instead of starting a new one, so the jobs that were
-missing join the children that finished before the interruption.
+missing join the children that finished before the interruption. A job that a finished run of another
+sweep (or a single run) answered is listed under this sweep's parent all the same (`job_reused`): a
+FINISHED child tagged `memeval.reused_from` with that run's id, its params and metrics copied, so the
+parent's table and charts show every point of the sweep.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +37,21 @@ from hydra.experimental.callback import Callback
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from experiments.run_folder import resume_enabled
-from experiments.track.mlflow_tracker import finish_parent, open_parent_run, resolve_uri
+from experiments.run_folder import (
+    CODE_VERSION_TAG,
+    CONFIG_HASH_TAG,
+    PARTIAL_TAG,
+    RUN_DIR_TAG,
+    resume_enabled,
+)
+from experiments.track.mlflow_tracker import (
+    REUSED_FROM_TAG,
+    REUSED_TAG_PREFIX,
+    finish_parent,
+    log_dataset,
+    open_parent_run,
+    resolve_uri,
+)
 from experiments.track.run_params import override_values, sweep_axes, sweep_run_name
 
 PARENT_FILE = "mlflow_parent.json"
@@ -211,3 +228,57 @@ def job_failed(
             print(f"warning: could not record the failed job in MLflow {where}: {err}", file=sys.stderr)
     (job_dir / FAILED_FILE).write_text(json.dumps(note, indent=2))
     return note["mlflow_run_id"]
+
+
+_BATCH = 100  # params or metrics per log_batch call (MLflow takes at most 100 params in one)
+_IDENTITY_TAGS = (CONFIG_HASH_TAG, CODE_VERSION_TAG, "suite_hash", RUN_DIR_TAG, PARTIAL_TAG)
+
+
+def job_reused(uri: str, parent_run_id: str, cfg_hash: str, run_id: str) -> None:
+    """A job that the finished run `run_id` answered (resume): the parent names it in a tag (the run's
+    results are read from there: experiments/track/finished_runs.py) and, unless `run_id` is already this
+    sweep's own child (a re-run of the same sweep) or already listed, it is listed under the parent as a
+    FINISHED child that says which run it reuses, with that run's name, params and metrics, so an MLflow
+    user browsing the parent sees every point of the sweep."""
+    import mlflow  # ~1 s to import: only a tracked sweep's skipped job needs it
+    from mlflow.entities import Metric, Param
+
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    client.set_tag(parent_run_id, f"{REUSED_TAG_PREFIX}{cfg_hash}", run_id)
+    original = client.get_run(run_id)
+    above = original.data.tags.get("mlflow.parentRunId")
+    if above == parent_run_id:
+        return
+    if above and client.get_run(above).data.tags.get("mlflow.parentRunId") == parent_run_id:
+        return  # a shard below this sweep's merged child
+    experiment_id = client.get_run(parent_run_id).info.experiment_id
+    listed = client.search_runs(
+        [experiment_id],
+        f"tags.`mlflow.parentRunId` = '{parent_run_id}' and tags.`{REUSED_FROM_TAG}` = '{run_id}'",
+        max_results=1,
+    )
+    if listed:
+        return
+    note = (
+        f"Reused: resume found this point's finished run {run_id} ({original.info.run_name}), so this sweep "
+        "did not run it again. Its params and metrics are copied here so the sweep lists every point; its "
+        "files (per_query.csv, config.yaml) are on that run."
+    )
+    # Its tags as the other rows have them (variant, suite, latency's scope), but none that would make a
+    # reader take this row for the run itself: the identity resume looks up, the folder it was logged from.
+    tags = {
+        k: v for k, v in original.data.tags.items() if not k.startswith("mlflow.") and k not in _IDENTITY_TAGS
+    }
+    tags.update({"mlflow.parentRunId": parent_run_id, REUSED_FROM_TAG: run_id, "mlflow.note.content": note})
+    child = client.create_run(experiment_id, run_name=original.info.run_name, tags=tags)
+    child_id = child.info.run_id
+    if original.inputs.dataset_inputs:  # the suite it was scored on, as on every other row
+        log_dataset(client, child_id, original.inputs.dataset_inputs[0])
+    params = [Param(k, v) for k, v in original.data.params.items()]
+    now = int(time.time() * 1000)
+    metrics = [Metric(k, v, now, 0) for k, v in original.data.metrics.items()]
+    for start in range(0, max(len(params), len(metrics)), _BATCH):
+        client.log_batch(
+            child_id, params=params[start : start + _BATCH], metrics=metrics[start : start + _BATCH]
+        )
+    client.set_terminated(child_id, "FINISHED")

@@ -171,6 +171,29 @@ def test_a_class_moved_to_another_module_is_no_config_drift(setup, capsys):
     assert "stage.bm25.k1" in capsys.readouterr().out.split("Config differs")[1]
 
 
+def test_a_key_added_later_at_its_class_default_is_no_config_drift(setup, capsys):
+    # A baseline recorded before a stage gained a field lacks its key; the run holds the field's default, so
+    # it measured the same (issue 41: `stage.bm25.channel: (absent) → bm25` on a fresh clone's gate).
+    saved = json.loads(setup["baseline"].read_text())
+    assert saved["config"].pop("stage.bm25.channel") == "bm25"  # BM25Retriever.channel's default
+    older = setup["tmp"] / "older.json"
+    older.write_text(json.dumps(saved))
+    args = [str(setup["gate"]), "bm25", "--baseline", str(older)]
+    assert main([*args, "--run-dir", str(setup["run"])]) == 0
+    assert "Config differs" not in capsys.readouterr().out
+    # A key the baseline lacks whose value here is not its class's default is drift, and shown.
+    changed = setup["tmp"] / "k1"
+    shutil.copytree(setup["run"], changed)
+    config = yaml.safe_load((changed / "config.yaml").read_text())
+    config["stage"]["bm25"]["k1"] = 1.2  # BM25Retriever.k1's default is 1.5
+    (changed / "config.yaml").write_text(yaml.safe_dump(config))
+    del saved["config"]["stage.bm25.k1"]
+    older.write_text(json.dumps(saved))
+    main([*args, "--run-dir", str(changed)])
+    drift = capsys.readouterr().out.split("Config differs")[1]
+    assert "- `stage.bm25.k1`: (absent) → `1.2`" in drift and "channel" not in drift
+
+
 def test_a_baseline_for_another_suite_version_is_a_clear_error(setup, capsys):
     other_dir = save_suite(gate_suite(extra="v2"), setup["tmp"] / "suite_v2")
     gate = yaml.safe_load(setup["gate"].read_text())

@@ -18,12 +18,13 @@ import re
 import shlex
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 
 import pytest
 
-from tests.support import BEAM_DIR, CACHE_DIR, REPO, doc_commands
+from tests.support import BEAM_DIR, CACHE_DIR, REPO, as_written, doc_commands, newest_sweep, page_commands
 
 SCRIPTS = set(tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"])
 # What a placeholder in a README command stands for when the test runs it.
@@ -263,6 +264,55 @@ def test_every_slurm_and_scale_command_composes_or_answers_its_help(tmp_path):
     here: tests/run/test_slurm.py submits for real), every other memeval script answers --help, every
     `python -m` module imports."""
     compose_or_help(scale_commands(), SCALE_PLACEHOLDERS, tmp_path)
+
+
+def run_each(commands: list[str], cwd: Path) -> list[subprocess.CompletedProcess]:
+    """Each command as written (tests.support.as_written), in order: exit 0 each."""
+    done = []
+    for command in commands:
+        done.append(as_written(command, cwd))
+        assert done[-1].returncode == 0, f"{command}\n{done[-1].stdout[-2000:]}\n{done[-1].stderr[-3000:]}"
+    return done
+
+
+@pytest.mark.slow
+def test_the_sharding_commands_of_running_at_scale_run_as_written(tmp_path):
+    """docs/running_at_scale.md's "Sharding" block on the default suite (spark25), as written, in order, from
+    a fresh folder: the joblib sweep, the `range` sweep, and `memeval-merge multirun/<time>` on it (the sweep
+    merged itself: said, exit 0), and the page's `memeval-merge multirun/<time> --allow-partial` too. Run
+    elsewhere, as written (tests/run/test_merge.py): the BEAM 100K hybrid sweep and the merge of
+    `run0 ... run3`, against the unsharded run; the exp05 boost sweep and its two reports. Not run:
+    the `hydra/launcher=slurm` line (BEAM 10M and 4-CPU jobs: a real cluster; composed above, and
+    tests/run/test_slurm.py runs docs/slurm.md's lines on the single-node cluster)."""
+    block = page_commands("running_at_scale.md", "## Sharding")
+    (joblib,) = [c for c in block if "hydra/launcher=joblib" in c]
+    (ranged,) = [c for c in block if "range(0,4)" in c]
+    (merge,) = [c for c in block if c == ".venv/bin/memeval-merge multirun/<time>"]
+    elsewhere = [
+        c for c in block
+        if "suite=beam" in c or "variant=exp05" in c or "--name boost_sharded" in c or " run0 " in c
+    ]  # fmt: skip
+    assert len(elsewhere) == 6 and len(block) == 9, block  # a new line: run it here or say where
+    run_each([joblib], tmp_path)
+    sweep = newest_sweep(tmp_path)
+    assert [
+        json.loads((sweep / str(i) / "metrics.json").read_text())["shard"]["shard"] for i in range(4)
+    ] == [f"{i}/4" for i in range(4)]
+    assert (sweep / "merged" / "0" / "metrics.json").is_file()  # merged by the sweep itself
+    first_merge = (sweep / "merged" / "0" / "run.trec").read_bytes()
+    time.sleep(1)  # Hydra names a sweep's folder by the second
+    run_each([ranged], tmp_path)
+    assert newest_sweep(tmp_path) != sweep
+    sweep = newest_sweep(tmp_path)
+    assert (sweep / "merged" / "0" / "run.trec").read_bytes() == first_merge  # the same shards, one run
+    page = REPO / "docs" / "running_at_scale.md"
+    (partial,) = [
+        c for c in inline_commands(page) if c.endswith("memeval-merge multirun/<time> --allow-partial")
+    ]
+    for said in run_each([merge, partial], tmp_path):
+        merged = (sweep / "merged" / "0").relative_to(tmp_path)  # as the command named the sweep
+        assert f"already merged: {merged} " in said.stdout and "nothing written" in said.stdout, said.stdout
+    assert sorted(p.name for p in (sweep / "merged").iterdir()) == ["0"]
 
 
 def compose_or_help(commands: list[str], placeholders: dict[str, str], tmp_path: Path) -> None:

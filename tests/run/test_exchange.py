@@ -130,3 +130,28 @@ def test_a_file_with_foreign_ids_is_never_answered_from_the_candidate_cache(tmp_
     again, _ = execute(cfg, suite, build_pipeline(cfg))  # a cache hit would skip the build: no foreign row
     assert not again.prefix_cache_hit
     assert [r.memory_ids for r in again.ranked] == [r.memory_ids for r in first.ranked]
+
+
+def test_export_refuses_a_partial_merge_and_an_edited_run_with_exit_2_and_one_line(tmp_path, capsys):
+    """memeval-export reads a folder through the one run-folder check: a partial merge (memeval-merge
+    --allow-partial) and a run.trec edited after the run are refused, naming folder and file."""
+    import shutil
+
+    from experiments.run_folder.exchange import main
+    from tests.sweep_support import sharded_tiny_runs
+
+    runs = sharded_tiny_runs(tmp_path)
+    edited = shutil.copytree(runs["whole"], tmp_path / "edited")
+    lines = (edited / "run.trec").read_text().splitlines(keepends=True)
+    qid, q0, doc, rest = lines[0].split(" ", 3)
+    lines[0] = " ".join((qid, q0, f"{doc}-replaced", rest))
+    (edited / "run.trec").write_text("".join(lines))
+    for folder, file, said in [
+        (runs["partial"], "metrics.json", "partial merge"),
+        (edited, "per_query.csv", "run.trec"),
+    ]:
+        with pytest.raises(SystemExit) as exit_:
+            main([str(folder), "--to", "json"])
+        err = capsys.readouterr().err
+        assert exit_.value.code == 2, err
+        assert len(err.strip().splitlines()) == 1 and str(folder) in err and file in err and said in err, err

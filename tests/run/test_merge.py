@@ -26,7 +26,7 @@ from experiments.merge import (
     main,
 )
 from experiments.track.sweep_parent import job_failed
-from tests.support import CACHE_DIR, REPO
+from tests.support import CACHE_DIR, REPO, as_written, newest_sweep, page_commands
 from tests.sweep_support import job_dirs, write_tiny_suite
 
 BIN = Path(sys.executable).parent
@@ -273,6 +273,31 @@ def test_not_compared_names_only_timings_and_cache_use():
     assert not any("@" in key or "ci95" in key for keys in NOT_COMPARED.values() for key in keys)
 
 
+@pytest.mark.slow
+def test_merged_per_query_latency_is_each_shards_own(tmp_path):
+    """memeval-merge carries each query's latency_ms (and its per-stage ms.* columns) from its shard: measured
+    in the run that reports them, never left blank (issue 41). spark25 in 2 shards, untracked."""
+    import pandas as pd
+
+    common = ["suite=spark25", "variant=bm25", "tracking=none"]
+    memeval_run(tmp_path, "-m", *common, "shard=0/2,1/2", f"hydra.sweep.dir={tmp_path / 'sweep'}")
+    shards = job_dirs(tmp_path / "sweep")
+    done = memeval_merge(tmp_path, *shards, "--out", tmp_path / "merged", "--no-tracking")
+    assert done.returncode == 0, done.stderr
+
+    def table(folder: Path) -> pd.DataFrame:  # as written: text, a blank cell kept as ""
+        return pd.read_csv(folder / "per_query.csv", dtype=str, keep_default_na=False, index_col="query_id")
+
+    parts = pd.concat([table(d) for d in shards])
+    for merged in (table(tmp_path / "merged"), table(tmp_path / "sweep" / "merged" / "0")):  # and the sweep's
+        timed = ["latency_ms", *(c for c in merged.columns if c.startswith("ms."))]
+        assert len(timed) > 1 and sorted(merged.index) == sorted(parts.index) and len(merged) == 25
+        for column in timed:
+            assert (merged[column] != "").all(), f"{column} blank in the merge"
+            assert merged[column].to_dict() == parts[column].to_dict(), column
+        assert (merged["latency_ms"].astype(float) > 0).all()
+
+
 # --- spark25 and BEAM 100K, tracked: slow ------------------------------------------------------------------
 
 
@@ -325,63 +350,67 @@ def test_spark25_in_4_shards_merges_into_the_unsharded_run_with_the_shards_below
 
 
 @pytest.mark.slow
-def test_beam_100k_in_4_shards_merges_into_the_unsharded_run(tmp_path, beam_100k, beam_suite):
+def test_beam_100k_in_4_shards_merges_into_the_unsharded_run(tmp_path, beam_suite):
+    """docs/running_at_scale.md's BEAM 100K sweep and its merge of `run0 ... run3` by hand, as written
+    (tests.support.as_written), each equal to the unsharded run of the same command."""
     from experiments.shards import scope_sizes
 
-    common = [
-        "suite=beam",
-        f"suite.path={beam_100k}",
-        "variant=hybrid",
-        "tracking=none",
-        f"encoder.cache_dir={CACHE_DIR / 'embeddings'}",  # the 100K embeddings are warm there
-    ]
-    memeval_run(tmp_path, *common, f"hydra.run.dir={tmp_path / 'whole'}")
-    memeval_run(tmp_path, "-m", *common, "shard=0/4,1/4,2/4,3/4", f"hydra.sweep.dir={tmp_path / 'sweep'}")
-    shards = [json.loads((d / "metrics.json").read_text()) for d in job_dirs(tmp_path / "sweep")]
+    block = page_commands("running_at_scale.md", "## Sharding")
+    (sweep_line,) = [c for c in block if "suite=beam" in c and "hydra/launcher" not in c]
+    (by_hand,) = [c for c in block if c.startswith(".venv/bin/memeval-merge run0 ")]
+    assert " -m " in sweep_line and " shard=0/4,1/4,2/4,3/4" in sweep_line
+    whole = sweep_line.replace(" -m ", " ").replace(" shard=0/4,1/4,2/4,3/4", "") + " hydra.run.dir=whole"
+    for command in (whole, sweep_line):
+        done = as_written(command, tmp_path)
+        assert done.returncode == 0, f"{command}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+    sweep = newest_sweep(tmp_path)
+    shards = [json.loads((d / "metrics.json").read_text()) for d in job_dirs(sweep)]
     loads = [s["suite"]["memories"] for s in shards]
     assert all(loads) and max(loads) - min(loads) <= max(scope_sizes(beam_suite).values())
     assert sum(s["n_queries"] for s in shards) == len(beam_suite.queries)
-    assert_same_run(tmp_path / "sweep" / "merged" / "0", tmp_path / "whole")
+    assert_same_run(sweep / "merged" / "0", tmp_path / "whole")
+    for i, job in enumerate(job_dirs(sweep)):  # the shards as `memeval-run shard=i/4 ...` left them
+        (tmp_path / f"run{i}").symlink_to(job, target_is_directory=True)
+    done = as_written(by_hand, tmp_path)
+    assert done.returncode == 0, f"{by_hand}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+    assert_same_run(tmp_path / "outputs" / "merged" / "hybrid", tmp_path / "whole")
 
 
 @pytest.mark.slow
 def test_a_boost_sweep_in_4_shards_is_a_parent_with_a_merged_child_per_weight_and_a_holm_report(tmp_path):
-    check_boost_sweep_in_4_shards(tmp_path)  # the default launcher; tests/run/test_slurm.py: on SLURM
+    # docs/running_at_scale.md's boost sweep and its two reports, as written (the default launcher);
+    # tests/run/test_slurm.py: docs/slurm.md's, on SLURM
+    block = page_commands("running_at_scale.md", "## Sharding")
+    check_boost_sweep_in_4_shards(
+        tmp_path, [c for c in block if "variant=exp05" in c or "--name boost_sharded" in c]
+    )
 
 
-def check_boost_sweep_in_4_shards(tmp_path: Path, *launcher: str) -> None:
-    """memeval-run -m variant=exp05 stage.instruction_boost.weight=0,0.1,0.2 shard=0/4,...,3/4: one parent,
-    three merged children (the shards below each), and memeval-report compares the three with Holm.
-    `launcher`: overrides choosing the launcher (`hydra/launcher=slurm_localhost`)."""
-    uri = store(tmp_path / "store")
-    sweep_dir = tmp_path / "sweep"
-    common = [
-        "variant=exp05",
-        f"tracking.tracker.uri={uri}",
-        "tracking.tracker.experiment=boost",
-        f"encoder.cache_dir={CACHE_DIR / 'embeddings'}",
-    ]
-    memeval_run(
-        tmp_path,
-        "-m",
-        *launcher,
-        *common,
-        "stage.instruction_boost.weight=0,0.1,0.2",
-        "shard=0/4,1/4,2/4,3/4",
-        f"hydra.sweep.dir={sweep_dir}",
-    )
-    # One weight unsharded: its merge is the same run, the `tagging` run report (whole corpus) included.
-    memeval_run(
-        tmp_path, *common, "stage.instruction_boost.weight=0.1", f"hydra.run.dir={tmp_path / 'whole'}"
-    )
+def check_boost_sweep_in_4_shards(tmp_path: Path, commands: list[str]) -> None:
+    """A page's `memeval-run -m ... variant=exp05 stage.instruction_boost.weight=0,0.1,0.2 shard=0/4,...,3/4`
+    and its `memeval-report` lines, as written (tests.support.as_written), in a fresh folder with its own
+    MLflow store: one parent, three merged children (the shards below each), and each report compares the
+    three with Holm."""
+    sweep_line, *reports = commands
+    assert "variant=exp05" in sweep_line and " stage.instruction_boost.weight=0,0.1,0.2 " in sweep_line
+    assert sweep_line.endswith(" shard=0/4,1/4,2/4,3/4") and reports
+    assert all(r.startswith(".venv/bin/memeval-report --name ") for r in reports)
+    # One weight unsharded, as the page's command sets it: its merge is the same run, the `tagging` run
+    # report (whole corpus) included.
+    whole = ".venv/bin/memeval-run variant=exp05 stage.instruction_boost.weight=0.1 hydra.run.dir=whole"
+    for command in (sweep_line, whole):
+        done = as_written(command, tmp_path)
+        assert done.returncode == 0, f"{command}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+    sweep_dir = newest_sweep(tmp_path)
     (merged,) = [
         d for d in (sweep_dir / "merged").iterdir() if "weight: 0.1" in (d / "config.yaml").read_text()
     ]
     assert_same_run(merged, tmp_path / "whole")
     assert "tagging" in json.loads((merged / "metrics.json").read_text())
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"  # as_written's store
     every = [
         r
-        for r in tracked_runs(uri, "boost")
+        for r in tracked_runs(uri, "memeval")
         if "mlflow.parentRunId" in r.data.tags or "memeval.sweep_key" in r.data.tags
     ]
     (parent,) = [r for r in every if "memeval.sweep_key" in r.data.tags]
@@ -404,16 +433,14 @@ def check_boost_sweep_in_4_shards(tmp_path: Path, *launcher: str) -> None:
     assert finished.info.status == "FINISHED"
     assert finished.data.tags["memeval.best_child"].split(" (")[0] in {r.info.run_name for r in children}
 
-    report = subprocess.run(
-        [str(BIN / "memeval-report"), "--name", "boost", "--sweep-dir", str(sweep_dir)]
-        + ["--out-root", str(tmp_path / "reports"), "--drilldown", "0"],
-        cwd=tmp_path, env=env(), capture_output=True, text=True,
-    )  # fmt: skip
-    assert report.returncode == 0, report.stderr
-    text = (tmp_path / "reports" / "boost" / "report.md").read_text()
-    assert "Holm correction" in text and "3 runs" in report.stdout
-    for weight in ("weight=0.1", "weight=0.2"):
-        assert weight in text
+    for command in reports:
+        report = as_written(command, tmp_path)
+        assert report.returncode == 0, f"{command}\n{report.stderr[-3000:]}"
+        name = command.split("--name ", 1)[1].split()[0]
+        text = (tmp_path / "reports" / name / "report.md").read_text()
+        assert "Holm correction" in text and "3 runs" in report.stdout, command
+        for weight in ("weight=0.1", "weight=0.2"):
+            assert weight in text, command
 
 
 @pytest.mark.slow

@@ -23,8 +23,8 @@ import mlflow
 import pytest
 
 from experiments.merge import MERGED_TAG
-from tests.run.test_merge import assert_same_run, check_boost_sweep_in_4_shards, env, memeval_run
-from tests.support import REPO
+from tests.run.test_merge import assert_same_run, check_boost_sweep_in_4_shards, env
+from tests.support import REPO, as_written, newest_sweep, page_commands
 from tests.sweep_support import job_dirs, write_tiny_suite
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
@@ -62,24 +62,42 @@ def submitted_arrays(folder) -> set[str]:
     return {p.name.split("_")[0] for p in folder.iterdir() if p.is_dir()} if folder.is_dir() else set()
 
 
+def page_lines() -> list[str]:
+    """docs/slurm.md's commands for the single-node cluster, one a line as a user pastes them."""
+    return page_commands("slurm.md", "### Submitting to it")
+
+
+def test_the_pages_spark25_sweep_and_its_squeue_sacct_line_run_as_written(slurm, tmp_path):
+    """docs/slurm.md's first sweep (bm25 and dense on spark25, two SLURM jobs) and its `squeue; sacct ...`
+    line, as written (tests.support.as_written): the jobs COMPLETED on the node, by the accounting."""
+    (first,) = [c for c in page_lines() if "suite=spark25" in c]
+    (look,) = [c for c in page_lines() if c.startswith("squeue")]
+    done = as_written(first, tmp_path)
+    assert done.returncode == 0, f"{first}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+    sweep = newest_sweep(tmp_path)
+    variants = [json.loads((d / "metrics.json").read_text())["variant"] for d in job_dirs(sweep)]
+    assert variants == ["bm25", "dense"]
+    (array,) = submitted_arrays(sweep / ".submitit")
+    said = as_written(look, tmp_path)
+    assert said.returncode == 0, said.stderr
+    tasks = [line.split() for line in said.stdout.splitlines() if line.startswith(f"{array}_")]
+    assert sorted(t[0] for t in tasks) == [f"{array}_0", f"{array}_1"]
+    assert {t[1] for t in tasks} == {"COMPLETED"}
+
+
 def test_beam_100k_in_4_slurm_jobs_merges_into_the_unsharded_run(slurm, tmp_path, beam_100k):
+    """docs/slurm.md's BEAM 100K sweep as written, and the unsharded run of the same command."""
     assert "SLURM is up" in slurm
-    uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
-    (tmp_path / "store").mkdir()
-    common = ["suite=beam", f"suite.path={beam_100k}", "variant=bm25"]
-    common += [f"tracking.tracker.uri={uri}", "tracking.tracker.experiment=slurm"]  # in config.yaml: the same
-    memeval_run(tmp_path, *common, f"hydra.run.dir={tmp_path / 'whole'}", timeout=600)
-    sweep = tmp_path / "sweep"
-    shards = ",".join(f"{i}/{SHARDS}" for i in range(SHARDS))
-    memeval_run(
-        tmp_path,
-        "-m",
-        "hydra/launcher=slurm_localhost",
-        *common,
-        f"shard={shards}",
-        f"hydra.sweep.dir={sweep}",
-        timeout=900,
-    )
+    (sweep_line,) = [c for c in page_lines() if "suite=beam" in c]
+    sweep_line = " ".join(sweep_line.split())
+    shards = " shard=" + ",".join(f"{i}/{SHARDS}" for i in range(SHARDS))
+    assert sweep_line.endswith(shards) and " hydra/launcher=slurm_localhost " in sweep_line
+    whole = sweep_line.replace(" -m", "").replace(" hydra/launcher=slurm_localhost", "").replace(shards, "")
+    for command in (f"{whole} hydra.run.dir=whole", sweep_line):
+        done = as_written(command, tmp_path)
+        assert done.returncode == 0, f"{command}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+    sweep = newest_sweep(tmp_path)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"  # as_written's store
 
     # The jobs ran as SLURM jobs: one array of 4 tasks, each COMPLETED on the node, per the accounting.
     (array,) = submitted_arrays(sweep / ".submitit")
@@ -96,7 +114,7 @@ def test_beam_100k_in_4_slurm_jobs_merges_into_the_unsharded_run(slurm, tmp_path
 
     # MLflow: the whole run; the sweep's parent, the merged run its one child, the 4 shards below that.
     client = mlflow.MlflowClient(tracking_uri=uri)
-    experiment = client.get_experiment_by_name("slurm")
+    experiment = client.get_experiment_by_name("memeval")
     every = client.search_runs([experiment.experiment_id], max_results=100)
     (parent,) = [r for r in every if "memeval.sweep_key" in r.data.tags]
     (merged,) = [r for r in every if r.data.tags.get(MERGED_TAG)]
@@ -143,4 +161,6 @@ def test_a_boost_sweep_of_3_weights_in_4_shards_on_slurm_is_a_parent_with_a_merg
 ):
     """Issue #36's acceptance: 3 boost weights x 4 shards through the submitit launcher (12 SLURM jobs) give
     one MLflow parent, a merged child per weight with its shards below it, and a Holm report."""
-    check_boost_sweep_in_4_shards(tmp_path, "hydra/launcher=slurm_localhost")
+    commands = [c for c in page_lines() if "variant=exp05" in c or "--name boost" in c]
+    assert "hydra/launcher=slurm_localhost" in commands[0]
+    check_boost_sweep_in_4_shards(tmp_path, commands)  # docs/slurm.md's lines, as written

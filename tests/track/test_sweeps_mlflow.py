@@ -171,3 +171,44 @@ def test_a_partial_merge_logged_to_mlflow_answers_for_no_job(tmp_path, store_tem
         uri, "sweeps", None, tags[CONFIG_HASH_TAG], tags["suite_hash"], [], tags[CODE_VERSION_TAG]
     )
     assert found is None
+
+
+def test_a_point_reused_from_an_earlier_sweep_is_listed_under_the_new_sweeps_parent(tmp_path, store_template):
+    # A 2-point sweep, then a 3-point sweep sharing 2 points: the second parent shows all 3 points as its
+    # children (issue 41), the 2 reused ones as rows tagged with the run they reuse, that run's metrics and
+    # params on them, and counted once.
+    from experiments.track.sweep_parent import REUSED_FROM_TAG
+
+    suite = write_tiny_suite(tmp_path)
+    uri = copy_store(store_template, tmp_path / "store")
+    sweep(tmp_path, suite, tmp_path / "two", "stage.bm25.k1=1.2,1.5", uri=uri)
+    earlier = {r.data.params["stage.bm25.k1"]: r for r in parents_and_children(uri)[1]}
+    sweep(tmp_path, suite, tmp_path / "three", "stage.bm25.k1=1.2,1.5,1.8", uri=uri)
+    parent_id = json.loads((tmp_path / "three" / "mlflow_parent.json").read_text())["parent_run_id"]
+    client = mlflow.MlflowClient(tracking_uri=uri)
+
+    def children() -> dict:
+        rows = [r for r in runs(uri) if r.data.tags.get("mlflow.parentRunId") == parent_id]
+        assert sorted(r.data.params["stage.bm25.k1"] for r in rows) == ["1.2", "1.5", "1.8"]  # each once
+        return {r.data.params["stage.bm25.k1"]: r for r in rows}
+
+    listed = children()
+    assert REUSED_FROM_TAG not in listed["1.8"].data.tags  # run here
+    for k1 in ("1.2", "1.5"):
+        row, original = listed[k1], earlier[k1]
+        assert row.info.run_id != original.info.run_id and row.info.status == "FINISHED"
+        assert row.data.tags[REUSED_FROM_TAG] == original.info.run_id
+        assert original.info.run_id in row.data.tags["mlflow.note.content"]
+        assert row.data.metrics == original.data.metrics and row.data.params == original.data.params
+        assert row.info.run_name == original.info.run_name
+        assert CONFIG_HASH_TAG not in row.data.tags  # never taken for a finished run by resume
+        assert row.data.tags["variant"] == original.data.tags["variant"]  # the other rows' tags
+        assert [d.dataset.digest for d in row.inputs.dataset_inputs] == [
+            d.dataset.digest for d in original.inputs.dataset_inputs
+        ]
+    assert client.get_run(parent_id).data.metrics["children_finished"] == 3  # each point once
+    # Running the 3-point sweep again reopens its parent: nothing new is listed twice.
+    before = {r.info.run_id for r in runs(uri)}
+    sweep(tmp_path, suite, tmp_path / "three_again", "stage.bm25.k1=1.2,1.5,1.8", uri=uri)
+    assert {r.info.run_id for r in runs(uri)} == before
+    children()
