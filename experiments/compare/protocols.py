@@ -57,7 +57,7 @@ def score_under(run_dir: Path) -> tuple[pd.DataFrame, list[str]]:
     """(a row per setting, a column per metric, plus `spread`), and the notes on settings left out."""
     from omegaconf import OmegaConf
 
-    from experiments.suites.load import load_suite_from_config
+    from experiments.suites.load import load_suite
 
     config = OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"), resolve=False)
     suite_config = dict(config["suite"])
@@ -76,7 +76,7 @@ def score_under(run_dir: Path) -> tuple[pd.DataFrame, list[str]]:
         if "categories" in setting:
             values["categories"] = CATEGORY_SETS[setting["categories"]]
         try:
-            suite = load_suite_from_config(OmegaConf.create({"suite": {**suite_config, **values}}))
+            suite = load_suite({**suite_config, **values})
         except Exception as err:  # a setting the loader refuses for this suite (e.g. round under official)
             notes.append(f"{name}: not available ({str(err).splitlines()[0][:120]})")
             continue

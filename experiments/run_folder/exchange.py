@@ -75,10 +75,10 @@ def run_suite(run_dir: Path) -> Any:
     """The suite a run folder's config.yaml names, loaded as the run loaded it."""
     from omegaconf import OmegaConf
 
-    from experiments.suites.load import load_suite_from_config
+    from experiments.suites.load import load_suite
 
     config = OmegaConf.load(run_dir / "config.yaml")
-    return load_suite_from_config(OmegaConf.create({"suite": config["suite"]}))
+    return load_suite(OmegaConf.to_container(config["suite"], resolve=True))
 
 
 def export(run_dir: Path, shape: str) -> str:

@@ -237,7 +237,9 @@ def run_plan(
             run_dir,
             multirun=True,
             parent=parent or None,
-            run_name=child_run_name(str(cfg.variant.name), job_values(cfg, overrides, varying)),
+            run_name=child_run_name(
+                str(cfg.variant.name), job_values(OmegaConf.to_container(cfg, resolve=True), overrides, varying)
+            ),
             run_tags={ROW_TAG: row.name, "memeval.study": plan.name},
         )
         dirs.append(run_dir)

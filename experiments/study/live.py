@@ -84,7 +84,7 @@ def rerun(
 ) -> tuple[Suite, TimedPass]:
     """A row's pipeline run again: a warm-up pass (model loading, embedding reads), then a timed live pass
     with model-score caches off. Scores are the same either way; only the timing differs."""
-    from experiments.suites.load import load_suite_from_config
+    from experiments.configure.settings import load_suite_from_config
 
     cfg = row_run_config(study, row_name, extra)
     suite = load_suite_from_config(cfg)

@@ -7,8 +7,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from omegaconf import DictConfig
-
 from experiments.suites.suite import Suite
 from experiments.track.mlflow_tracker import (
     MlflowTracker,
@@ -21,13 +19,13 @@ from experiments.track.mlflow_tracker import (
 from experiments.track.run_params import run_params
 
 if TYPE_CHECKING:  # pandas and scipy: imported when a run evaluates (tests/project/test_entry_points.py)
+    from experiments.configure.settings import RunSettings
     from experiments.evaluate.table import Evaluation
 
 
 def log_run(
     tracker: MlflowTracker,
-    cfg: DictConfig,
-    resolved: Mapping[str, Any],
+    settings: RunSettings,
     suite: Suite,
     evaluation: Evaluation,
     *,
@@ -40,10 +38,10 @@ def log_run(
 ) -> str:
     """Log the run; its MLflow run id. `run_tags` (the caller's own) go last, over `tags`."""
     latency, latency_note = latency_for_mlflow(evaluation.metrics, evaluation.per_query)
-    suite_path = cfg.suite.get("path")
+    suite_path = settings.suite.get("path")
     return tracker.log(
         run_name=run_name,
-        params=run_params(cfg, resolved),
+        params=run_params(settings.config, settings.references),
         metrics={**mlflow_metrics(evaluation.metrics), **latency},
         metric_names=mlflow_metric_names(evaluation.metrics),
         tags={**tags, **latency_note, **run_tags},

@@ -23,7 +23,7 @@ from experiments.study.live import (
     row_run_config,
 )
 from experiments.study.sections import SectionContext, register_section
-from experiments.suites.load import load_suite_from_config
+from experiments.configure.settings import load_suite_from_config
 from retrieval.aging import epoch_days
 
 
