@@ -51,6 +51,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from experiments.configure.build import pipeline_from_config
 from experiments.configure.compose import yaml_text
+from experiments.configure.settings import load_suite_from_config
 from experiments.csv_cells import original_text, safe_frame
 from experiments.evaluate.cost import merged_section
 from experiments.evaluate.table import metric_columns, summarize
@@ -67,7 +68,6 @@ from experiments.run_folder.check import (
 from experiments.run_folder.ranking import FILENAME as RANKING_FILE
 from experiments.run_folder.trec import MUST_NOT_QRELS
 from experiments.shards import SHARD_KEY, SHARD_OF_TAG, SHARD_SECTION, SHARD_TAG, SHARDS_KEY
-from experiments.configure.settings import load_suite_from_config
 from experiments.suites.suite import SuiteError
 from experiments.track.finished_runs import find_run_dirs, missing_run_dirs
 from experiments.track.mlflow_tracker import flatten, statistics_tags

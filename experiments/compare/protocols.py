@@ -55,11 +55,11 @@ def _ranking_for(suite: Any, ranking: Mapping[str, list[str]], own: str, target:
 
 def score_under(run_dir: Path) -> tuple[pd.DataFrame, list[str]]:
     """(a row per setting, a column per metric, plus `spread`), and the notes on settings left out."""
-    from omegaconf import OmegaConf
+    import yaml
 
     from experiments.suites.load import load_suite
 
-    config = OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"), resolve=False)
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())  # written resolved (run/app.py)
     suite_config = dict(config["suite"])
     # the suite's primary metric (its benchmark's headline: recall_all@5 on LongMemEval) and the run's own
     metrics = list(

@@ -38,6 +38,8 @@ class RunSettings:
     """What a run reads of its config, each setting once (conf/config.yaml states their meaning)."""
 
     variant: str
+    stage_order: tuple[str, ...]  # the variant's stages, in order (compose.py `finish_variant`)
+    depth: int
     seed: int
     objective: str
     metrics: tuple[str, ...]
@@ -51,7 +53,7 @@ class RunSettings:
     suite: Mapping[str, Any]  # the loader node: `_target_` and its arguments
     extra_metrics: Mapping[str, Mapping[str, Any]]
     answer: Mapping[str, Any] | None  # None: no answer stage
-    system: Mapping[str, Any] | None  # a live service's node; None when there is none (or it fails to resolve)
+    system: Mapping[str, Any] | None  # a live service's node; None without one (or when it does not resolve)
     tracking: TrackingSettings
     config: Mapping[str, Any]  # the whole config, resolved
     references: frozenset[str]
@@ -67,6 +69,8 @@ class RunSettings:
         system = cfg.get("system")
         return cls(
             variant=str(cfg.variant.name),
+            stage_order=tuple(str(s) for s in cfg.variant.stages),
+            depth=int(cfg.depth),
             seed=cfg.seed,
             objective=cfg.objective,
             metrics=tuple(cfg.metrics),

@@ -41,7 +41,8 @@ def check_answer(run: RunSettings, suite: Suite) -> AnswerSettings | None:
 
     if run.answer is None:
         return None
-    settings, problems = read_settings(dict(run.answer), suite_k=suite.k, suite_protocol=run.suite.get("protocol"))
+    protocol = run.suite.get("protocol")
+    settings, problems = read_settings(dict(run.answer), suite_k=suite.k, suite_protocol=protocol)
     if problems:
         raise ConfigError(problems)
     try:  # a judge's own options (a prompt set it needs, one it does not know) are refused before any call

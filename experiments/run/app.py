@@ -17,7 +17,7 @@ import json
 import shutil
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -170,14 +170,17 @@ def run_experiment(
     parent: dict[str, Any] | None = None,
     run_name: str | None = None,
     run_tags: dict[str, str] | None = None,
+    varying: tuple[Sequence[str], Sequence[str]] | None = None,
 ) -> dict[str, Any]:
     """Run, evaluate, write, log. In a multirun (`multirun`) the process memo is reused, finished jobs
     are skipped (see experiments.run.resume), and `parent` (the sweep's MLflow parent) makes it a child run;
-    `run_name` names its MLflow run (default `<suite>-<variant>`), `run_tags` are added to its MLflow tags.
+    `run_name` names its MLflow run (default `<suite>-<variant>`; with `varying`, this job's overrides and
+    the keys its sweep or study varies, the variant and its values of those), `run_tags` are added to its
+    MLflow tags.
     With `progress=false` a line says where the run is every few seconds (experiments/run/phase_lines.py).
     """
     with PhaseLines(quiet=cfg.get("progress") is not False) as told:  # quiet: the bars say it
-        return _run_experiment(cfg, run_dir, told, multirun, parent, run_name, run_tags)
+        return _run_experiment(cfg, run_dir, told, multirun, parent, run_name, run_tags, varying)
 
 
 def _run_experiment(
@@ -188,9 +191,12 @@ def _run_experiment(
     parent: dict[str, Any] | None,
     run_name: str | None,
     run_tags: dict[str, str] | None,
+    varying: tuple[Sequence[str], Sequence[str]] | None,
 ) -> dict[str, Any]:
     memo = process_memo() if multirun else None
     settings, pipeline, suite, shard = _prepare(cfg, memo, multirun, told)
+    if run_name is None and varying is not None:  # a sweep's child: named by its values of what varies
+        run_name = child_run_name(settings.variant, job_values(settings.config, *varying))
     answer = check_answer(settings, suite)  # None: no answer stage (experiments/run/answer.py)
     tracker: MlflowTracker | None = (
         instantiate(settings.tracking.tracker, **tracker_fields(parent or {}))
@@ -250,7 +256,7 @@ def _run_experiment(
     def log() -> str:  # after the run folder's checksums: MLflow uploads them with it
         told("log to MLflow")
         run_id = log_run(
-            tracker, settings, suite, evaluation,
+            tracker, settings.config, settings.references, suite, evaluation,
             run_name=run_name or _run_name(settings, suite, output), tags=tags, run_tags=run_tags or {},
             run_dir=run_dir, config_text=config_text, started_ms=started_ms,
         )  # fmt: skip
@@ -306,11 +312,7 @@ def _tags(
         "cpu_isa": cpu_isa(),
         "git_commit": git_commit(),
         "memeval_version": package_version(),
-        **(
-            service_tags(settings.system, _choice("system"), (system or {}).get("service"))
-            if system
-            else {}
-        ),
+        **(service_tags(settings.system, _choice("system"), (system or {}).get("service")) if system else {}),
     }
 
 
@@ -347,6 +349,11 @@ def _cassette_tags(output: RunOutput) -> dict[str, str]:
     return {f"{CASSETTE_TAG}.{channel}": digest for channel, digest in digests.items()}
 
 
+# A run refused as bad input (exit 2): the config, the suite, the tracking store, a model, a live system (one
+# unreachable at start, a replay miss, a malformed answer).
+BAD_INPUT = (ConfigError, SuiteError, PipelineConfigError, TrackingError, ModelNotFoundError, LiveSystemError)
+
+
 def _failure_tags(cfg: DictConfig) -> dict[str, str]:
     """A failed job's variant, and its config hash when the config resolves (else the error says why)."""
     tags = {"variant": str(cfg.variant.get("name", "?"))}
@@ -376,36 +383,26 @@ def run_app(cfg: DictConfig) -> float | None:
                 f"this sweep has no MLflow parent run ({hydra_cfg.sweep.dir}/mlflow_parent.json is missing: "
                 "its start failed or its callback is not configured); the job refuses to log without one"
             )
-        name = None
-        if parent.get(VARYING_KEY):  # a sweep's child: named by its values of what the sweep varies
-            task = [str(o) for o in hydra_cfg.overrides.task]
-            values = job_values(_resolved(cfg) or {}, task, parent[VARYING_KEY])
-            name = child_run_name(str(cfg.variant.name), values)
-        metrics = run_experiment(cfg, run_dir, multirun=multirun, parent=parent, run_name=name)
-    except (
-        ConfigError,
-        SuiteError,
-        PipelineConfigError,
-        TrackingError,
-        ModelNotFoundError,
-        LiveSystemError,  # a live system unreachable at start, a replay miss, a malformed answer
-    ) as err:
-        print(f"error: {err}", file=sys.stderr)
+        task = [str(o) for o in hydra_cfg.overrides.task]
+        varying = (task, parent[VARYING_KEY]) if parent.get(VARYING_KEY) else None
+        metrics = run_experiment(cfg, run_dir, multirun=multirun, parent=parent, varying=varying)
+    except Exception as err:
+        bad_input = isinstance(err, BAD_INPUT)
+        if bad_input or isinstance(err, OutputError):  # the run was done, its results could not be kept
+            print(f"error: {err if bad_input else err.strerror}", file=sys.stderr)
         if not multirun:
-            discard_if_unused(run_dir)
-            sys.exit(2)
+            if bad_input:
+                discard_if_unused(run_dir)
+                sys.exit(2)
+            if isinstance(err, OutputError):  # not bad input (exit 2)
+                sys.exit(1)
+            raise
         # A multirun goes on with its other jobs (sys.exit would abort them); the sweep exits 2 after them.
         record_failed_job(_failure_tags(cfg), run_dir, parent, err)
-        raise JobBadInput(str(err)) from None
-    except OutputError as err:  # the run was done, its results could not be kept: not bad input (exit 2)
-        print(f"error: {err.strerror}", file=sys.stderr)
-        if not multirun:
-            sys.exit(1)
-        record_failed_job(_failure_tags(cfg), run_dir, parent, err)
-        raise JobFailed(err.strerror) from None
-    except Exception as err:
-        if multirun:
-            record_failed_job(_failure_tags(cfg), run_dir, parent, err)
+        if bad_input:
+            raise JobBadInput(str(err)) from None
+        if isinstance(err, OutputError):
+            raise JobFailed(err.strerror) from None
         raise
     value = metrics["overall"].get(cfg.objective)
     return None if value is None else float(value)

@@ -17,8 +17,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from omegaconf import DictConfig
-
 from experiments.suites.suite import Suite
 from retrieval.pipeline import RunOutput
 
@@ -44,16 +42,11 @@ class TimedPass:
         }
 
 
-def row_run_config(study: Any, row_name: str, extra: Sequence[str] = ()) -> DictConfig:
-    """The run config of a study row (its name in the plan), plus `extra` overrides, tracking off."""
-    from experiments.study.experiment import row_config
-    from experiments.study.plan import Row
-
-    rows = {r.name: r for r in study.plan.rows}
-    if row_name not in rows:
-        raise KeyError(f"no row {row_name!r} in study {study.plan.name} (rows: {list(rows)})")
-    row = rows[row_name]
-    return row_config(study.plan, Row(row.name, (*row.overrides, *extra)), tracking=False)
+def row_run_config(study: Any, row_name: str, extra: Sequence[str] = ()) -> Any:
+    """The run config of a study row (its name in the plan), plus `extra` overrides, tracking off: the
+    study's own (experiments/study/experiment.py `StudyResult.row_config`), so this module, below the
+    study runner, imports none of it."""
+    return study.row_config(row_name, extra)
 
 
 def live_scorers(cfg: DictConfig) -> list[str]:

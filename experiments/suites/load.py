@@ -1,7 +1,7 @@
 """The suite a run config's `suite` node names (a loader `_target_` and its arguments, resolved), built once
 per process when asked to (`memoise`): the one place a run, a benchmark or a report gets its suite from.
 
-    suite = load_suite(settings.suite, memoise=True)   # a composed config: configure.settings.load_suite_from_config
+    suite = load_suite(settings.suite, memoise=True)  # from a composed config: configure/settings.py
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def files_signature(path: object) -> tuple:
 
 
 def load_suite(suite: Mapping[str, Any], *, memoise: bool = False) -> Suite:
-    """The suite a `suite` node names; `memoise` reuses the one this process loaded (same node, same files)."""
+    """The suite a `suite` node names; `memoise` reuses the one this process loaded (same node and files)."""
     # `report_label` and `primary` are for tables and reports, not the loader.
     loader = {k: v for k, v in suite.items() if k not in SUITE_REPORT_KEYS}
     if memoise:

@@ -4,6 +4,7 @@ measured), tags, the suite as its dataset, and its run folder's files as artifac
 from __future__ import annotations
 
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,13 +20,13 @@ from experiments.track.mlflow_tracker import (
 from experiments.track.run_params import run_params
 
 if TYPE_CHECKING:  # pandas and scipy: imported when a run evaluates (tests/project/test_entry_points.py)
-    from experiments.configure.settings import RunSettings
     from experiments.evaluate.table import Evaluation
 
 
 def log_run(
     tracker: MlflowTracker,
-    settings: RunSettings,
+    config: Mapping[str, Any],
+    references: AbstractSet[str],
     suite: Suite,
     evaluation: Evaluation,
     *,
@@ -36,12 +37,14 @@ def log_run(
     config_text: str,
     started_ms: int,
 ) -> str:
-    """Log the run; its MLflow run id. `run_tags` (the caller's own) go last, over `tags`."""
+    """Log the run; its MLflow run id. `config`: the run's config resolved, `references` the keys in it
+    that only refer to another (experiments/configure/settings.py `RunSettings`); `run_tags` (the caller's
+    own) go last, over `tags`."""
     latency, latency_note = latency_for_mlflow(evaluation.metrics, evaluation.per_query)
-    suite_path = settings.suite.get("path")
+    suite_path = (config.get("suite") or {}).get("path")
     return tracker.log(
         run_name=run_name,
-        params=run_params(settings.config, settings.references),
+        params=run_params(config, references),
         metrics={**mlflow_metrics(evaluation.metrics), **latency},
         metric_names=mlflow_metric_names(evaluation.metrics),
         tags={**tags, **latency_note, **run_tags},

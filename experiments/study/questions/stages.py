@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from experiments.compare.render import Block, Heading, Paragraph, Table, code
+from experiments.configure.settings import load_suite_from_config
 from experiments.evaluate.statistics import compare, holm
 from experiments.study.live import (
     interleaved_passes,
@@ -23,7 +24,6 @@ from experiments.study.live import (
     row_run_config,
 )
 from experiments.study.sections import SectionContext, register_section
-from experiments.configure.settings import load_suite_from_config
 from retrieval.aging import epoch_days
 
 

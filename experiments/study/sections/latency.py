@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from experiments.compare.render import Block, Heading, Paragraph, Table, code
+from experiments.configure.settings import load_suite_from_config
 from experiments.study.live import (
     interleaved_passes,
     latency_summary,
@@ -19,7 +20,6 @@ from experiments.study.live import (
     row_run_config,
 )
 from experiments.study.sections import SectionContext, register_section
-from experiments.configure.settings import load_suite_from_config
 
 
 @register_section("latency")
