@@ -74,6 +74,12 @@ def pipeline_from_config(
     return Pipeline(tuple(built[name] for name in order), depth=depth)
 
 
+def settings_pipeline(settings: RunSettings) -> Pipeline:
+    """The pipeline of a run's settings (its stage order and resolved `stage` nodes), built afresh: what a
+    study's report re-runs and times in-process (experiments/study/live.py)."""
+    return pipeline_from_config(list(settings.stage_order), settings.config["stage"], depth=settings.depth)
+
+
 def configured_stages(cfg: Any) -> tuple[RunSettings, dict[str, Stage]]:
     """A composed config's settings and every stage its `stage` group configures for the variant, built
     (disabled ones too: memeval-serve's overrides may turn one on), for a service of the variant."""
