@@ -35,7 +35,8 @@ class TrackingSettings:
 
 @dataclass(frozen=True)
 class RunSettings:
-    """What a run reads of its config, each setting once (conf/config.yaml states their meaning)."""
+    """What a run reads of its config, each setting once (conf/config.yaml states their meaning). Frozen:
+    no field is reassigned; the mappings are the resolved config's plain containers, only ever read."""
 
     variant: str
     stage_order: tuple[str, ...]  # the variant's stages, in order (compose.py `finish_variant`)
@@ -43,9 +44,9 @@ class RunSettings:
     seed: int
     objective: str
     metrics: tuple[str, ...]
-    report_label: Any
-    progress: Any  # true | false | "auto"... as given: retrieval/progress.py reads it
-    resume: Any  # "auto" | true | false (experiments/run_folder `resume_enabled`)
+    report_label: str | None
+    progress: bool | str  # as given: retrieval/progress.py reads it
+    resume: bool | str  # auto | true | false (experiments/run_folder `resume_enabled`)
     cache_dir: str | None
     statistics_unit: str
     empty_queries: str
