@@ -57,9 +57,7 @@ def live_scorers(settings: RunSettings) -> list[str]:
     """Overrides that switch off every model-score cache (a cross-encoder scores live, as in production)."""
     stages = settings.config["stage"]
     return [
-        f"stage.{s}.scorer.cache_dir=null"
-        for s in settings.stage_order
-        if "scorer" in (stages.get(s) or {})
+        f"stage.{s}.scorer.cache_dir=null" for s in settings.stage_order if "scorer" in (stages.get(s) or {})
     ]
 
 
