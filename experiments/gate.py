@@ -686,7 +686,7 @@ def check_baseline_before_running(
             f"no baseline {path} for gate {gate.name!r} and variant {variant!r}; write one on purpose with "
             f"`memeval-gate {gate.name} {variant} --refresh`, or name one with --baseline"
         )
-    from experiments.suites.load import load_suite_from_config  # as above
+    from experiments.configure.settings import load_suite_from_config  # as above
 
     baseline = Baseline.load(path)
     expected = baseline.suite_hash

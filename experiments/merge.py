@@ -51,6 +51,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from experiments.configure.build import pipeline_from_config
 from experiments.configure.compose import yaml_text
+from experiments.configure.settings import load_suite_from_config
 from experiments.csv_cells import original_text, safe_frame
 from experiments.evaluate.cost import merged_section
 from experiments.evaluate.table import metric_columns, summarize
@@ -67,7 +68,6 @@ from experiments.run_folder.check import (
 from experiments.run_folder.ranking import FILENAME as RANKING_FILE
 from experiments.run_folder.trec import MUST_NOT_QRELS
 from experiments.shards import SHARD_KEY, SHARD_OF_TAG, SHARD_SECTION, SHARD_TAG, SHARDS_KEY
-from experiments.suites.load import load_suite_from_config
 from experiments.suites.suite import SuiteError
 from experiments.track.finished_runs import find_run_dirs, missing_run_dirs
 from experiments.track.mlflow_tracker import flatten, statistics_tags
@@ -535,7 +535,7 @@ def merge_sweep(sweep_dir: Path, parent: Mapping[str, Any]) -> list[Path]:
         first = group[0]
         overrides_file = first.folder / ".hydra" / "overrides.yaml"
         overrides = yaml.safe_load(overrides_file.read_text()) if overrides_file.is_file() else []
-        values = job_values(OmegaConf.create(first.config), [str(o) for o in overrides], varying)
+        values = job_values(first.config, [str(o) for o in overrides], varying)
         name = child_run_name(str(first.metrics.get("variant")), values)
         try:
             done = merge_runs(group, failures, target, parent=parent or None, run_name=name)

@@ -50,8 +50,8 @@ from experiments.benchmarks.pipeline import (
 )
 from experiments.configure.build import pipeline_from_config
 from experiments.configure.compose import compose_config
+from experiments.configure.settings import load_suite_from_config
 from experiments.evaluate.metrics import per_query
-from experiments.suites.load import load_suite_from_config
 from retrieval.encoder import MINILM, load_sentence_transformer, resolve_model_path
 from retrieval.reuse import ProcessMemo
 

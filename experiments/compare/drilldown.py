@@ -18,12 +18,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from omegaconf import OmegaConf
 
 from experiments.compare.analysis import Comparison, biggest_changes
 from experiments.compare.render import Block, Heading, Paragraph, Table, code, md
 from experiments.run_folder.ranking import FIXED
-from experiments.suites.load import load_suite_from_config
+from experiments.suites.load import load_suite
 from experiments.track.finished_runs import RunError, RunRecord, higher_is_better
 
 QUERY_CHARS = 400  # a query's text is cut after this many characters
@@ -76,7 +75,7 @@ def suite_texts(run: RunRecord) -> tuple[SuiteTexts | None, str]:
     if not run.config.get("suite"):
         return None, f"the run {code(run.source)} recorded no config to find its suite from"
     try:
-        suite = load_suite_from_config(OmegaConf.create({"suite": run.config["suite"]}))
+        suite = load_suite(run.config["suite"])
     except Exception as err:  # missing data on this machine, a loader error: the section still stands
         return None, f"its suite could not be loaded here ({md(type(err).__name__)}: {md(str(err)[:200])})"
     if suite.content_hash != run.suite_hash:

@@ -58,9 +58,8 @@ def score_under(run_dir: Path) -> tuple[pd.DataFrame, list[str]]:
     """(a row per setting, a column per metric, plus `spread`), and the notes on settings left out. The
     folder is read through the one run-folder check (experiments/run_folder/check.py): a folder with a file
     missing or edited, or a partial merge, is a RunFolderError naming folder and file."""
-    from omegaconf import OmegaConf
 
-    from experiments.suites.load import load_suite_from_config
+    from experiments.suites.load import load_suite
 
     checked = check_whole_run(run_dir)
     config = checked.config
@@ -80,7 +79,7 @@ def score_under(run_dir: Path) -> tuple[pd.DataFrame, list[str]]:
         if "categories" in setting:
             values["categories"] = CATEGORY_SETS[setting["categories"]]
         try:
-            suite = load_suite_from_config(OmegaConf.create({"suite": {**suite_config, **values}}))
+            suite = load_suite({**suite_config, **values})
         except Exception as err:  # a setting the loader refuses for this suite (e.g. round under official)
             notes.append(f"{name}: not available ({str(err).splitlines()[0][:120]})")
             continue

@@ -19,6 +19,7 @@ import stat
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from experiments.configure.settings import RunSettings
 from retrieval.field_types import field_type_problems
 from retrieval.pipeline import STAGE_KINDS, Pipeline, PipelineConfigError, stage_kind
 from retrieval.reuse import ProcessMemo
@@ -71,6 +72,19 @@ def pipeline_from_config(
     order = stage_order(stages) if order is None else order
     built = build_stages(order, stages, memo, resolved)
     return Pipeline(tuple(built[name] for name in order), depth=depth)
+
+
+def settings_pipeline(settings: RunSettings) -> Pipeline:
+    """The pipeline of a run's settings (its stage order and resolved `stage` nodes), built afresh: what a
+    study's report re-runs and times in-process (experiments/study/live.py)."""
+    return pipeline_from_config(list(settings.stage_order), settings.config["stage"], depth=settings.depth)
+
+
+def configured_stages(cfg: Any) -> tuple[RunSettings, dict[str, Stage]]:
+    """A composed config's settings and every stage its `stage` group configures for the variant, built
+    (disabled ones too: memeval-serve's overrides may turn one on), for a service of the variant."""
+    settings = RunSettings.from_config(cfg)
+    return settings, build_stages(list(settings.stage_order), cfg.stage)
 
 
 def build_stages(

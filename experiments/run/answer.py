@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
 
 from experiments.answer.client import AnswerError
 from experiments.answer.settings import AnswerSettings, read_settings
@@ -28,28 +27,22 @@ from experiments.suites.suite import Problem, Suite, SuiteError
 from retrieval.pipeline import RunOutput
 
 if TYPE_CHECKING:
+    from experiments.configure.settings import RunSettings
     from experiments.evaluate.table import Evaluation
 
 ANSWER_CASSETTE_TAG = "memeval.answer_cassette_sha256"
 CASSETTE_FILE = "answer_cassette.jsonl"
 
 
-def answer_node(cfg: DictConfig) -> dict[str, Any] | None:
-    node = cfg.get("answer")
-    return None if node is None else OmegaConf.to_container(node, resolve=True)  # type: ignore[return-value]
-
-
-def check_answer(cfg: DictConfig, suite: Suite) -> AnswerSettings | None:
+def check_answer(run: RunSettings, suite: Suite) -> AnswerSettings | None:
     """The run's answer settings (None: no answer stage), or a ConfigError / SuiteError naming every
     problem, before any retrieval or call."""
     from experiments.configure.check import ConfigError
 
-    node = answer_node(cfg)
-    if node is None:
+    if run.answer is None:
         return None
-    settings, problems = read_settings(
-        node, suite_k=suite.k, suite_protocol=(cfg.suite.get("protocol") if "suite" in cfg else None)
-    )
+    protocol = run.suite.get("protocol")
+    settings, problems = read_settings(dict(run.answer), suite_k=suite.k, suite_protocol=protocol)
     if problems:
         raise ConfigError(problems)
     try:  # a judge's own options (a prompt set it needs, one it does not know) are refused before any call
@@ -73,19 +66,19 @@ def settings_view(settings: AnswerSettings) -> dict[str, Any]:
 
 
 def answer_run(
-    settings: AnswerSettings, cfg: DictConfig, suite: Suite, output: RunOutput, evaluation: Evaluation
+    settings: AnswerSettings, run: RunSettings, suite: Suite, output: RunOutput, evaluation: Evaluation
 ) -> tuple[AnswerOutcome, dict[str, str]]:
     """Answer and judge, then add the results to `evaluation` (per_query columns, the `answer` block,
     `answer_acc_<judge>` in overall with its interval); returns the outcome and the tags to add."""
     from experiments.answer.labels import LabelsError, read_labels
     from experiments.answer.summary import answer_block, mlflow_numbers, per_query_columns
 
-    benchmark = benchmark_of(cfg.suite.get("_target_") if "suite" in cfg else None)
+    benchmark = benchmark_of(run.suite.get("_target_"))
     raw = None
-    if benchmark == "locomo" and settings.protocol == "official" and cfg.suite.get("path"):
+    if benchmark == "locomo" and settings.protocol == "official" and run.suite.get("path"):
         from experiments.suites.locomo import raw_texts  # upstream's prompt reads the raw turns
 
-        raw = raw_texts(str(cfg.suite.path))
+        raw = raw_texts(str(run.suite["path"]))
     outcome = run_answer_stage(settings, suite, output, benchmark=benchmark, raw=raw)
     frame = evaluation.per_query
     for name, values in per_query_columns(outcome, list(frame.index)).items():
@@ -99,7 +92,7 @@ def answer_run(
         except LabelsError as err:
             raise AnswerError(str(err)) from None
     block = answer_block(
-        outcome, benchmark=benchmark, settings_view=settings_view(settings), seed=int(cfg.get("seed", 0)),
+        outcome, benchmark=benchmark, settings_view=settings_view(settings), seed=int(run.seed),
         labels=labels,
     )  # fmt: skip
     if settings.protocol == "official":
@@ -119,8 +112,9 @@ def answer_run(
 
 def official_frontier(outcome: AnswerOutcome, frame: Any) -> dict[str, Any]:
     """Under `official`: each judge's answer accuracy as a LongMemEval-V2 operating point against the run's
-    mean retrieval latency in seconds, scored as upstream's compute_lafs.py scores it (frontier.lme_v2_summary);
-    a run whose latency was not measured (stages answered from a cache) has no point, and says so."""
+    mean retrieval latency in seconds, scored as upstream's compute_lafs.py scores it
+    (frontier.lme_v2_summary); a run whose latency was not measured (stages answered from a cache) has no
+    point, and says so."""
     from experiments.evaluate.frontier import lme_v2_summary
 
     latency = frame["latency_ms"].to_numpy(dtype=float) / 1000.0 if "latency_ms" in frame else None

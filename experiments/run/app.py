@@ -4,6 +4,7 @@
     python -m experiments.run -m variant=exp05 stage.instruction_boost.weight=0,0.1,0.2
 
 A run: check the config (experiments/configure/check.py) and build the pipeline once (configure/build.py)
+-> read its settings once (configure/settings.py: a frozen record the run's other modules take)
 -> load the suite (experiments/suites/load.py) -> skip it when a finished run answers it (resume.py)
 -> run and evaluate -> write the run folder (outputs.py) -> print (console.py) -> log to MLflow
 (experiments/track/).
@@ -16,7 +17,7 @@ import json
 import shutil
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,8 +30,9 @@ from omegaconf import DictConfig, OmegaConf
 from experiments.configure.build import pipeline_from_config
 from experiments.configure.check import ConfigError, buildable_depth, config_problems, stages_checkable
 from experiments.configure.compose import answer_help, finish_variant, yaml_text
+from experiments.configure.settings import RunSettings
 from experiments.configure.setup import setup
-from experiments.evaluate.cost import TOKENIZER_TAG, apply_budget, budget_tokens, default_counter
+from experiments.evaluate.cost import TOKENIZER_TAG, apply_budget, default_counter
 from experiments.evaluate.metrics.official import check_metrics
 from experiments.exit_codes import console_script, one_line_warnings
 from experiments.run.answer import answer_run, check_answer, write_answer_files
@@ -45,10 +47,10 @@ from experiments.run.outputs import (
 )
 from experiments.run.phase_lines import PhaseLines
 from experiments.run.resources import add_run_sections
-from experiments.run.resume import config_hash, find_finished, record_finished, run_version
-from experiments.run_folder import CASSETTE_TAG, CODE_VERSION_TAG, CONFIG_HASH_TAG, resume_enabled
+from experiments.run.resume import Resume, config_hash, run_version
+from experiments.run_folder import CASSETTE_TAG, CODE_VERSION_TAG, CONFIG_HASH_TAG
 from experiments.shards import SHARD_SECTION, shard_suite
-from experiments.suites.load import load_suite_from_config
+from experiments.suites.load import load_suite
 from experiments.suites.suite import Problem, Suite, SuiteError
 from experiments.systems.outputs import live_section
 from experiments.systems.protocol import LiveSystemError
@@ -111,7 +113,7 @@ def checked_pipeline(
 
 
 def execute(
-    cfg: DictConfig,
+    settings: RunSettings | DictConfig,
     suite: Suite,
     pipeline: Pipeline,
     *,
@@ -119,17 +121,20 @@ def execute(
     told: PhaseCallback | None = None,
 ) -> tuple[RunOutput, Evaluation]:
     """Run the pipeline over the suite (through the candidate cache and `memo`) and evaluate it; `told`
-    hears each phase (experiments/run/phase_lines.py)."""
+    hears each phase (experiments/run/phase_lines.py). `settings`: the run's record (a composed config
+    is read into one)."""
     from experiments.evaluate.table import evaluate  # pandas and scipy (~2 s): see TYPE_CHECKING above
 
-    cache = CandidateCache(Path(cfg.cache_dir) / "candidates") if cfg.cache_dir else None
+    if isinstance(settings, DictConfig):
+        settings = RunSettings.from_config(settings)
+    cache = CandidateCache(Path(settings.cache_dir) / "candidates") if settings.cache_dir else None
     try:
         output = pipeline.run(
             suite.memories,
             suite.queries,
             suite_hash=suite.content_hash,
             cache=cache,
-            progress=cfg.progress,
+            progress=settings.progress,
             memo=memo,
             knowledge=suite.knowledge,
             on_phase=told,
@@ -138,20 +143,20 @@ def execute(
         for retriever in pipeline.retrievers:
             if callable(close := getattr(retriever, "close_system", None)):
                 close()
-    budget, cut = budget_tokens(cfg), None
-    counter = default_counter(str(cfg.cache_dir) if cfg.cache_dir else None)  # counts kept in cache_dir
+    budget, cut = settings.budget_tokens, None
+    counter = default_counter(str(settings.cache_dir) if settings.cache_dir else None)  # kept in cache_dir
     if budget is not None:  # `budget.tokens=N` instead of k: each list cut to what fits (evaluate/cost.py)
         output, cut = apply_budget(output, budget, counter)
     if told is not None:
         told("metrics")
     evaluation = evaluate(
-        suite, output, list(cfg.metrics), seed=cfg.seed,
-        unit=cfg.get("statistics", {}).get("unit", "auto"), empty=cfg.get("empty_queries", "apart"),
+        suite, output, list(settings.metrics), seed=settings.seed,
+        unit=settings.statistics_unit, empty=settings.empty_queries,
         budget_tokens=budget, budget_cut=cut, counter=counter,
     )  # fmt: skip
     # Extra metrics.json sections (`extra_metrics` in the config: name -> function(suite, corpus) -> dict),
     # e.g. instruction-tagging coverage and precision: plug-ins, so the runner knows none of them.
-    for name, node in (cfg.get("extra_metrics") or {}).items():
+    for name, node in settings.extra_metrics.items():
         evaluation.metrics[str(name)] = instantiate(node)(suite, output.corpus)
     live_section(evaluation.metrics, output.channel_reports, suite.k)
     return output, evaluation
@@ -165,14 +170,17 @@ def run_experiment(
     parent: dict[str, Any] | None = None,
     run_name: str | None = None,
     run_tags: dict[str, str] | None = None,
+    varying: tuple[Sequence[str], Sequence[str]] | None = None,
 ) -> dict[str, Any]:
     """Run, evaluate, write, log. In a multirun (`multirun`) the process memo is reused, finished jobs
     are skipped (see experiments.run.resume), and `parent` (the sweep's MLflow parent) makes it a child run;
-    `run_name` names its MLflow run (default `<suite>-<variant>`), `run_tags` are added to its MLflow tags.
+    `run_name` names its MLflow run (default `<suite>-<variant>`; with `varying`, this job's overrides and
+    the keys its sweep or study varies, the variant and its values of those), `run_tags` are added to its
+    MLflow tags.
     With `progress=false` a line says where the run is every few seconds (experiments/run/phase_lines.py).
     """
     with PhaseLines(quiet=cfg.get("progress") is not False) as told:  # quiet: the bars say it
-        return _run_experiment(cfg, run_dir, told, multirun, parent, run_name, run_tags)
+        return _run_experiment(cfg, run_dir, told, multirun, parent, run_name, run_tags, varying)
 
 
 def _run_experiment(
@@ -183,36 +191,31 @@ def _run_experiment(
     parent: dict[str, Any] | None,
     run_name: str | None,
     run_tags: dict[str, str] | None,
+    varying: tuple[Sequence[str], Sequence[str]] | None,
 ) -> dict[str, Any]:
     memo = process_memo() if multirun else None
-    pipeline, suite, shard, resolved = _prepare(cfg, memo, multirun, told)
-    answer = check_answer(cfg, suite)  # None: no answer stage (experiments/run/answer.py)
-    cfg_hash = config_hash(resolved)
+    settings, pipeline, suite, shard = _prepare(cfg, memo, multirun, told)
+    if run_name is None and varying is not None:  # a sweep's child: named by its values of what varies
+        run_name = child_run_name(settings.variant, job_values(settings.config, *varying))
+    answer = check_answer(settings, suite)  # None: no answer stage (experiments/run/answer.py)
     tracker: MlflowTracker | None = (
-        instantiate(cfg.tracking.tracker, **tracker_fields(parent or {})) if cfg.tracking.enabled else None
+        instantiate(settings.tracking.tracker, **tracker_fields(parent or {}))
+        if settings.tracking.enabled
+        else None
     )
     if tracker is not None:
         told("check MLflow store")
         ensure_store(resolve_uri(tracker.uri))  # a half-made store is an error before any work
-    if resume_enabled(cfg.get("resume", "auto"), multirun):
-        told("look up a finished run")
-        finished = find_finished(
-            cache_dir=cfg.cache_dir,
-            cfg_hash=cfg_hash,
-            suite_hash=suite.content_hash,
-            tracker=tracker,
-            names=list(dict.fromkeys([*cfg.metrics, cfg.objective])),
-            code=run_version(pipeline),  # code, libraries and model files: a change to any re-runs the job
-        )
-        if finished is not None:
-            return write_skipped(run_dir, cfg_hash, finished, tracker)
-    print_start(suite, str(cfg.variant.name), pipeline)
+    resume = Resume.ask(settings, suite.content_hash, pipeline, tracker, multirun, told)
+    if resume.finished is not None:
+        return write_skipped(run_dir, resume.cfg_hash, resume.finished, tracker)
+    print_start(suite, settings.variant, pipeline)
     started, started_ms = time.perf_counter(), int(time.time() * 1000)
-    output, evaluation = execute(cfg, suite, pipeline, memo=memo, told=told)
+    output, evaluation = execute(settings, suite, pipeline, memo=memo, told=told)
     answered = None
     if answer is not None:
         told("answer")
-        answered, answer_tags = answer_run(answer, cfg, suite, output, evaluation)
+        answered, answer_tags = answer_run(answer, settings, suite, output, evaluation)
     # Taken after the run: a record run's cassette now holds this run's exchanges, and its content digest
     # is part of the run version (SystemRetriever.fingerprint), so a re-run is answered by this run only
     # while the cassette is unchanged.
@@ -221,18 +224,18 @@ def _run_experiment(
     evaluation.metrics.update(
         wall_s=time.perf_counter() - started,
         suite={**suite.summary(), "content_hash": suite.content_hash, "notes": list(suite.notes)},
-        variant=cfg.variant.name,
-        config_hash=cfg_hash,
+        variant=settings.variant,
+        config_hash=resume.cfg_hash,
         code_version=version,
     )
     add_run_sections(evaluation.metrics, told)  # resource.peak_rss_mb, timings (experiments/run/resources.py)
     if shard is not None:  # a shard says so: its statistics are over its scopes only
         evaluation.metrics[SHARD_SECTION] = shard
-    config_text = yaml_text(resolved)
+    config_text = yaml_text(settings.config)
     # The same provenance as the MLflow tags, on disk too: reports built from run directories read it.
     tags = {
-        **_tags(cfg, suite, pipeline, evaluation.metrics.get("system")),
-        CONFIG_HASH_TAG: cfg_hash,
+        **_tags(settings, suite, pipeline, evaluation.metrics.get("system")),
+        CONFIG_HASH_TAG: resume.cfg_hash,
         CODE_VERSION_TAG: version,
         **_cassette_tags(output),
         **statistics_tags(evaluation.metrics),
@@ -245,43 +248,44 @@ def _run_experiment(
             write_answer_files(answered, run_dir)
         write_run_folder(
             run_dir, config_text=config_text, tags=tags, suite=suite, output=output, evaluation=evaluation,
-            tag=str(cfg.variant.name), metrics=list(cfg.metrics),
+            tag=settings.variant, metrics=list(settings.metrics),
         )  # fmt: skip
         _keep_cassettes(output, run_dir)
-    record_finished(cfg.cache_dir, cfg_hash, suite.content_hash, run_dir, None, code=version)
-    print_results(evaluation, output, list(cfg.metrics), cfg.report_label, run_dir)
-    if tracker is not None:
+    print_results(evaluation, output, list(settings.metrics), settings.report_label, run_dir)
+
+    def log() -> str:  # after the run folder's checksums: MLflow uploads them with it
         told("log to MLflow")
         run_id = log_run(
-            tracker, cfg, resolved, suite, evaluation,
-            run_name=run_name or _run_name(cfg, suite, output), tags=tags, run_tags=run_tags or {},
+            tracker, settings.config, settings.references, suite, evaluation,
+            run_name=run_name or _run_name(settings, suite, output), tags=tags, run_tags=run_tags or {},
             run_dir=run_dir, config_text=config_text, started_ms=started_ms,
         )  # fmt: skip
         print(f"MLflow run {run_id} in {tracker.experiment}")
-        record_finished(cfg.cache_dir, cfg_hash, suite.content_hash, run_dir, run_id, code=version)
+        return run_id
+
+    resume.record(run_dir, version, log if tracker is not None else None)
     return evaluation.metrics
 
 
 def _prepare(
     cfg: DictConfig, memo: ProcessMemo | None, multirun: bool, told: PhaseCallback
-) -> tuple[Pipeline, Suite, dict[str, Any] | None, dict[str, Any]]:
+) -> tuple[RunSettings, Pipeline, Suite, dict[str, Any] | None]:
     """Every check before any work, in the order that costs least: the config (all its problems at
     once, and the pipeline built once), the models, then the suite and the metrics it can score.
-    Returns the pipeline, the suite (shard i of n's scopes only, with `shard=i/n`), the shard's section
-    (None for a whole run) and the config resolved once (hash, config.yaml, params)."""
+    Returns the run's settings (read once, experiments/configure/settings.py), the pipeline, the suite
+    (shard i of n's scopes only, with `shard=i/n`) and the shard's section (None for a whole run)."""
     resolved = _resolved(cfg)  # None when it does not resolve: config_check names the problems first
     pipeline = checked_pipeline(cfg, memo=memo, resolved=resolved)
+    settings = RunSettings.from_config(cfg, resolved)
     pipeline.check_models()  # a missing model is a clear error now, not after retrieval ran
     told("load suite")
-    suite = load_suite_from_config(cfg, memoise=multirun)  # validates: bad input fails here, before work
-    suite, shard = shard_suite(suite, cfg)  # shard=i/n: that shard's scopes only (experiments/shards.py)
+    suite = load_suite(settings.suite, memoise=multirun)  # validates: bad input fails here, before work
+    suite, shard = shard_suite(suite, settings.config)  # shard=i/n: its scopes only (experiments/shards.py)
     try:  # a metric only a benchmark's own scorer computes, on a suite without it: refused before work
-        check_metrics(suite.scorer, list(cfg.metrics))
+        check_metrics(suite.scorer, list(settings.metrics))
     except ValueError as err:
         raise SuiteError([Problem("run config", None, "metrics", str(err))]) from None
-    if resolved is None:
-        resolved = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
-    return pipeline, suite, shard, resolved
+    return settings, pipeline, suite, shard
 
 
 def _resolved(cfg: DictConfig) -> dict[str, Any] | None:
@@ -292,7 +296,7 @@ def _resolved(cfg: DictConfig) -> dict[str, Any] | None:
 
 
 def _tags(
-    cfg: DictConfig, suite: Suite, pipeline: Pipeline, system: Mapping[str, Any] | None = None
+    settings: RunSettings, suite: Suite, pipeline: Pipeline, system: Mapping[str, Any] | None = None
 ) -> dict[str, str]:
     revisions = {s.name: s.encoder.fingerprint() for s in pipeline.stages if hasattr(s, "encoder")}
     compute = pipeline.compute()  # each model's device, pinned precision, CPU ISA class or GPU name
@@ -300,7 +304,7 @@ def _tags(
         **suite.tags,  # the loader's provenance: granularity, dataset release and sha256s, errata applied
         "suite": suite.name,
         "suite_hash": suite.content_hash,
-        "variant": str(cfg.variant.name),
+        "variant": settings.variant,
         "pipeline": " -> ".join(s.name for s in pipeline.stages),
         "model_revisions": json.dumps(revisions) if revisions else "none",
         "compute": json.dumps(compute) if compute else "none",
@@ -308,24 +312,19 @@ def _tags(
         "cpu_isa": cpu_isa(),
         "git_commit": git_commit(),
         "memeval_version": package_version(),
-        **(
-            service_tags(_live_system(cfg), _choice("system"), (system or {}).get("service"))
-            if system
-            else {}
-        ),
+        **(service_tags(settings.system, _choice("system"), (system or {}).get("service")) if system else {}),
     }
 
 
 # --- The live-system section: what a run with a live channel adds to its folder and tags ---
 
 
-def _run_name(cfg: DictConfig, suite: Suite, output: RunOutput) -> str:
+def _run_name(settings: RunSettings, suite: Suite, output: RunOutput) -> str:
     """`<suite>-<variant>`; a live run also names its service and mode (`spark25-system atomicmemory
     replay`): ten runs of different services are not ten `spark25-system`."""
-    if not output.channel_reports or not isinstance(cfg.get("system"), DictConfig):
-        return f"{suite.name}-{cfg.variant.name}"
-    mode = OmegaConf.select(cfg, "system.mode", default=None)
-    return live_run_name(suite.name, str(cfg.variant.name), _choice("system"), mode)
+    if not output.channel_reports or settings.system is None:
+        return f"{suite.name}-{settings.variant}"
+    return live_run_name(suite.name, settings.variant, _choice("system"), settings.system.get("mode"))
 
 
 def _keep_cassettes(output: RunOutput, run_dir: Path) -> None:
@@ -350,12 +349,18 @@ def _cassette_tags(output: RunOutput) -> dict[str, str]:
     return {f"{CASSETTE_TAG}.{channel}": digest for channel, digest in digests.items()}
 
 
-def _live_system(cfg: DictConfig) -> dict[str, Any] | None:
-    """The run's `system` config (a live service), resolved, when one of its stages is a live channel."""
-    try:
-        return OmegaConf.to_container(cfg.system, resolve=True)  # type: ignore[return-value]
-    except Exception:  # a system config that does not resolve has failed config_check already
-        return None
+# A run refused as bad input (exit 2): the config, the suite, the tracking store, a model, a live system (one
+# unreachable at start, a replay miss, a malformed answer).
+BAD_INPUT = (ConfigError, SuiteError, PipelineConfigError, TrackingError, ModelNotFoundError, LiveSystemError)
+
+
+def _failure_tags(cfg: DictConfig) -> dict[str, str]:
+    """A failed job's variant, and its config hash when the config resolves (else the error says why)."""
+    tags = {"variant": str(cfg.variant.get("name", "?"))}
+    resolved = _resolved(cfg)
+    if resolved is not None:
+        tags[CONFIG_HASH_TAG] = config_hash(resolved)
+    return tags
 
 
 def _choice(group: str) -> str | None:
@@ -378,35 +383,26 @@ def run_app(cfg: DictConfig) -> float | None:
                 f"this sweep has no MLflow parent run ({hydra_cfg.sweep.dir}/mlflow_parent.json is missing: "
                 "its start failed or its callback is not configured); the job refuses to log without one"
             )
-        name = None
-        if parent.get(VARYING_KEY):  # a sweep's child: named by its values of what the sweep varies
-            task = [str(o) for o in hydra_cfg.overrides.task]
-            name = child_run_name(str(cfg.variant.name), job_values(cfg, task, parent[VARYING_KEY]))
-        metrics = run_experiment(cfg, run_dir, multirun=multirun, parent=parent, run_name=name)
-    except (
-        ConfigError,
-        SuiteError,
-        PipelineConfigError,
-        TrackingError,
-        ModelNotFoundError,
-        LiveSystemError,  # a live system unreachable at start, a replay miss, a malformed answer
-    ) as err:
-        print(f"error: {err}", file=sys.stderr)
-        if not multirun:
-            discard_if_unused(run_dir)
-            sys.exit(2)
-        # A multirun goes on with its other jobs (sys.exit would abort them); the sweep exits 2 after them.
-        record_failed_job(cfg, run_dir, parent, err)
-        raise JobBadInput(str(err)) from None
-    except OutputError as err:  # the run was done, its results could not be kept: not bad input (exit 2)
-        print(f"error: {err.strerror}", file=sys.stderr)
-        if not multirun:
-            sys.exit(1)
-        record_failed_job(cfg, run_dir, parent, err)
-        raise JobFailed(err.strerror) from None
+        task = [str(o) for o in hydra_cfg.overrides.task]
+        varying = (task, parent[VARYING_KEY]) if parent.get(VARYING_KEY) else None
+        metrics = run_experiment(cfg, run_dir, multirun=multirun, parent=parent, varying=varying)
     except Exception as err:
-        if multirun:
-            record_failed_job(cfg, run_dir, parent, err)
+        bad_input = isinstance(err, BAD_INPUT)
+        if bad_input or isinstance(err, OutputError):  # the run was done, its results could not be kept
+            print(f"error: {err if bad_input else err.strerror}", file=sys.stderr)
+        if not multirun:
+            if bad_input:
+                discard_if_unused(run_dir)
+                sys.exit(2)
+            if isinstance(err, OutputError):  # not bad input (exit 2)
+                sys.exit(1)
+            raise
+        # A multirun goes on with its other jobs (sys.exit would abort them); the sweep exits 2 after them.
+        record_failed_job(_failure_tags(cfg), run_dir, parent, err)
+        if bad_input:
+            raise JobBadInput(str(err)) from None
+        if isinstance(err, OutputError):
+            raise JobFailed(err.strerror) from None
         raise
     value = metrics["overall"].get(cfg.objective)
     return None if value is None else float(value)

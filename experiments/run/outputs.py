@@ -21,9 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig
 
-from experiments.run.resume import CONFIG_HASH_TAG, config_hash
 from experiments.run_folder.trec import write_qrels, write_run
 from experiments.suites.suite import Suite
 from experiments.track.mlflow_tracker import MlflowTracker, resolve_uri
@@ -122,14 +120,12 @@ def write_skipped(
     return {"overall": dict(finished.overall), "skipped": note}
 
 
-def record_failed_job(cfg: DictConfig, run_dir: Path, parent: dict[str, str], err: BaseException) -> None:
-    """A failed multirun job: failed.json, and a FAILED child run (and parent) when the sweep is tracked."""
+def record_failed_job(
+    tags: dict[str, str], run_dir: Path, parent: dict[str, str], err: BaseException
+) -> None:
+    """A failed multirun job: failed.json, and a FAILED child run (and parent) when the sweep is tracked.
+    `tags`: its variant, and its config hash when the config resolves."""
     try:
-        tags = {"variant": str(cfg.variant.get("name", "?"))}
-        try:
-            tags[CONFIG_HASH_TAG] = config_hash(cfg)
-        except Exception:  # a config that does not even resolve: the error says why
-            pass
         run_name = f"{HydraConfig.get().runtime.choices.get('suite', 'suite')}-{tags['variant']}"
         job_failed(run_dir, parent, err, run_name=run_name, tags=tags)
     except Exception as record_err:  # never hide the job's own error behind this one

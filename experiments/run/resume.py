@@ -1,7 +1,8 @@
 """Skip and resume for sweeps: the config hash, and where a job looks for its finished run.
 
-Sits between the runner's config and its work: `experiments.run` asks `find_finished` before it
-runs anything, and calls `record_finished` once the run's files (and its MLflow run) are complete.
+Sits between the runner's settings and its work as one object, `Resume`: `experiments.run` asks it
+once before it runs anything (`Resume.ask`: the finished run that answers the job, if any) and once
+after (`Resume.record`: the run's files, then its MLflow run, recorded as finished).
 
 A job is "finished" when a run with the same config hash, the same suite content hash and the same
 run version exists, completed, and its files are whole. The run version (`run_version(pipeline)`,
@@ -37,14 +38,13 @@ from __future__ import annotations
 import hashlib
 import json
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
-
-from experiments.run_folder import CODE_VERSION_TAG, CONFIG_HASH_TAG, PARTIAL_TAG, RUN_DIR_TAG
+from experiments.configure.settings import RunSettings
+from experiments.run_folder import CODE_VERSION_TAG, CONFIG_HASH_TAG, PARTIAL_TAG, RUN_DIR_TAG, resume_enabled
 from experiments.track import sqlite_run
 from experiments.track.mlflow_tracker import (
     REUSED_TAG_PREFIX,  # noqa: F401 (imported from here too)
@@ -58,6 +58,7 @@ from retrieval import cache_io
 from retrieval.cache_io import CacheWarning
 from retrieval.code_version import KEY_RULES
 from retrieval.pipeline import Pipeline
+from retrieval.progress import PhaseCallback
 
 
 @dataclass(frozen=True)
@@ -80,10 +81,10 @@ def _strip(node: Any) -> Any:
     return node
 
 
-def config_hash(cfg: DictConfig | Mapping[str, Any]) -> str:
+def config_hash(resolved: Mapping[str, Any]) -> str:
     """sha256 (16 hex) of the resolved config minus volatile keys, independent of key order and of how an
     integral number is written (1 or 1.0)."""
-    container = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
+    container = dict(resolved)
     text = json.dumps(_strip(container), sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -311,3 +312,50 @@ def find_finished(
                     found = FinishedRun("mlflow", found.overall, on_disk.run_dir, found.mlflow_run_id)
             return found
     return finished_on_disk(cache_dir, cfg_hash, suite_hash, code)
+
+
+@dataclass(frozen=True)
+class Resume:
+    """One job's resume: what it asked before the run (`finished`: the run that answers it, None when none
+    does or resume is off) and what it records after (`record`)."""
+
+    cache_dir: str | None
+    cfg_hash: str
+    suite_hash: str
+    finished: FinishedRun | None
+
+    @classmethod
+    def ask(
+        cls,
+        settings: RunSettings,
+        suite_hash: str,
+        pipeline: Pipeline,
+        tracker: Any | None,
+        multirun: bool,
+        told: PhaseCallback,
+    ) -> Resume:
+        """Before any work: the config's hash, and the finished run that answers this job, if resume is on
+        (`resume`: auto = in a multirun). The run version covers code, libraries and model files: a change
+        to any re-runs the job."""
+        cfg_hash = config_hash(settings.config)
+        finished = None
+        if resume_enabled(settings.resume, multirun):
+            told("look up a finished run")
+            finished = find_finished(
+                cache_dir=settings.cache_dir,
+                cfg_hash=cfg_hash,
+                suite_hash=suite_hash,
+                tracker=tracker,
+                names=list(dict.fromkeys([*settings.metrics, settings.objective])),
+                code=run_version(pipeline),
+            )
+        return cls(settings.cache_dir, cfg_hash, suite_hash, finished)
+
+    def record(self, run_dir: Path, version: str, log: Callable[[], str] | None = None) -> None:
+        """After the run folder is written: its checksums and the disk index (before `log`, the MLflow log,
+        which uploads the folder), then the index pointed at the MLflow run `log` returns. A log that
+        raises leaves the run recorded on disk."""
+        record_finished(self.cache_dir, self.cfg_hash, self.suite_hash, run_dir, None, code=version)
+        if log is not None:
+            run_id = log()
+            record_finished(self.cache_dir, self.cfg_hash, self.suite_hash, run_dir, run_id, code=version)

@@ -73,12 +73,12 @@ def to_longmemeval(ranked: dict[str, list[tuple[str, float]]], suite: Any) -> st
 
 def run_suite(run_dir: Path) -> Any:
     """The suite a run folder's config.yaml names, loaded as the run loaded it."""
-    from omegaconf import OmegaConf
+    import yaml
 
-    from experiments.suites.load import load_suite_from_config
+    from experiments.suites.load import load_suite
 
-    config = OmegaConf.load(run_dir / "config.yaml")
-    return load_suite_from_config(OmegaConf.create({"suite": config["suite"]}))
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())  # written resolved (run/app.py)
+    return load_suite(config["suite"])
 
 
 def export(run_dir: Path, shape: str) -> str:

@@ -53,10 +53,10 @@ from types import MappingProxyType
 from typing import Any, Literal, Union
 
 import yaml
-from omegaconf import DictConfig, OmegaConf
 
-from experiments.configure.build import build_stages
+from experiments.configure.build import configured_stages
 from experiments.configure.compose import compose_config
+from experiments.configure.settings import RunSettings
 from experiments.suites.jsonl import MEMORY_SCHEMA, field_problems, memory_from_json
 from retrieval.field_types import describe_type, field_type_problems, type_hints
 from retrieval.pipeline import Pipeline, PipelineConfigError
@@ -196,18 +196,21 @@ class MemoryService:
 
     def __init__(
         self,
-        cfg: DictConfig,
+        settings: RunSettings,
+        stages: Mapping[str, Stage],
         *,
         override_keys: Mapping[str, str] | None = None,
         state_dir: str | Path | None = None,
     ):
-        self.cfg = cfg
-        self.order = [str(s) for s in cfg.variant.stages]
-        self.depth = int(cfg.depth)
+        """`settings`: the variant's (experiments/configure/settings.py); `stages`: every stage its config
+        names, disabled ones included (an override may turn one on), built once (configure/build.py
+        `configured_stages`); an override replaces fields of these, and the fields it may set are tabled
+        once (`value_fields`)."""
+        self.settings = settings
+        self.order = list(settings.stage_order)
+        self.depth = settings.depth
         self.override_keys = dict(load_override_keys() if override_keys is None else override_keys)
-        # Every configured stage, disabled ones included (an override may turn one on), built once; an
-        # override replaces fields of these, and the fields it may set are tabled once (`value_fields`).
-        self.stages = MappingProxyType(build_stages(self.order, self.cfg.stage))
+        self.stages = MappingProxyType(dict(stages))
         self.fields = MappingProxyType(value_fields(self.stages))
         # Corpora and channel indexes shared between the pipelines of different overrides.
         self._memo = ProcessMemo(max_entries=256)
@@ -229,7 +232,7 @@ class MemoryService:
     @classmethod
     def from_overrides(cls, overrides: Sequence[str] = (), **kwargs: Any) -> MemoryService:
         """The service of the variant `memeval-run <overrides>` would run (e.g. `variant=exp05`)."""
-        return cls(compose_config(list(overrides)), **kwargs)
+        return cls(*configured_stages(compose_config(list(overrides))), **kwargs)
 
     # --- memories ---------------------------------------------------------------------------------
 
@@ -511,11 +514,9 @@ class MemoryService:
 
     def describe(self) -> dict[str, Any]:
         """What is served: the variant, its stages and a hash of its resolved stage config."""
-        stages = json.dumps(
-            OmegaConf.to_container(self.cfg.stage, resolve=True), sort_keys=True, default=repr
-        )
+        stages = json.dumps(self.settings.config["stage"], sort_keys=True, default=repr)
         return {
-            "variant": str(self.cfg.variant.name),
+            "variant": self.settings.variant,
             "stages": [s.name for s in self.pipeline.stages],
             "stage_config_sha256": hashlib.sha256(stages.encode()).hexdigest()[:16],
             "override_keys": dict(self.override_keys),

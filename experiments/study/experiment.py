@@ -39,7 +39,7 @@ from experiments.track.finished_runs import (
     load_mlflow_runs,
     load_run_dir,
 )
-from experiments.track.run_params import child_run_name, job_values, varying_overrides
+from experiments.track.run_params import varying_overrides
 
 STUDY_KEY_TAG = "memeval.study_key"
 ROW_TAG = "memeval.row"  # on a study's child run: the row's name, as the study's report names it
@@ -84,6 +84,15 @@ class StudyResult:
             out[metric] = [f"{m:.4f}{mark}" for m, mark in zip(part["mean"], marks, strict=True)]
         out.index.name = "run"
         return out
+
+    def row_config(self, row_name: str, extra: Sequence[str] = ()) -> DictConfig:
+        """The run config of a row (its name in the plan), plus `extra` overrides, tracking off: what a
+        report section re-runs in-process (experiments/study/live.py)."""
+        rows = {r.name: r for r in self.plan.rows}
+        if row_name not in rows:
+            raise KeyError(f"no row {row_name!r} in study {self.plan.name} (rows: {list(rows)})")
+        row = rows[row_name]
+        return row_config(self.plan, Row(row.name, (*row.overrides, *extra)), tracking=False)
 
     def __str__(self) -> str:
         return (
@@ -237,7 +246,7 @@ def run_plan(
             run_dir,
             multirun=True,
             parent=parent or None,
-            run_name=child_run_name(str(cfg.variant.name), job_values(cfg, overrides, varying)),
+            varying=(overrides, varying),
             run_tags={ROW_TAG: row.name, "memeval.study": plan.name},
         )
         dirs.append(run_dir)

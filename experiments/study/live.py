@@ -17,8 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from omegaconf import DictConfig
 
+from experiments.configure.build import settings_pipeline
+from experiments.configure.settings import RunSettings
+from experiments.suites.load import load_suite
 from experiments.suites.suite import Suite
 from retrieval.pipeline import RunOutput
 
@@ -44,30 +46,25 @@ class TimedPass:
         }
 
 
-def row_run_config(study: Any, row_name: str, extra: Sequence[str] = ()) -> DictConfig:
-    """The run config of a study row (its name in the plan), plus `extra` overrides, tracking off."""
-    from experiments.study.experiment import row_config
-    from experiments.study.plan import Row
-
-    rows = {r.name: r for r in study.plan.rows}
-    if row_name not in rows:
-        raise KeyError(f"no row {row_name!r} in study {study.plan.name} (rows: {list(rows)})")
-    row = rows[row_name]
-    return row_config(study.plan, Row(row.name, (*row.overrides, *extra)), tracking=False)
+def row_settings(study: Any, row_name: str, extra: Sequence[str] = ()) -> RunSettings:
+    """The run settings of a study row (its name in the plan), plus `extra` overrides, tracking off: read
+    from the study's own row config (experiments/study/experiment.py `StudyResult.row_config`), so this
+    module, below the study runner, imports none of it."""
+    return RunSettings.from_config(study.row_config(row_name, extra))
 
 
-def live_scorers(cfg: DictConfig) -> list[str]:
+def live_scorers(settings: RunSettings) -> list[str]:
     """Overrides that switch off every model-score cache (a cross-encoder scores live, as in production)."""
+    stages = settings.config["stage"]
     return [
-        f"stage.{s}.scorer.cache_dir=null" for s in cfg.variant.stages if "scorer" in cfg.stage.get(s, {})
+        f"stage.{s}.scorer.cache_dir=null" for s in settings.stage_order if "scorer" in (stages.get(s) or {})
     ]
 
 
-def timed_pass(cfg: DictConfig, suite: Suite) -> TimedPass:
-    """One pass of the config's pipeline over the suite: no candidate cache, so every stage is timed."""
-    from experiments.run.app import build_pipeline
-
-    pipeline = build_pipeline(cfg)
+def timed_pass(settings: RunSettings, suite: Suite) -> TimedPass:
+    """One pass of the settings' pipeline (built afresh) over the suite: no candidate cache, so every
+    stage is timed."""
+    pipeline = settings_pipeline(settings)
     load = os.getloadavg()
     before = resource.getrusage(resource.RUSAGE_SELF)
     wall = time.perf_counter()
@@ -84,17 +81,15 @@ def rerun(
 ) -> tuple[Suite, TimedPass]:
     """A row's pipeline run again: a warm-up pass (model loading, embedding reads), then a timed live pass
     with model-score caches off. Scores are the same either way; only the timing differs."""
-    from experiments.suites.load import load_suite_from_config
-
-    cfg = row_run_config(study, row_name, extra)
-    suite = load_suite_from_config(cfg)
+    settings = row_settings(study, row_name, extra)
+    suite = load_suite(settings.suite)
     if warm:
-        timed_pass(cfg, suite)
-    live = live_scorers(cfg)
-    return suite, timed_pass(row_run_config(study, row_name, [*extra, *live]) if live else cfg, suite)
+        timed_pass(settings, suite)
+    live = live_scorers(settings)
+    return suite, timed_pass(row_settings(study, row_name, [*extra, *live]) if live else settings, suite)
 
 
-def query_encoding_ms(cfg: DictConfig, texts: Sequence[str], threads: int | None = None) -> np.ndarray:
+def query_encoding_ms(settings: RunSettings, texts: Sequence[str], threads: int | None = None) -> np.ndarray:
     """Time to embed each query text with the configured bi-encoder, uncached (what a live system pays);
     `threads`: torch threads while timing (1 is steadier on a shared machine)."""
     import torch
@@ -102,7 +97,7 @@ def query_encoding_ms(cfg: DictConfig, texts: Sequence[str], threads: int | None
 
     from retrieval.encoder import load_sentence_transformer
 
-    encoder = instantiate(cfg.encoder, _convert_="all")
+    encoder = instantiate(settings.config["encoder"], _convert_="all")
     model = load_sentence_transformer(encoder.path, encoder.device)
     before = torch.get_num_threads()
     if threads:
@@ -120,10 +115,10 @@ def query_encoding_ms(cfg: DictConfig, texts: Sequence[str], threads: int | None
 
 
 def interleaved_passes(
-    configs: Mapping[str, DictConfig], suite: Suite, repeats: int
+    configs: Mapping[str, RunSettings], suite: Suite, repeats: int
 ) -> dict[str, list[TimedPass]]:
-    """`repeats` timed passes of each config, interleaved so a burst of others' load hits every pipeline
-    alike; a warm-up pass of each first (model loading, embedding reads)."""
+    """`repeats` timed passes of each row's settings, interleaved so a burst of others' load hits every
+    pipeline alike; a warm-up pass of each first (model loading, embedding reads)."""
     for cfg in configs.values():
         timed_pass(cfg, suite)
     passes: dict[str, list[TimedPass]] = {name: [] for name in configs}

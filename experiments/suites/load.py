@@ -1,17 +1,18 @@
-"""The suite a run config names (`cfg.suite`: a loader `_target_` and its arguments), built once per
-process when asked to (`memoise`): the one place a run, a benchmark or a report gets its suite from.
+"""The suite a run config's `suite` node names (a loader `_target_` and its arguments, resolved), built once
+per process when asked to (`memoise`): the one place a run, a benchmark or a report gets its suite from.
 
-    suite = load_suite_from_config(cfg, memoise=True)
+    suite = load_suite(settings.suite, memoise=True)  # from a composed config: configure/settings.py
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
+from typing import Any
 
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf
 
 from experiments.suites.suite import Suite, SuiteError
 from retrieval.reuse import process_memo
@@ -41,26 +42,23 @@ def files_signature(path: object) -> tuple:
     return tuple(sorted(files))
 
 
-def load_suite_from_config(cfg: DictConfig, *, memoise: bool = False) -> Suite:
-    """The suite a config names; `memoise` reuses the one this process loaded (same config, same files)."""
+def load_suite(suite: Mapping[str, Any], *, memoise: bool = False) -> Suite:
+    """The suite a `suite` node names; `memoise` reuses the one this process loaded (same node and files)."""
     # `report_label` and `primary` are for tables and reports, not the loader.
+    loader = {k: v for k, v in suite.items() if k not in SUITE_REPORT_KEYS}
     if memoise:
-        loader = OmegaConf.to_container(cfg.suite, resolve=True)
         key = (
-            json.dumps(
-                {k: v for k, v in loader.items() if k not in SUITE_REPORT_KEYS}, sort_keys=True, default=repr
-            ),
+            json.dumps(loader, sort_keys=True, default=repr),
             os.getcwd(),
-            files_signature(cfg.suite.get("path", "")),
+            files_signature(suite.get("path", "")),
         )
-        return process_memo().get_or_make("suite", key, lambda: load_suite_from_config(cfg))
-    loader_cfg = OmegaConf.masked_copy(cfg.suite, [k for k in cfg.suite if k not in SUITE_REPORT_KEYS])
+        return process_memo().get_or_make("suite", key, lambda: load_suite(suite))
     try:
-        suite = instantiate(loader_cfg, _convert_="all")
+        built = instantiate(loader, _convert_="all")
     except InstantiationException as err:  # Hydra wraps the loader's own error: surface it
         if isinstance(err.__cause__, SuiteError):
             raise err.__cause__ from None
         raise
-    if not isinstance(suite, Suite):
-        raise TypeError(f"suite config must build a Suite, got {type(suite).__name__}")
-    return suite
+    if not isinstance(built, Suite):
+        raise TypeError(f"suite config must build a Suite, got {type(built).__name__}")
+    return built

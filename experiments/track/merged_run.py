@@ -15,7 +15,6 @@ from typing import Any
 import mlflow
 import pandas as pd
 from hydra.utils import instantiate
-from omegaconf import OmegaConf
 
 from experiments.track.mlflow_tracker import (
     REUSED_FROM_TAG,
@@ -76,7 +75,7 @@ def log_merged(
         params.pop("shards", None)
         params["shard"] = param_text(None)
     else:
-        params = run_params(OmegaConf.create(dict(whole)), whole)
+        params = run_params(whole)  # resolved: no setting only refers to another
     latency, latency_note = latency_for_mlflow(metrics, frame)
     suite = metrics["suite"]
     suite_path = (whole.get("suite") or {}).get("path")

@@ -4,10 +4,9 @@ measured), tags, the suite as its dataset, and its run folder's files as artifac
 from __future__ import annotations
 
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-from omegaconf import DictConfig
 
 from experiments.suites.suite import Suite
 from experiments.track.mlflow_tracker import (
@@ -26,8 +25,8 @@ if TYPE_CHECKING:  # pandas and scipy: imported when a run evaluates (tests/proj
 
 def log_run(
     tracker: MlflowTracker,
-    cfg: DictConfig,
-    resolved: Mapping[str, Any],
+    config: Mapping[str, Any],
+    references: AbstractSet[str],
     suite: Suite,
     evaluation: Evaluation,
     *,
@@ -38,12 +37,14 @@ def log_run(
     config_text: str,
     started_ms: int,
 ) -> str:
-    """Log the run; its MLflow run id. `run_tags` (the caller's own) go last, over `tags`."""
+    """Log the run; its MLflow run id. `config`: the run's config resolved, `references` the keys in it
+    that only refer to another (experiments/configure/settings.py `RunSettings`); `run_tags` (the caller's
+    own) go last, over `tags`."""
     latency, latency_note = latency_for_mlflow(evaluation.metrics, evaluation.per_query)
-    suite_path = cfg.suite.get("path")
+    suite_path = (config.get("suite") or {}).get("path")
     return tracker.log(
         run_name=run_name,
-        params=run_params(cfg, resolved),
+        params=run_params(config, references),
         metrics={**mlflow_metrics(evaluation.metrics), **latency},
         metric_names=mlflow_metric_names(evaluation.metrics),
         tags={**tags, **latency_note, **run_tags},

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from experiments.track.mlflow_tracker import safe_key
 
@@ -33,8 +32,6 @@ HYDRA_WIRING = frozenset({"_target_", "_partial_", "_convert_", "_recursive_", "
 VOLATILE_KEYS = frozenset(
     {"hydra", "progress", "show_progress", "cache_dir", "export_dir", "tracking", "resume"}
 )
-
-_REFERENCE = re.compile(r"^\$\{[A-Za-z_][\w.]*\}$")  # `${encoder}`: a plain reference, no resolver
 
 
 def param_text(value: Any) -> str:
@@ -67,39 +64,30 @@ def _canonical(value: Any) -> Any:
     return value
 
 
-def run_params(cfg: DictConfig, resolved: Mapping[str, Any]) -> dict[str, str]:
+def run_params(resolved: Mapping[str, Any], references: AbstractSet[str] = frozenset()) -> dict[str, str]:
     """The run's settings as MLflow params: `resolved` (the resolved config) flattened, each setting
-    once (`cfg`, unresolved, tells which nodes only refer to another), no wiring, no housekeeping."""
+    once (`references`: the dotted keys that only refer to another, experiments/configure/settings.py),
+    no wiring, no housekeeping."""
     out: dict[str, str] = {}
-    _walk(cfg, resolved, "", out)
+    _walk(resolved, references, "", out)
     safe: dict[str, str] = {}
     for key, text in out.items():  # a service's own keys (`$contains`) too: the rule of every MLflow key
         safe[safe_key(key, safe)] = text
     return safe
 
 
-def _walk(node: Any, values: Any, prefix: str, out: dict[str, str]) -> None:
+def _walk(values: Any, references: AbstractSet[str], prefix: str, out: dict[str, str]) -> None:
     for key, value in values.items():
         name = f"{prefix}{key}"
         if key in HYDRA_WIRING or key in VOLATILE_KEYS:
             continue
-        if _is_reference(node, key):  # logged where it is defined
+        if name in references:  # logged where it is defined
             continue
-        child = node.get(key) if isinstance(node, DictConfig) else None
         if isinstance(value, Mapping):
-            _walk(child, value, f"{name}.", out)
+            _walk(value, references, f"{name}.", out)
         else:
             text = param_text(value)
             out[name] = text if len(text) <= MAX_PARAM_CHARS else text[: MAX_PARAM_CHARS - 3] + "..."
-
-
-def _is_reference(node: Any, key: str) -> bool:
-    if not isinstance(node, DictConfig) or key not in node:
-        return False
-    if not OmegaConf.is_interpolation(node, key):
-        return False
-    raw = node._get_node(key)._value()  # the interpolation's own text, unresolved
-    return isinstance(raw, str) and bool(_REFERENCE.match(raw))
 
 
 def short_key(key: str) -> str:
@@ -158,15 +146,28 @@ def sweep_axes(overrides: Sequence[str]) -> dict[str, str]:
     }
 
 
-def job_values(cfg: DictConfig, overrides: Sequence[str], keys: Sequence[str]) -> dict[str, Any]:
-    """This run's value of each of `keys`: the config's value where the key is a setting (so a sweep's `0`
-    and a study's `0.0` read alike), else the override as given (a group choice, `variant=bm25`)."""
+def job_values(resolved: Mapping[str, Any], overrides: Sequence[str], keys: Sequence[str]) -> dict[str, Any]:
+    """This run's value of each of `keys`: the value in `resolved` (the config resolved) where the key is a
+    setting (so a sweep's `0` and a study's `0.0` read alike), else the override as given (a group choice,
+    `variant=bm25`)."""
     given = override_values(overrides)
     out: dict[str, Any] = {}
     for key in keys:
-        value = OmegaConf.select(cfg, key, default=None, throw_on_missing=False)
-        if isinstance(value, DictConfig | ListConfig) or value is None:
+        value = _select(resolved, key)
+        if isinstance(value, Mapping | list) or value is None:
             value = given.get(key)
         if value is not None:
             out[key] = value
     return out
+
+
+def _select(node: Any, key: str) -> Any:
+    """The value at a dotted key (`stage.bm25.k1`, a list item by its index), None where there is none."""
+    for part in key.split("."):
+        if isinstance(node, Mapping):
+            node = node.get(part)
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None
+    return node

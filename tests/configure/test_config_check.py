@@ -18,6 +18,7 @@ import pytest
 
 from experiments.configure.check import ConfigError
 from experiments.configure.compose import CONF_DIR, compose_config
+from experiments.configure.settings import RunSettings
 from experiments.run.app import build_pipeline, run_experiment
 from experiments.run.resume import config_hash
 from retrieval.field_types import value_problems
@@ -216,9 +217,12 @@ def test_a_bad_config_fails_before_the_suite_is_read_and_writes_nothing(tmp_path
 
 
 def test_integral_floats_hash_like_ints():
-    base = config_hash(compose_config(["variant=bm25", "stage.bm25.k1=1"]))
-    assert config_hash(compose_config(["variant=bm25", "stage.bm25.k1=1.0"])) == base
-    assert config_hash(compose_config(["variant=bm25", "stage.bm25.k1=1.5"])) != base
+    def hashed(*overrides: str) -> str:
+        return config_hash(RunSettings.from_config(compose_config(list(overrides))).config)
+
+    base = hashed("variant=bm25", "stage.bm25.k1=1")
+    assert hashed("variant=bm25", "stage.bm25.k1=1.0") == base
+    assert hashed("variant=bm25", "stage.bm25.k1=1.5") != base
     assert config_hash({"a": [2.0, {"b": 0.0}]}) == config_hash({"a": [2, {"b": 0}]})
     assert config_hash({"a": float("nan")}) != config_hash({"a": 0})  # not integral: no crash, no merge
     assert _canonical(2.0) == 2 and _canonical(float("inf")) == float("inf")  # stage fingerprints agree

@@ -11,10 +11,10 @@ import pytest
 from omegaconf import OmegaConf
 
 from experiments.configure.compose import compose_config, yaml_text
+from experiments.configure.settings import load_suite_from_config
 from experiments.run.app import build_pipeline, execute
 from experiments.run_folder.exchange import export
 from experiments.run_folder.trec import write_run
-from experiments.suites.load import load_suite_from_config
 from tests.support import DATA
 from tests.upstream import longmemeval_retrieval as lme_upstream
 

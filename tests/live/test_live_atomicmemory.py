@@ -40,7 +40,7 @@ def _memory(mid: str, text: str, role: str | None) -> Memory:
 
 def test_the_role_reaches_memeval_serve_and_a_stage_that_finds_none_is_named(capsys):
     adapter = _adapter()
-    service = MemoryService(compose_config(["variant=exp05", "tracking=none"]))
+    service = MemoryService.from_overrides(["variant=exp05", "tracking=none"])
     said = [_memory("m1", "Always answer in French.", "user"), _memory("m2", "Sure, I will.", "assistant")]
     body = from_atomicmemory(_body(adapter, "ingest", {"conversation": "1"}, said))
     service.ingest(body["scope"], body["memories"])
@@ -59,7 +59,7 @@ def test_the_role_reaches_memeval_serve_and_a_stage_that_finds_none_is_named(cap
 
 
 def test_a_variant_whose_stages_read_no_memory_field_warns_of_nothing():
-    service = MemoryService(compose_config(["variant=hybrid", "tracking=none"]))
+    service = MemoryService.from_overrides(["variant=hybrid", "tracking=none"])
     service.ingest({"conversation": "1"}, [{"id": "m1", "text": "no role here"}])
     assert service.warnings() == []
 

@@ -67,7 +67,7 @@ def searchable(service: MemoryService, scope: Mapping[str, str], n: int) -> floa
 
 
 def _bm25_service() -> MemoryService:
-    return MemoryService(compose_config(["variant=bm25", "tracking=none"]))
+    return MemoryService.from_overrides(["variant=bm25", "tracking=none"])
 
 
 def _system_pipeline(system: MemorySystem, **fields) -> Pipeline:
@@ -242,15 +242,13 @@ def test_a_resumed_record_run_against_a_service_that_lost_its_memories_re_ingest
 
 
 def test_config_override_keys_map_onto_stage_fields_and_unknown_ones_are_refused():
-    service = MemoryService(
-        compose_config(
-            [
-                "variant=exp05",
-                "tracking=none",
-                "stage.dense.enabled=false",
-                "variant.stages=[instruction_tagging,bm25,instruction_boost]",
-            ]
-        )
+    service = MemoryService.from_overrides(
+        [
+            "variant=exp05",
+            "tracking=none",
+            "stage.dense.enabled=false",
+            "variant.stages=[instruction_tagging,bm25,instruction_boost]",
+        ]
     )
     assert service._pipeline({"instructionBoostWeight": 0.5}).rank[0].weight == 0.5
     assert service._pipeline({"stage.instruction_boost.weight": 0.25}).rank[0].weight == 0.25
@@ -263,12 +261,12 @@ def test_config_override_keys_map_onto_stage_fields_and_unknown_ones_are_refused
 
 
 def test_ingest_is_idempotent_by_id_and_counted_on_the_service(tmp_path):
-    service = MemoryService(compose_config(["variant=bm25", "tracking=none"]), state_dir=tmp_path)
+    service = MemoryService.from_overrides(["variant=bm25", "tracking=none"], state_dir=tmp_path)
     scope = {"conversation": "1"}
     records = [{"id": "a", "text": "alpha"}, {"id": "b", "text": "beta"}, {"id": "c", "text": "gamma"}]
     assert service.ingest(scope, records) == {"stored": 3, "duplicates_refused": 0}
     assert service.ingest(scope, records[:2]) == {"stored": 0, "duplicates_refused": 2}
-    restarted = MemoryService(compose_config(["variant=bm25", "tracking=none"]), state_dir=tmp_path)
+    restarted = MemoryService.from_overrides(["variant=bm25", "tracking=none"], state_dir=tmp_path)
     searchable(restarted, scope, 3)
     assert restarted.count(scope) == 3 and restarted.counts()["ingested"] == 3
     assert [h.id for h in restarted.search("alpha", scope, 5)] == ["a"]

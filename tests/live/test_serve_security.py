@@ -25,7 +25,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from experiments.configure.compose import compose_config
 from experiments.serve.service import OVERRIDE_KEYS_FILE, MemoryService
 from tests.live_services import free_port
 from tests.support import CACHE_DIR, REPO
@@ -131,7 +130,7 @@ def exp05():
 @pytest.fixture(scope="module")
 def exp05_stages() -> dict:
     """The served variant's stages (disabled ones included): every field a client could aim at."""
-    service = MemoryService(compose_config(["variant=exp05", "tracking=none"]))
+    service = MemoryService.from_overrides(["variant=exp05", "tracking=none"])
     return dict(service.stages)
 
 

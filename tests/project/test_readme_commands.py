@@ -253,7 +253,8 @@ def test_make_slurm_up_runs_as_root_and_asks_sudo_only_as_a_user(tmp_path):
         # as a user types it: not inside `make test` (whose MAKELEVEL/MAKEFLAGS make a sub-make print
         # "Entering directory" lines; CI runs this test that way)
         outer = {"MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES", "MAKE_TERMOUT", "MAKE_TERMERR"}
-        env = {k: v for k, v in os.environ.items() if k not in outer} | {"PATH": f"{fake}:{os.environ['PATH']}"}
+        env = {k: v for k, v in os.environ.items() if k not in outer}
+        env["PATH"] = f"{fake}:{os.environ['PATH']}"
         done = subprocess.run(["make", "-n", "slurm-up"], cwd=REPO, env=env, capture_output=True, text=True)
         assert done.returncode == 0 and done.stdout.strip() == expected, (uid, done.stdout, done.stderr)
 

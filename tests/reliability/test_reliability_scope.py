@@ -100,7 +100,7 @@ def run_variant(
 
 def same_scope_rankings(cfg) -> dict[str, list[str]]:
     """Every memory of each query's own scope (the first 100), as another system would rank them."""
-    from experiments.suites.load import load_suite_from_config
+    from experiments.configure.settings import load_suite_from_config
 
     suite = load_suite_from_config(cfg)
     return {

@@ -9,8 +9,8 @@ import pytest
 
 from experiments.configure.build import pipeline_from_config
 from experiments.configure.compose import compose_config
+from experiments.configure.settings import load_suite_from_config
 from experiments.run.app import build_pipeline
-from experiments.suites.load import load_suite_from_config
 from retrieval.fusion_arithmetic import rrf_fuse, weighted_fuse
 from retrieval.fusions.rrf import RRFFusion
 from retrieval.fusions.weighted import WeightedFusion

@@ -12,6 +12,7 @@ import ir_measures
 import pytest
 
 from experiments.configure.compose import compose_config
+from experiments.configure.settings import RunSettings
 from experiments.run.app import build_pipeline, run_experiment
 from experiments.run.resume import config_hash
 from experiments.suites.jsonl import save_suite
@@ -62,10 +63,11 @@ def test_the_file_hash_is_in_the_config_and_the_fingerprint(tmp_path):
     run_file = tmp_path / "a.trec"
     run_file.write_text("code-01 Q0 ins-0001 1 2.0 x\n")
     first = run_config(tmp_path, "variant=trec_run", f"stage.trec_run.path={run_file}")
-    stage, first_hash = build_pipeline(first).stages[0], config_hash(first)
+    stage, first_hash = build_pipeline(first).stages[0], config_hash(RunSettings.from_config(first).config)
     run_file.write_text("code-01 Q0 ins-0002 1 2.0 x\n")
     second = run_config(tmp_path, "variant=trec_run", f"stage.trec_run.path={run_file}")
-    assert first_hash != config_hash(second)  # resume never reuses a run of the old file
+    second_hash = config_hash(RunSettings.from_config(second).config)
+    assert first_hash != second_hash  # resume never reuses a run of the old file
     assert stage.fingerprint() != build_pipeline(second).stages[0].fingerprint()  # nor any cache
     with pytest.raises(PipelineConfigError, match="changed since"):  # built after the file changed
         stage.build(_corpus())

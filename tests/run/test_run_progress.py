@@ -115,14 +115,13 @@ def test_a_run_writes_its_peak_memory_and_phase_times_and_logs_the_memory_to_mlf
 
 def test_a_live_service_ingesting_or_indexing_is_told_per_scope_and_shown_with_the_bars_on():
     """Issue 41: minutes of a service ingesting or indexing showed nothing on the client's console."""
-    from experiments.configure.compose import compose_config
     from experiments.serve.service import MemoryService
     from experiments.systems.retriever import SystemRetriever
     from tests.live.test_live_system import ServiceSystem
 
     suite = tiny_suite()  # two scopes of five memories
     heard: list[tuple] = []
-    system = ServiceSystem(MemoryService(compose_config(["variant=bm25", "tracking=none"])))
+    system = ServiceSystem(MemoryService.from_overrides(["variant=bm25", "tracking=none"]))
     Pipeline((SystemRetriever(system=system),), depth=10).run(
         suite.memories, suite.queries, progress=False, on_phase=lambda *told: heard.append(told)
     )

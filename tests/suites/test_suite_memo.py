@@ -15,7 +15,7 @@ def compose(*overrides: str):
 
 
 def test_the_memoised_suite_is_reused_only_while_its_config_and_files_are_the_same(tmp_path):
-    from experiments.suites.load import load_suite_from_config
+    from experiments.configure.settings import load_suite_from_config
 
     root = write_tiny_suite(tmp_path)
     cfg = compose(f"suite.path={root}")

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from omegaconf import OmegaConf
-
 from experiments.configure.compose import compose_config
+from experiments.configure.settings import RunSettings
 from experiments.track.run_params import child_run_name, param_text, run_params, sweep_axes, varying_overrides
 
 
 def test_params_are_each_setting_once_in_one_spelling():
     cfg = compose_config(["variant=exp05", "stage.instruction_boost.weight=0"])
-    params = run_params(cfg, OmegaConf.to_container(cfg, resolve=True))
+    settings = RunSettings.from_config(cfg)
+    params = run_params(settings.config, settings.references)
     assert params["stage.instruction_boost.weight"] == "0"
     assert params["encoder.model"] and not any(k.startswith("stage.dense.encoder") for k in params)
     assert params["stage.fusion.weights"] == "null" and params["stage.bm25.enabled"] == "true"

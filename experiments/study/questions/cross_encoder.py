@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.compare.render import Block, Heading, Paragraph, code
-from experiments.study.live import rerun, row_run_config
+from experiments.study.live import rerun, row_settings
 from experiments.study.sections import SectionContext, register_section
 
 
@@ -24,10 +24,12 @@ def rerank_model(ctx: SectionContext) -> list[Block]:
     if ctx.study is None:
         return []
     row = str(ctx.options.get("row", ctx.study.plan.rows[-1].name))
-    scorer = row_run_config(ctx.study, row).stage[str(ctx.options.get("stage", "cross_encoder"))].scorer
-    path = Path(str(scorer.model)) / "training.json"
+    stage = row_settings(ctx.study, row).config["stage"][str(ctx.options.get("stage", "cross_encoder"))]
+    scorer = stage["scorer"]
+    model, max_length = scorer["model"], scorer.get("max_length")
+    path = Path(str(model)) / "training.json"
     if not path.is_file():
-        return [Heading("The model"), Paragraph(f"{code(scorer.model)}: no training.json beside it.")]
+        return [Heading("The model"), Paragraph(f"{code(model)}: no training.json beside it.")]
     t = json.loads(path.read_text())
     c, metric = t["config"], t["config"]["val_metric"]
     seen = min(t["steps"] * c["batch_size"], t["pairs"] * c["epochs"])
@@ -35,7 +37,7 @@ def rerank_model(ctx: SectionContext) -> list[Block]:
     return [
         Heading("The model"),
         Paragraph(
-            f"{code(scorer.model)} (max_length {scorer.max_length}), trained by `memeval-train-reranker` "
+            f"{code(model)} (max_length {max_length}), trained by `memeval-train-reranker` "
             f"on {code(t['train_suite'])} ({t['train_queries']} training queries, split by conversation): "
             f"{t['pairs']} pairs ({t['positive_pairs']} positive), {c.get('num_layers', 'all')} layers, "
             f"batch {c['batch_size']}, lr {c['lr']}, seed {c['seed']}; "

@@ -23,7 +23,7 @@ import pandas as pd
 
 from experiments.compare.render import Block, Heading, Paragraph, Table, code
 from experiments.evaluate.statistics import bootstrap_ci, compare, holm
-from experiments.study.live import query_encoding_ms, rerun, row_run_config
+from experiments.study.live import query_encoding_ms, rerun, row_settings
 from experiments.study.sections import SectionContext, register_section
 from experiments.track.finished_runs import RunRecord
 from retrieval.stages.action_domain import ActionDomainClassifier
@@ -106,9 +106,7 @@ def spark_phases(ctx: SectionContext) -> list[Block]:
         p: pd.Series(t.latency_ms, index=[r.query_id for r in t.output.ranked]) for p, t in live.items()
     }
     blocks: list[Block] = [Heading("spark25 phases"), Heading("Phases", 3)]
-    blocks += [
-        Paragraph(f"{code(p)}: " + " → ".join(row_run_config(ctx.study, p).variant.stages)) for p in phases
-    ]
+    blocks += [Paragraph(f"{code(p)}: " + " → ".join(row_settings(ctx.study, p).stage_order)) for p in phases]
 
     overall = {}
     for p in phases:
@@ -125,7 +123,7 @@ def spark_phases(ctx: SectionContext) -> list[Block]:
             "load 1 min": _fmt(s["load_1m"], 1),
         }
         overall[p] = cells
-    encode = query_encoding_ms(row_run_config(ctx.study, phases[0]), [q.text for q in suite.queries])
+    encode = query_encoding_ms(row_settings(ctx.study, phases[0]), [q.text for q in suite.queries])
     blocks += [
         Heading("Overall", 3),
         Table(pd.DataFrame(overall).T, "phase"),

@@ -20,10 +20,10 @@ from experiments.study.live import (
     latency_summary,
     latency_table,
     query_encoding_ms,
-    row_run_config,
+    row_settings,
 )
 from experiments.study.sections import SectionContext, register_section
-from experiments.suites.load import load_suite_from_config
+from experiments.suites.load import load_suite
 from retrieval.aging import epoch_days
 
 
@@ -129,7 +129,7 @@ def _label_table(ctx: SectionContext, order: list[str], label: str, metric: str)
 
 def evidence_age(ctx: SectionContext) -> str:
     """Median age in days (query now - created_at) of relevant memories and of all in-scope memories."""
-    suite = load_suite_from_config(row_run_config(ctx.study, ctx.comparison.baseline))
+    suite = load_suite(row_settings(ctx.study, ctx.comparison.baseline).suite)
     created = {m.id: epoch_days(m.created_at) for m in suite.memories}
     by_scope: dict[str, list[float]] = {}
     for m in suite.memories:
@@ -155,8 +155,8 @@ def tier_cost(ctx: SectionContext) -> list[Block]:
         return [Heading("Cost of searching high-order tiers"), Paragraph("Needs a study (rows to re-run).")]
     repeats = int(ctx.options.get("repeats", 7))
     names = [str(r) for r in ctx.options.get("rows", ["hybrid", "tiering-observations_only", "tiering"])]
-    configs = {name: row_run_config(ctx.study, name) for name in names}
-    suite = load_suite_from_config(next(iter(configs.values())))
+    configs = {name: row_settings(ctx.study, name) for name in names}
+    suite = load_suite(next(iter(configs.values())).suite)
     passes = interleaved_passes(configs, suite, repeats)
     summaries = {name: latency_summary(runs) for name, runs in passes.items()}
     table = latency_table(summaries)

@@ -20,7 +20,10 @@ import pandas as pd
 
 from experiments.compare.analysis import Comparison
 from experiments.compare.render import Block
-from experiments.study import questions
+
+# The packages whose modules register sections on import: found by a scan, by name, as stages are
+# (experiments/configure/nodes.py), so this package imports none of them (questions/ imports this one).
+SECTION_PACKAGES = ("experiments.study.sections", "experiments.study.questions")
 
 
 @dataclass(frozen=True)
@@ -49,9 +52,9 @@ def register_section(name: str) -> Callable[[SectionFunction], SectionFunction]:
 
 
 def available_sections() -> list[str]:
-    for name, path in ((__name__, __path__), (questions.__name__, questions.__path__)):
-        for module in pkgutil.iter_modules(path):  # each module registers its sections on import
-            importlib.import_module(f"{name}.{module.name}")
+    for package in map(importlib.import_module, SECTION_PACKAGES):
+        for module in pkgutil.iter_modules(package.__path__):  # each registers its sections on import
+            importlib.import_module(f"{package.__name__}.{module.name}")
     return sorted(_REGISTRY)
 
 

@@ -16,10 +16,10 @@ from experiments.study.live import (
     latency_summary,
     latency_table,
     query_encoding_ms,
-    row_run_config,
+    row_settings,
 )
 from experiments.study.sections import SectionContext, register_section
-from experiments.suites.load import load_suite_from_config
+from experiments.suites.load import load_suite
 
 
 @register_section("latency")
@@ -29,8 +29,8 @@ def latency(ctx: SectionContext) -> list[Block]:
         return [heading, Paragraph("Needs a study (rows to re-run).")]
     repeats = int(ctx.options.get("repeats", 5))
     names = [str(r) for r in ctx.options.get("rows") or [r.name for r in ctx.study.plan.rows]]
-    configs = {name: row_run_config(ctx.study, name) for name in names}
-    suite = load_suite_from_config(next(iter(configs.values())))
+    configs = {name: row_settings(ctx.study, name) for name in names}
+    suite = load_suite(next(iter(configs.values())).suite)
     passes = interleaved_passes(configs, suite, repeats)
     summaries = {name: latency_summary(runs) for name, runs in passes.items()}
     table = pd.DataFrame(latency_table(summaries)).T

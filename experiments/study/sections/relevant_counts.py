@@ -12,9 +12,9 @@ import numpy as np
 import pandas as pd
 
 from experiments.compare.render import Block, Heading, Paragraph, Table
-from experiments.study.live import row_run_config
+from experiments.study.live import row_settings
 from experiments.study.sections import SectionContext, register_section
-from experiments.suites.load import load_suite_from_config
+from experiments.suites.load import load_suite
 
 
 @register_section("relevant_counts")
@@ -23,7 +23,7 @@ def relevant_counts(ctx: SectionContext) -> list[Block]:
     if ctx.study is None:
         return [heading, Paragraph("Needs a study (the suite's judgements).")]
     comp = ctx.comparison
-    suite = load_suite_from_config(row_run_config(ctx.study, comp.baseline))
+    suite = load_suite(row_settings(ctx.study, comp.baseline).suite)
     cutoffs = [int(k) for k in ctx.options.get("k", [10])]
     base = comp.run_by_label[comp.baseline].answerable()
     n = np.array([sum(g > 0 for g in suite.qrels.get(q, {}).values()) for q in base.index], dtype=float)
