@@ -167,12 +167,14 @@ def run_experiment(
     run_dir: Path,
     *,
     multirun: bool = False,
+    share_memo: bool = True,
     parent: dict[str, Any] | None = None,
     run_name: str | None = None,
     run_tags: dict[str, str] | None = None,
     varying: tuple[Sequence[str], Sequence[str]] | None = None,
 ) -> dict[str, Any]:
-    """Run, evaluate, write, log. In a multirun (`multirun`) the process memo is reused, finished jobs
+    """Run, evaluate, write, log. In a multirun (`multirun`) the process memo is reused (unless
+    `share_memo` is false: a study row whose latency must be measured), finished jobs
     are skipped (see experiments.run.resume), and `parent` (the sweep's MLflow parent) makes it a child run;
     `run_name` names its MLflow run (default `<suite>-<variant>`; with `varying`, this job's overrides and
     the keys its sweep or study varies, the variant and its values of those), `run_tags` are added to its
@@ -180,7 +182,8 @@ def run_experiment(
     With `progress=false` a line says where the run is every few seconds (experiments/run/phase_lines.py).
     """
     with PhaseLines(quiet=cfg.get("progress") is not False) as told:  # quiet: the bars say it
-        return _run_experiment(cfg, run_dir, told, multirun, parent, run_name, run_tags, varying)
+        memo = process_memo() if multirun and share_memo else None
+        return _run_experiment(cfg, run_dir, told, multirun, memo, parent, run_name, run_tags, varying)
 
 
 def _run_experiment(
@@ -188,12 +191,12 @@ def _run_experiment(
     run_dir: Path,
     told: PhaseCallback,
     multirun: bool,
+    memo: ProcessMemo | None,
     parent: dict[str, Any] | None,
     run_name: str | None,
     run_tags: dict[str, str] | None,
     varying: tuple[Sequence[str], Sequence[str]] | None,
 ) -> dict[str, Any]:
-    memo = process_memo() if multirun else None
     settings, pipeline, suite, shard = _prepare(cfg, memo, multirun, told)
     if run_name is None and varying is not None:  # a sweep's child: named by its values of what varies
         run_name = child_run_name(settings.variant, job_values(settings.config, *varying))

@@ -189,6 +189,19 @@ def row_config(
     return cfg
 
 
+def measured_alone(cfg: DictConfig) -> None:
+    """A row whose latency must be measured (`measure_latency: true`): no candidate cache, the embedding
+    cache and exported models kept where the study's cache puts them (a warm-embedding latency, as
+    docs/caching.md says), and no resume (a finished row's latency was measured in another sitting)."""
+    encoder = cfg.get("encoder")
+    if encoder is not None:
+        for key in ("cache_dir", "export_dir"):
+            if key in encoder:
+                encoder[key] = OmegaConf.select(cfg, f"encoder.{key}")  # resolved while cache_dir is set
+    cfg.cache_dir = None
+    cfg.resume = False
+
+
 def row_composer() -> Composer:
     """The composer of a plan's rows: rows that differ only in values (a sweep: `stage.x.weight=0.2`) share
     one Hydra composition (experiments.configure.compose.Composer, the sweep launcher's too)."""
@@ -234,6 +247,9 @@ def run_plan(
         row_config(plan, r, tracking=tracking, cache_dir=cache_dir, progress=progress, composer=composer)
         for r in plan.rows
     ]
+    if plan.measure_latency:
+        for cfg in configs:
+            measured_alone(cfg)
     parent = _start_parent(plan, configs[0]) if configs[0].tracking.enabled else {}
     varying = varying_overrides([plan.row_overrides(r) for r in plan.rows])
     dirs = []
@@ -245,6 +261,7 @@ def run_plan(
             cfg,
             run_dir,
             multirun=True,
+            share_memo=not plan.measure_latency,
             parent=parent or None,
             varying=(overrides, varying),
             run_tags={ROW_TAG: row.name, "memeval.study": plan.name},

@@ -50,6 +50,7 @@ PLAN_KEYS = frozenset(
         "stats",
         "sections",
         "drilldown",
+        "measure_latency",
     }
 )
 STATS_KEYS = frozenset({"test", "alpha", "correction", "seed", "unit"})
@@ -114,6 +115,9 @@ class StudyPlan:
     drilldown: DrilldownOptions = DrilldownOptions()
     suites: tuple[SuiteRef, ...] = ()  # several suites: one paired comparison (and report) per suite
     baselines: tuple[str, ...] = ()  # more references (row names) every row is compared against
+    # Every row's latency measured: each row runs on its own (no process memo, no candidate cache; its
+    # embeddings still from their cache), so no row's latency is unmeasured for work an earlier row did.
+    measure_latency: bool = False
 
     @property
     def references(self) -> tuple[str, ...]:
@@ -424,6 +428,12 @@ def _drilldown(raw: Any) -> DrilldownOptions:
     return DrilldownOptions(n, _strings(raw.get("queries"), "drilldown.queries"))
 
 
+def _flag(value: Any, key: str) -> bool:
+    if not isinstance(value, bool):
+        raise _fail(key, f"must be true or false, got {value!r}")
+    return value
+
+
 def load_plan(raw: Mapping[str, Any], name: str | None = None) -> StudyPlan:
     """Check a plan (a mapping, e.g. `cfg.study` as a container) and expand its sweep into rows.
     `name`: the plan's file name (`study=<name>`), its name unless the plan states another."""
@@ -473,6 +483,7 @@ def load_plan(raw: Mapping[str, Any], name: str | None = None) -> StudyPlan:
         drilldown=_drilldown(raw.get("drilldown")),
         suites=suites,
         baselines=_baselines(raw.get("baselines"), rows),
+        measure_latency=_flag(raw.get("measure_latency", False), "measure_latency"),
     )
     _check_suite_ids(plan)
     return plan

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from dataclasses import MISSING, fields
@@ -189,6 +190,7 @@ def test_a_later_override_of_a_key_replaces_the_earlier_one():
         ),
         ({"suite": 3}, "study.suite"),
         ({"metric": ["R@10"]}, "study: unknown keys ['metric']"),
+        ({"measure_latency": "yes"}, "study.measure_latency"),
     ],
 )
 def test_a_bad_plan_is_an_error_naming_the_field(change, field):
@@ -362,3 +364,33 @@ def test_with_tracking_a_study_is_one_mlflow_parent_with_a_child_per_row(tiny_di
     assert again.parent_run_id == result.parent_run_id
     assert len(client.search_runs([children[0].info.experiment_id], "")) == 3  # parent + 2 children
     assert again.table().equals(result.table())
+
+
+@pytest.mark.parametrize("measure", [False, True])
+def test_measure_latency_gives_every_row_a_measured_latency(measure, tmp_path):
+    """Rows sharing a pipeline prefix: by default the second reuses the first's candidates (its latency
+    unmeasured, left out of the latency frontier); `measure_latency: true` runs each row on its own, and
+    every row's per-query latency is measured (its embeddings still come from the cache)."""
+    from experiments.study.experiment import run_plan
+
+    plan = load_plan(
+        {
+            "name": "measured",
+            "suite": {"name": "spark25", "path": str(REPO / "datasets" / "spark25")},
+            "variant": "exp05",
+            "sweep": {"stage.instruction_boost.weight": [0.0, 0.3]},
+            "baseline": "stage.instruction_boost.weight=0.0",
+            "metrics": ["nDCG@10"],
+            "measure_latency": measure,
+        }
+    )
+    result = run_plan(plan, runs_dir=tmp_path / "runs", tracking=False, cache_dir=str(tmp_path / "cache"))
+    measured = [
+        json.loads((folder / "metrics.json").read_text())["overall"]["latency_measured"]
+        for folder in sorted((tmp_path / "runs").iterdir())
+    ]
+    assert measured == ([True, True] if measure else [True, False])
+    assert len(result.labels) == 2
+    if measure:  # the embedding cache is still where the study's cache_dir puts it
+        assert any((tmp_path / "cache" / "embeddings").iterdir())
+        assert not (tmp_path / "cache" / "candidates").exists()
