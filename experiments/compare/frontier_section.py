@@ -91,9 +91,11 @@ def frontier_blocks(comp: Comparison, budgets: Mapping[str, frontier.Budgets] | 
                 "frontier score": f"{score.estimate:.4f}",
                 "95% CI": _ci(score),
             }
-            if base is not None and group != base_group:
-                row["Δ vs baseline (95% CI)"] = _ci(
-                    frontier.paired_difference(vs, base, clusters, bud), delta=True
+            if base is not None:
+                row["Δ vs baseline (95% CI)"] = (
+                    "(baseline)"
+                    if group == base_group
+                    else _ci(frontier.paired_difference(vs, base, clusters, bud), delta=True)
                 )
             rows[group] = row
         blocks += [
