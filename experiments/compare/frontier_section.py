@@ -121,6 +121,13 @@ def frontier_blocks(comp: Comparison, budgets: Mapping[str, frontier.Budgets] | 
                 + "; with fewer than 10 conversations read it as a rough range (docs/metrics.md's "
                 "few-cluster rules; coverage simulated in reports/benchmarks/frontier_coverage.md). "
                 "Pareto: the points no other point beats at equal or lower cost."
+                + (
+                    " The latencies were measured in one sitting: the interval covers which conversations "
+                    "were asked, not the timing noise between sittings (on a shared machine sub-millisecond "
+                    "differences can reorder from one sitting to the next: run the study again to see)."
+                    if column == "latency_ms"
+                    else ""
+                )
                 + (f" Left out (not measured): {', '.join(code(g) for g in left_out)}." if left_out else "")
             ),
         ]
