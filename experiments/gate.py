@@ -23,9 +23,7 @@ queries per cluster (`unit: auto|cluster|query`), and the verdict states the CI 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import difflib
-import inspect
 import json
 import os
 import re
@@ -45,7 +43,7 @@ from experiments import PROJECT_ROOT
 from experiments.answer.metric_names import is_answer_metric
 from experiments.compare.render import code, md
 from experiments.configure.compose import CONF_DIR, compose_config
-from experiments.configure.nodes import class_of, field_defaults
+from experiments.configure.nodes import target_defaults
 from experiments.evaluate.metrics import over_own_queries, parse_metric
 from experiments.evaluate.statistics import (
     UNITS,
@@ -459,14 +457,9 @@ def _class_default(params: Mapping[str, str], key: str) -> str | None:
         if target is None:
             continue
         try:
-            cls = class_of(target)
+            defaults = target_defaults(target)
         except (ImportError, AttributeError, ValueError):  # a class the code no longer has
             return None
-        if dataclasses.is_dataclass(cls):
-            defaults = field_defaults(cls)
-        else:  # a function (a suite's loader): its keyword defaults
-            signature = inspect.signature(cls).parameters.values()
-            defaults = {p.name: p.default for p in signature if p.default is not inspect.Parameter.empty}
         return flatten(defaults, f"{prefix}.").get(key)
     return None
 

@@ -209,7 +209,8 @@ def answer_block(
 
 def mlflow_numbers(block: Mapping[str, Any]) -> tuple[dict[str, float], dict[str, list[float]]]:
     """`answer_acc_<judge>` (the first context's overall mean) for metrics.json's `overall`, and its
-    interval for `overall_ci95`: what MLflow logs (with `_ci_lo` / `_ci_hi`) and a gate can name."""
+    interval for `overall_ci95`: what MLflow logs (with `_ci_lo` / `_ci_hi`) and a gate can name; under
+    `official`, `answer_lafs_gain_<tier>_<judge>` beside them."""
     values: dict[str, float] = {}
     cis: dict[str, list[float]] = {}
     primary = block["contexts"][0]
@@ -220,4 +221,7 @@ def mlflow_numbers(block: Mapping[str, Any]) -> tuple[dict[str, float], dict[str
             values[name] = summary["mean"]
             if summary.get("ci95") is not None:
                 cis[name] = summary["ci95"]
+    for key, scored in block.get("lafs_lme_v2", {}).get("by_judge", {}).items():
+        for tier, point in scored["tiers"].items():
+            values[f"answer_lafs_gain_{tier}_{key}".replace(".", "_")] = point["lafs_gain"]
     return values, cis

@@ -37,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib
+import inspect
 import pkgutil
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -170,6 +171,16 @@ def class_of(target: str) -> type:
     """The class a `_target_` string names."""
     module, _, name = target.rpartition(".")
     return getattr(importlib.import_module(module), name)
+
+
+def target_defaults(target: str) -> dict[str, Any]:
+    """The defaults a `_target_` fills in: a dataclass's field defaults, a function's (a suite loader's)
+    keyword defaults."""
+    cls = class_of(target)
+    if dataclasses.is_dataclass(cls):
+        return field_defaults(cls)
+    signature = inspect.signature(cls).parameters.values()
+    return {p.name: p.default for p in signature if p.default is not inspect.Parameter.empty}
 
 
 def register_system_nodes() -> None:

@@ -101,9 +101,6 @@ def answer_run(
     # How the calls were answered: apart from the block, which a record run and its replay write alike.
     evaluation.metrics["answer_calls"] = {"mode": settings.mode, **outcome.counts}
     values, cis = mlflow_numbers(block)
-    for key, summary in block.get("lafs_lme_v2", {}).get("by_judge", {}).items():
-        for tier, scored in summary["tiers"].items():
-            values[f"answer_lafs_gain_{tier}_{key}".replace(".", "_")] = scored["lafs_gain"]
     evaluation.metrics["overall"].update(values)
     evaluation.metrics.setdefault("overall_ci95", {}).update(cis)
     tags = {ANSWER_CASSETTE_TAG: outcome.cassette_digest} if outcome.cassette_digest else {}
