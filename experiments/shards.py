@@ -25,11 +25,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from experiments.configure.check import ConfigError
+from experiments.configure.settings import SHARD_KEY, SHARDS_KEY
 from experiments.suites.suite import Suite
 from retrieval.types import Knowledge
 
-SHARD_KEY = "shard"  # conf/config.yaml: null, or "i/n"
-SHARDS_KEY = "shards"  # `+shards=n` with `shard=i` (an integer): the same as shard=i/n
 SHARD_SECTION = "shard"  # metrics.json
 SHARD_TAG = "memeval.shard"  # "i/n"
 SHARD_OF_TAG = "memeval.shard_of"  # the whole suite's content hash
@@ -170,8 +169,8 @@ def shard_hash(whole_hash: str, spec: ShardSpec) -> str:
 
 
 def shard_suite(suite: Suite, cfg: Mapping[str, Any]) -> tuple[Suite, dict[str, Any] | None]:
-    """The suite a run config runs and metrics.json's `shard` section: the whole suite and None, or its
-    shard (`shard=i/n`) and the section saying which."""
+    """The suite a run runs and metrics.json's `shard` section: the whole suite and None, or its shard
+    (`shard=i/n`) and the section saying which. `cfg`: the run config's `shard` and `shards` (at least)."""
     spec = shard_spec(cfg)
     if spec is None:
         return suite, None

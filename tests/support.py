@@ -21,9 +21,9 @@ CACHE_DIR = REPO / ".memeval_cache"
 
 def config_problems(*overrides: str) -> list[str]:
     """The problems checked_pipeline finds in the config composed from `overrides` (empty when it builds)."""
+    from experiments.configure.build import checked_pipeline
     from experiments.configure.check import ConfigError
     from experiments.configure.compose import compose_config
-    from experiments.run.app import checked_pipeline
 
     try:
         checked_pipeline(compose_config(list(overrides)))

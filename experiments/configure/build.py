@@ -1,7 +1,8 @@
 """Building a retrieval pipeline from the run config: Hydra's `_target_` nodes -> checked stages ->
 `retrieval.pipeline.Pipeline`, in the variant's order (`stage_order`: by kind unless the variant states one).
 
-Sits in the run flow between composing the config (compose.py) and running the pipeline (app.py). The
+Sits in the run flow between composing the config (compose.py) and running the pipeline (run/app.py), which
+hands the composed config here once (`prepare_run`: finished, checked, built, read into its settings). The
 system under test (`retrieval/`) knows nothing of Hydra: this module instantiates each stage's node,
 type-checks its values against the stage class's fields (retrieval.field_types) before the class sees
 them, and collects every problem of every stage into one PipelineConfigError. In a sweep a stage whose
@@ -19,7 +20,10 @@ import stat
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from experiments.configure.settings import RunSettings
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
+
+from experiments.configure.check import ConfigError, buildable_depth, config_problems, stages_checkable
+from experiments.configure.settings import RunSettings, resolved_or_none
 from retrieval.field_types import field_type_problems
 from retrieval.pipeline import STAGE_KINDS, Pipeline, PipelineConfigError, stage_kind
 from retrieval.reuse import ProcessMemo
@@ -41,6 +45,28 @@ def stage_order(stages: Mapping[str, Any]) -> list[str]:
         kind = _kind_of(target) if isinstance(target, str) else None
         keyed.append((STAGE_KINDS.index(kind) if kind else len(STAGE_KINDS), position, str(name)))
     return [name for _, _, name in sorted(keyed)]
+
+
+def finish_variant(cfg: DictConfig, choice: str | None) -> DictConfig:
+    """What a variant file leaves unstated (conf/config.yaml: `variant: {stages: null, name: null}`), filled:
+    - `variant.name`: the variant's file name, `choice` (`variant=exp05` runs as `exp05`: run.trec's tag, the
+      MLflow run name);
+    - `variant.stages`: the order of its stages by kind (`stage_order`).
+    `variant.name=label` and `variant.stages=[...]`, on the command line or in a variant file, win. The
+    Hydra apps call it with their job's choice (HydraConfig), compose_config with its composition's."""
+    variant = cfg.get("variant")
+    if not isinstance(variant, DictConfig):
+        return cfg
+    with read_write(variant), open_dict(variant):
+        if choice is not None and variant.get("name") is None:
+            variant.name = choice
+        if (
+            not OmegaConf.is_interpolation(variant, "stages")
+            and variant.get("stages") is None
+            and isinstance(cfg.get("stage"), DictConfig)
+        ):
+            variant.stages = stage_order(cfg.stage)
+    return cfg
 
 
 def _kind_of(target: str) -> str | None:
@@ -72,6 +98,46 @@ def pipeline_from_config(
     order = stage_order(stages) if order is None else order
     built = build_stages(order, stages, memo, resolved)
     return Pipeline(tuple(built[name] for name in order), depth=depth)
+
+
+def prepare_run(
+    cfg: Any, *, choice: str | None = None, memo: ProcessMemo | None = None
+) -> tuple[RunSettings, Pipeline]:
+    """A composed run config, read once: its variant finished (`finish_variant`, with the Hydra job's
+    `choice` of variant), every problem of it named at once and its pipeline built once
+    (`checked_pipeline`), then its settings (settings.py `RunSettings`), the one record the run's other
+    modules take. ConfigError or PipelineConfigError before any work."""
+    finish_variant(cfg, choice)
+    resolved = resolved_or_none(cfg)  # None when it does not resolve: config_problems names why
+    pipeline = checked_pipeline(cfg, memo=memo, resolved=resolved)
+    return RunSettings.from_config(cfg, resolved), pipeline
+
+
+def checked_pipeline(
+    cfg: Any, *, memo: ProcessMemo | None = None, resolved: Mapping[str, Any] | None = None
+) -> Pipeline:
+    """The run's pipeline, built once (its unchanged stages from `memo`, in a sweep), or ConfigError listing
+    every problem at once: the config's (check.py), then those its stages find in their own values when
+    built. `resolved`: the config resolved to a container."""
+    problems = config_problems(cfg, resolved)
+    pipeline = None
+    if stages_checkable(problems):
+        try:
+            stages = resolved.get("stage") if resolved is not None else None
+            pipeline = pipeline_from_config(
+                list(cfg.variant.stages), cfg.stage, depth=buildable_depth(cfg), memo=memo, resolved=stages
+            )
+        except PipelineConfigError as err:
+            problems += err.problems
+    if problems:
+        raise ConfigError(problems)
+    assert pipeline is not None
+    return pipeline
+
+
+def build_pipeline(cfg: Any) -> Pipeline:
+    """A composed config's pipeline, its stages checked and nothing else (a run uses `checked_pipeline`)."""
+    return pipeline_from_config(list(cfg.variant.stages), cfg.stage, depth=cfg.depth)
 
 
 def settings_pipeline(settings: RunSettings) -> Pipeline:

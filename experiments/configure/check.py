@@ -290,8 +290,9 @@ def system_problems(cfg: DictConfig) -> list[str]:
 def config_problems(cfg: DictConfig, resolved: Mapping[str, Any] | None = None) -> list[str]:
     """Every problem of a run config that shows without building its stages (`resolved`: the config
     already resolved to a container, when it resolves). The stages' own problems come from building
-    them, once, in the run (experiments/run/app.py: `checked_pipeline`), listed after these."""
-    problems = run_problems(cfg) + budget_problems(cfg) + suite_problems(cfg) + variant_problems(cfg)
+    them, once, in the run (experiments/configure/build.py: `checked_pipeline`), listed after these."""
+    problems = run_problems(cfg) + budget_problems(cfg.get("budget")) + suite_problems(cfg)
+    problems += variant_problems(cfg)
     return problems + tracking_problems(cfg, resolved) + system_problems(cfg)
 
 

@@ -16,9 +16,9 @@ from typing import Any
 import yaml
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
-from omegaconf import DictConfig, OmegaConf, open_dict, read_write
+from omegaconf import DictConfig, OmegaConf, open_dict
 
-from experiments.configure.build import stage_order
+from experiments.configure.build import finish_variant
 from experiments.configure.nodes import stage_classes, system_nodes
 from experiments.configure.setup import register_resolvers, setup
 
@@ -53,28 +53,6 @@ def run_config(cfg: DictConfig) -> DictConfig:
     with open_dict(cfg):
         del cfg["hydra"]
     return finish_variant(cfg, choice)
-
-
-def finish_variant(cfg: DictConfig, choice: str | None) -> DictConfig:
-    """What a variant file leaves unstated (conf/config.yaml: `variant: {stages: null, name: null}`), filled:
-    - `variant.name`: the variant's file name, `choice` (`variant=exp05` runs as `exp05`: run.trec's tag, the
-      MLflow run name);
-    - `variant.stages`: the order of its stages by kind (experiments.configure.build.stage_order).
-    `variant.name=label` and `variant.stages=[...]`, on the command line or in a variant file, win. The
-    Hydra apps call it with their job's choice (HydraConfig), compose_config with its composition's."""
-    variant = cfg.get("variant")
-    if not isinstance(variant, DictConfig):
-        return cfg
-    with read_write(variant), open_dict(variant):
-        if choice is not None and variant.get("name") is None:
-            variant.name = choice
-        if (
-            not OmegaConf.is_interpolation(variant, "stages")
-            and variant.get("stages") is None
-            and isinstance(cfg.get("stage"), DictConfig)
-        ):
-            variant.stages = stage_order(cfg.stage)
-    return cfg
 
 
 def parse_overrides(overrides: Sequence[str]) -> list:

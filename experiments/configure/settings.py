@@ -22,6 +22,8 @@ from omegaconf import DictConfig, OmegaConf
 from experiments.suites.load import load_suite
 from experiments.suites.suite import Suite
 
+# conf/config.yaml: `shard` is null or "i/n"; `+shards=n` with `shard=i` (an integer) is the same as shard=i/n
+SHARD_KEY, SHARDS_KEY = "shard", "shards"
 _REFERENCE = re.compile(r"^\$\{[A-Za-z_][\w.]*\}$")  # `${encoder}`: a plain reference, no resolver
 
 
@@ -39,7 +41,7 @@ class RunSettings:
     no field is reassigned; the mappings are the resolved config's plain containers, only ever read."""
 
     variant: str
-    stage_order: tuple[str, ...]  # the variant's stages, in order (compose.py `finish_variant`)
+    stage_order: tuple[str, ...]  # the variant's stages, in order (build.py `finish_variant`)
     depth: int
     seed: int
     objective: str
@@ -51,6 +53,7 @@ class RunSettings:
     statistics_unit: str
     empty_queries: str
     budget_tokens: int | None
+    sharding: Mapping[str, Any]  # `shard` and `shards` as given (experiments/shards.py reads them)
     suite: Mapping[str, Any]  # the loader node: `_target_` and its arguments
     extra_metrics: Mapping[str, Mapping[str, Any]]
     answer: Mapping[str, Any] | None  # None: no answer stage
@@ -61,7 +64,7 @@ class RunSettings:
 
     @classmethod
     def from_config(cls, cfg: DictConfig, resolved: Mapping[str, Any] | None = None) -> RunSettings:
-        """The record of a composed (and finished: compose.py `finish_variant`) config; `resolved`: the
+        """The record of a composed (and finished: build.py `finish_variant`) config; `resolved`: the
         config already resolved to a container (resolved here when not given)."""
         if resolved is None:
             resolved = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
@@ -82,10 +85,11 @@ class RunSettings:
             statistics_unit=cfg.get("statistics", {}).get("unit", "auto"),
             empty_queries=cfg.get("empty_queries", "apart"),
             budget_tokens=None if budget is None else budget.get("tokens"),
+            sharding={key: resolved.get(key) for key in (SHARD_KEY, SHARDS_KEY)},
             suite=resolved.get("suite") or {},
             extra_metrics=resolved.get("extra_metrics") or {},
             answer=resolved.get("answer"),
-            system=_resolved_node(system) if isinstance(system, DictConfig) else None,
+            system=resolved_or_none(system) if isinstance(system, DictConfig) else None,
             tracking=TrackingSettings(
                 enabled=bool(cfg.tracking.enabled), tracker=resolved["tracking"].get("tracker") or {}
             ),
@@ -99,10 +103,12 @@ def load_suite_from_config(cfg: DictConfig, *, memoise: bool = False) -> Suite:
     return load_suite(OmegaConf.to_container(cfg.suite, resolve=True), memoise=memoise)  # type: ignore[arg-type]
 
 
-def _resolved_node(node: DictConfig) -> dict[str, Any] | None:
+def resolved_or_none(node: DictConfig) -> dict[str, Any] | None:
+    """A config node resolved to plain containers, or None when it does not resolve (the config check
+    names why: a run refuses it before this value is read)."""
     try:
         return OmegaConf.to_container(node, resolve=True)  # type: ignore[return-value]
-    except Exception:  # a system config that does not resolve has failed the config check already
+    except Exception:
         return None
 
 

@@ -196,23 +196,18 @@ def overall_figures(frame: Any) -> dict[str, float | None]:
     }
 
 
-def budget_problems(cfg: Any) -> list[str]:
-    """The run config's `budget.tokens`: null (count by k) or an integer >= 1."""
-    budget = cfg.get("budget")
-    tokens = budget.get("tokens") if hasattr(budget, "get") else budget
+def budget_problems(budget: Any) -> list[str]:
+    """The run config's `budget` node: null, or a mapping whose `tokens` is null (count by k) or an integer
+    >= 1."""
     if budget is not None and not hasattr(budget, "get"):
         return [f"budget: expected a mapping such as {{tokens: 2000}}, got {budget!r:.60}"]
+    tokens = None if budget is None else budget.get("tokens")
     if tokens is None or (isinstance(tokens, int) and not isinstance(tokens, bool) and tokens >= 1):
         return []
     return [
         "budget.tokens: expected an integer >= 1 (tokens a query's returned memories may total), "
         f"got {tokens!r:.60}"
     ]
-
-
-def budget_tokens(cfg: Any) -> int | None:
-    budget = cfg.get("budget")
-    return None if budget is None else budget.get("tokens")
 
 
 def console_line(summary: dict[str, Any]) -> str | None:

@@ -25,12 +25,12 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from experiments.configure.build import pipeline_from_config
-from experiments.configure.check import ConfigError, buildable_depth, config_problems, stages_checkable
-from experiments.configure.compose import answer_help, finish_variant, yaml_text
-from experiments.configure.settings import RunSettings
+from experiments.configure.build import prepare_run
+from experiments.configure.check import ConfigError
+from experiments.configure.compose import answer_help, yaml_text
+from experiments.configure.settings import RunSettings, resolved_or_none
 from experiments.configure.setup import setup
 from experiments.evaluate.cost import TOKENIZER_TAG, apply_budget, default_counter
 from experiments.evaluate.metrics.official import check_metrics
@@ -83,33 +83,6 @@ from retrieval.reuse import CandidateCache, ProcessMemo, process_memo
 if TYPE_CHECKING:  # evaluation needs pandas and scipy (~2 s to import): imported when a run evaluates, so
     # `memeval-run --help` and a config error answer at once (tests/project/test_entry_points.py checks)
     from experiments.evaluate.table import Evaluation
-
-
-def build_pipeline(cfg: DictConfig) -> Pipeline:
-    """The config's pipeline, its stages checked and nothing else (a run uses `checked_pipeline`)."""
-    return pipeline_from_config(list(cfg.variant.stages), cfg.stage, depth=cfg.depth)
-
-
-def checked_pipeline(
-    cfg: DictConfig, *, memo: ProcessMemo | None = None, resolved: Mapping[str, Any] | None = None
-) -> Pipeline:
-    """The run's pipeline, built once (experiments/configure/build.py: its unchanged stages from `memo`, in a
-    sweep), or ConfigError listing every problem at once: the config's (config_check.py), then those its
-    stages find in their own values when built. `resolved`: the config resolved to a container."""
-    problems = config_problems(cfg, resolved)
-    pipeline = None
-    if stages_checkable(problems):
-        try:
-            stages = resolved.get("stage") if resolved is not None else None
-            pipeline = pipeline_from_config(
-                list(cfg.variant.stages), cfg.stage, depth=buildable_depth(cfg), memo=memo, resolved=stages
-            )
-        except PipelineConfigError as err:
-            problems += err.problems
-    if problems:
-        raise ConfigError(problems)
-    assert pipeline is not None
-    return pipeline
 
 
 def execute(
@@ -172,8 +145,11 @@ def run_experiment(
     run_name: str | None = None,
     run_tags: dict[str, str] | None = None,
     varying: tuple[Sequence[str], Sequence[str]] | None = None,
+    choice: str | None = None,
 ) -> dict[str, Any]:
-    """Run, evaluate, write, log. In a multirun (`multirun`) the process memo is reused (unless
+    """Run, evaluate, write, log; `choice`: the Hydra job's choice of variant, its name when the config
+    states none (experiments/configure/build.py `finish_variant`).
+    In a multirun (`multirun`) the process memo is reused (unless
     `share_memo` is false: a study row whose latency must be measured), finished jobs
     are skipped (see experiments.run.resume), and `parent` (the sweep's MLflow parent) makes it a child run;
     `run_name` names its MLflow run (default `<suite>-<variant>`; with `varying`, this job's overrides and
@@ -183,7 +159,8 @@ def run_experiment(
     """
     with PhaseLines(quiet=cfg.get("progress") is not False) as told:  # quiet: the bars say it
         memo = process_memo() if multirun and share_memo else None
-        return _run_experiment(cfg, run_dir, told, multirun, memo, parent, run_name, run_tags, varying)
+        job = (multirun, memo, parent, run_name, run_tags, varying, choice)
+        return _run_experiment(cfg, run_dir, told, *job)
 
 
 def _run_experiment(
@@ -196,8 +173,9 @@ def _run_experiment(
     run_name: str | None,
     run_tags: dict[str, str] | None,
     varying: tuple[Sequence[str], Sequence[str]] | None,
+    choice: str | None,
 ) -> dict[str, Any]:
-    settings, pipeline, suite, shard = _prepare(cfg, memo, multirun, told)
+    settings, pipeline, suite, shard = _prepare(cfg, choice, memo, multirun, told)
     if run_name is None and varying is not None:  # a sweep's child: named by its values of what varies
         run_name = child_run_name(settings.variant, job_values(settings.config, *varying))
     answer = check_answer(settings, suite)  # None: no answer stage (experiments/run/answer.py)
@@ -237,7 +215,7 @@ def _run_experiment(
     config_text = yaml_text(settings.config)
     # The same provenance as the MLflow tags, on disk too: reports built from run directories read it.
     tags = {
-        **_tags(settings, suite, pipeline, evaluation.metrics.get("system")),
+        **_tags(settings.variant, settings.system, suite, pipeline, evaluation.metrics.get("system")),
         CONFIG_HASH_TAG: resume.cfg_hash,
         CODE_VERSION_TAG: version,
         **_cassette_tags(output),
@@ -260,7 +238,8 @@ def _run_experiment(
         told("log to MLflow")
         run_id = log_run(
             tracker, settings.config, settings.references, suite, evaluation,
-            run_name=run_name or _run_name(settings, suite, output), tags=tags, run_tags=run_tags or {},
+            run_name=run_name or _run_name(settings.variant, settings.system, suite, output), tags=tags,
+            run_tags=run_tags or {},
             run_dir=run_dir, config_text=config_text, started_ms=started_ms,
         )  # fmt: skip
         print(f"MLflow run {run_id} in {tracker.experiment}")
@@ -271,19 +250,18 @@ def _run_experiment(
 
 
 def _prepare(
-    cfg: DictConfig, memo: ProcessMemo | None, multirun: bool, told: PhaseCallback
+    cfg: DictConfig, choice: str | None, memo: ProcessMemo | None, multirun: bool, told: PhaseCallback
 ) -> tuple[RunSettings, Pipeline, Suite, dict[str, Any] | None]:
     """Every check before any work, in the order that costs least: the config (all its problems at
-    once, and the pipeline built once), the models, then the suite and the metrics it can score.
-    Returns the run's settings (read once, experiments/configure/settings.py), the pipeline, the suite
-    (shard i of n's scopes only, with `shard=i/n`) and the shard's section (None for a whole run)."""
-    resolved = _resolved(cfg)  # None when it does not resolve: config_check names the problems first
-    pipeline = checked_pipeline(cfg, memo=memo, resolved=resolved)
-    settings = RunSettings.from_config(cfg, resolved)
+    once, and the pipeline built once: experiments/configure/build.py `prepare_run`, which reads the run's
+    settings once), the models, then the suite and the metrics it can score. Returns the settings, the
+    pipeline, the suite (shard i of n's scopes only, with `shard=i/n`) and the shard's section (None for a
+    whole run)."""
+    settings, pipeline = prepare_run(cfg, choice=choice, memo=memo)
     pipeline.check_models()  # a missing model is a clear error now, not after retrieval ran
     told("load suite")
     suite = load_suite(settings.suite, memoise=multirun)  # validates: bad input fails here, before work
-    suite, shard = shard_suite(suite, settings.config)  # shard=i/n: its scopes only (experiments/shards.py)
+    suite, shard = shard_suite(suite, settings.sharding)  # shard=i/n: its scopes only (experiments/shards.py)
     try:  # a metric only a benchmark's own scorer computes, on a suite without it: refused before work
         check_metrics(suite.scorer, list(settings.metrics))
     except ValueError as err:
@@ -291,15 +269,12 @@ def _prepare(
     return settings, pipeline, suite, shard
 
 
-def _resolved(cfg: DictConfig) -> dict[str, Any] | None:
-    try:
-        return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
-    except Exception:  # an interpolation that fails: config_check names it
-        return None
-
-
 def _tags(
-    settings: RunSettings, suite: Suite, pipeline: Pipeline, system: Mapping[str, Any] | None = None
+    variant: str,
+    system_node: Mapping[str, Any] | None,
+    suite: Suite,
+    pipeline: Pipeline,
+    system: Mapping[str, Any] | None = None,
 ) -> dict[str, str]:
     revisions = {s.name: s.encoder.fingerprint() for s in pipeline.stages if hasattr(s, "encoder")}
     compute = pipeline.compute()  # each model's device, pinned precision, CPU ISA class or GPU name
@@ -307,7 +282,7 @@ def _tags(
         **suite.tags,  # the loader's provenance: granularity, dataset release and sha256s, errata applied
         "suite": suite.name,
         "suite_hash": suite.content_hash,
-        "variant": settings.variant,
+        "variant": variant,
         "pipeline": " -> ".join(s.name for s in pipeline.stages),
         "model_revisions": json.dumps(revisions) if revisions else "none",
         "compute": json.dumps(compute) if compute else "none",
@@ -315,19 +290,19 @@ def _tags(
         "cpu_isa": cpu_isa(),
         "git_commit": git_commit(),
         "memeval_version": package_version(),
-        **(service_tags(settings.system, _choice("system"), (system or {}).get("service")) if system else {}),
+        **(service_tags(system_node, _choice("system"), (system or {}).get("service")) if system else {}),
     }
 
 
 # --- The live-system section: what a run with a live channel adds to its folder and tags ---
 
 
-def _run_name(settings: RunSettings, suite: Suite, output: RunOutput) -> str:
+def _run_name(variant: str, system: Mapping[str, Any] | None, suite: Suite, output: RunOutput) -> str:
     """`<suite>-<variant>`; a live run also names its service and mode (`spark25-system atomicmemory
     replay`): ten runs of different services are not ten `spark25-system`."""
-    if not output.channel_reports or settings.system is None:
-        return f"{suite.name}-{settings.variant}"
-    return live_run_name(suite.name, settings.variant, _choice("system"), settings.system.get("mode"))
+    if not output.channel_reports or system is None:
+        return f"{suite.name}-{variant}"
+    return live_run_name(suite.name, variant, _choice("system"), system.get("mode"))
 
 
 def _keep_cassettes(output: RunOutput, run_dir: Path) -> None:
@@ -360,7 +335,7 @@ BAD_INPUT = (ConfigError, SuiteError, PipelineConfigError, TrackingError, ModelN
 def _failure_tags(cfg: DictConfig) -> dict[str, str]:
     """A failed job's variant, and its config hash when the config resolves (else the error says why)."""
     tags = {"variant": str(cfg.variant.get("name", "?"))}
-    resolved = _resolved(cfg)
+    resolved = resolved_or_none(cfg)
     if resolved is not None:
         tags[CONFIG_HASH_TAG] = config_hash(resolved)
     return tags
@@ -374,7 +349,6 @@ def _choice(group: str) -> str | None:
 def run_app(cfg: DictConfig) -> float | None:
     one_line_warnings()  # in a joblib or SLURM worker too (experiments/exit_codes.py)
     hydra_cfg = HydraConfig.get()
-    finish_variant(cfg, hydra_cfg.runtime.choices.get("variant"))  # its name and stage order
     run_dir = Path(hydra_cfg.runtime.output_dir)
     multirun = hydra_cfg.mode == RunMode.MULTIRUN
     parent = read_parent(hydra_cfg.sweep.dir) if multirun and cfg.tracking.enabled else {}
@@ -388,7 +362,10 @@ def run_app(cfg: DictConfig) -> float | None:
             )
         task = [str(o) for o in hydra_cfg.overrides.task]
         varying = (task, parent[VARYING_KEY]) if parent.get(VARYING_KEY) else None
-        metrics = run_experiment(cfg, run_dir, multirun=multirun, parent=parent, varying=varying)
+        choice = hydra_cfg.runtime.choices.get("variant")  # the variant's name, unless its config states one
+        metrics = run_experiment(
+            cfg, run_dir, multirun=multirun, parent=parent, varying=varying, choice=choice
+        )
     except Exception as err:
         bad_input = isinstance(err, BAD_INPUT)
         if bad_input or isinstance(err, OutputError):  # the run was done, its results could not be kept

@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from experiments.configure.build import build_pipeline
 from experiments.configure.check import ConfigError
 from experiments.configure.compose import CONF_DIR, compose_config
 from experiments.configure.settings import RunSettings
-from experiments.run.app import build_pipeline, run_experiment
+from experiments.run.app import run_experiment
 from experiments.run.resume import config_hash
 from retrieval.field_types import value_problems
 from retrieval.fusions.rrf import RRFFusion

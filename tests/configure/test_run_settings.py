@@ -8,9 +8,10 @@ import dataclasses
 import pytest
 from omegaconf import OmegaConf
 
+from experiments.configure.build import build_pipeline
 from experiments.configure.compose import compose_config
 from experiments.configure.settings import RunSettings
-from experiments.run.app import build_pipeline, run_experiment
+from experiments.run.app import run_experiment
 from experiments.run.resume import Resume, config_hash
 from experiments.suites.load import load_suite
 from tests.sweep_support import write_tiny_suite

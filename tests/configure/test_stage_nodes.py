@@ -10,6 +10,7 @@ import dataclasses
 import pytest
 from omegaconf import OmegaConf
 
+from experiments.configure.build import build_pipeline
 from experiments.configure.compose import CONF_DIR, compose_config
 from experiments.configure.nodes import (
     STAGE_MODULES,
@@ -19,7 +20,6 @@ from experiments.configure.nodes import (
     stage_target,
     yaml_value,
 )
-from experiments.run.app import build_pipeline
 from retrieval.stage import Stage
 from tests.support import REPO
 

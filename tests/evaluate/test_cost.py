@@ -80,9 +80,10 @@ def test_budget_keeps_the_longest_prefix_that_fits_and_counts_the_cut_queries(ti
 
 @pytest.mark.parametrize("value", [0, -5, 2.5, "many", True])
 def test_a_bad_budget_is_a_config_problem_naming_the_key(value):
-    (problem,) = budget_problems({"budget": {"tokens": value}})
+    (problem,) = budget_problems({"tokens": value})
     assert problem.startswith("budget.tokens: expected an integer >= 1")
-    assert budget_problems({"budget": {"tokens": 1}}) == [] and budget_problems({"budget": None}) == []
+    assert budget_problems({"tokens": 1}) == [] and budget_problems(None) == []
+    assert budget_problems(2000) == ["budget: expected a mapping such as {tokens: 2000}, got 2000"]
 
 
 def test_counts_are_kept_on_disk_per_tokenizer_and_a_warm_counter_tokenizes_nothing(tmp_path, reference):

@@ -10,9 +10,10 @@ import json
 import pytest
 from omegaconf import OmegaConf
 
+from experiments.configure.build import build_pipeline
 from experiments.configure.compose import compose_config, yaml_text
 from experiments.configure.settings import load_suite_from_config
-from experiments.run.app import build_pipeline, execute
+from experiments.run.app import execute
 from experiments.run_folder.exchange import export
 from experiments.run_folder.trec import write_run
 from tests.support import DATA

@@ -16,9 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from experiments.configure.build import build_pipeline
 from experiments.configure.compose import compose_config
 from experiments.configure.settings import load_suite_from_config
-from experiments.run.app import build_pipeline, execute
+from experiments.run.app import execute
 from tests.support import DATA, LOCOMO
 from tests.upstream import locomo_evaluation as locomo_upstream
 from tests.upstream import longmemeval_retrieval as lme_upstream

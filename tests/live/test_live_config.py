@@ -10,6 +10,7 @@ import pytest
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
+from experiments.configure.build import checked_pipeline
 from experiments.configure.check import ConfigError
 from experiments.configure.compose import CONF_DIR, compose_config
 from experiments.configure.nodes import (
@@ -20,7 +21,6 @@ from experiments.configure.nodes import (
     field_defaults,
     system_nodes,
 )
-from experiments.run.app import checked_pipeline
 
 SYSTEM_YAMLS = sorted((CONF_DIR / "system").glob("*.yaml"))
 

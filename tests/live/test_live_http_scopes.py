@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import pytest
 
+from experiments.configure.build import checked_pipeline
 from experiments.configure.check import ConfigError
 from experiments.configure.compose import compose_config
-from experiments.run.app import checked_pipeline
 from experiments.systems.http import HttpSystem
 from experiments.systems.protocol import LiveSystemError
 from retrieval.stage import FieldError

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
+from experiments.configure.build import checked_pipeline
 from experiments.configure.check import ConfigError
 from experiments.configure.compose import compose_config
-from experiments.run.app import checked_pipeline
 from tests.support import REPO, doc_code, doc_commands
 
 PAGE = (REPO / "docs" / "live_systems.md").read_text()

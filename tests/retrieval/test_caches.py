@@ -274,7 +274,7 @@ def test_a_second_run_with_the_same_cache_states_what_came_from_it(tmp_path):
     assert second["cache"]["prefix_candidates"] == {"hit": True, "source": "disk"}
     assert second["overall"]["latency_ms_p50"] is None and second["overall"]["latency_measured"] is False
     assert second["overall"]["P@5"] == first["overall"]["P@5"]
-    from experiments.run.app import build_pipeline
+    from experiments.configure.build import build_pipeline
 
     assert first["code_version"] == run_version(build_pipeline(cfg)) != code_version()
 

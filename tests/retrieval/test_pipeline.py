@@ -7,10 +7,9 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from experiments.configure.build import pipeline_from_config
+from experiments.configure.build import build_pipeline, pipeline_from_config
 from experiments.configure.compose import compose_config
 from experiments.configure.settings import load_suite_from_config
-from experiments.run.app import build_pipeline
 from retrieval.fusion_arithmetic import rrf_fuse, weighted_fuse
 from retrieval.fusions.rrf import RRFFusion
 from retrieval.fusions.weighted import WeightedFusion

@@ -11,9 +11,10 @@ from pathlib import Path
 import ir_measures
 import pytest
 
+from experiments.configure.build import build_pipeline
 from experiments.configure.compose import compose_config
 from experiments.configure.settings import RunSettings
-from experiments.run.app import build_pipeline, run_experiment
+from experiments.run.app import run_experiment
 from experiments.run.resume import config_hash
 from experiments.suites.jsonl import save_suite
 from retrieval.pipeline import Pipeline, PipelineConfigError

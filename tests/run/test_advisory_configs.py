@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from hydra.utils import instantiate
 
+from experiments.configure.build import build_pipeline
 from experiments.configure.compose import CONF_DIR, compose_config
 from experiments.configure.settings import load_suite_from_config
-from experiments.run.app import build_pipeline
 from retrieval.stages.action_domain import ActionDomainClassifier
 from retrieval.stages.actionability import ActionabilityGate
 from retrieval.stages.enrichment import ContextualEnrichment

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from experiments.configure.build import build_pipeline
 from experiments.configure.compose import CONF_DIR, compose_config
-from experiments.run.app import build_pipeline
 from retrieval.pipeline import Pipeline
 
 CONF = CONF_DIR

@@ -1,5 +1,5 @@
 """A variant names each of its stages once: the order and the name are derived
-(experiments/configure/build.py stage_order, experiments/configure/compose.py finish_variant); what a user
+(experiments/configure/build.py stage_order and finish_variant); what a user
 states still wins."""
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from experiments.configure.compose import CONF_DIR, compose_config, finish_variant
-from experiments.run.app import build_pipeline
+from experiments.configure.build import build_pipeline
+from experiments.configure.build import finish_variant
+from experiments.configure.compose import CONF_DIR, compose_config
 from retrieval.pipeline import PipelineConfigError
 
 VARIANT_FILES = sorted((CONF_DIR / "variant").glob("*.yaml"))
