@@ -27,7 +27,7 @@ from hydra.types import RunMode
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.configure.build import pipeline_from_config
+from experiments.configure.build import extra_metrics, pipeline_from_config
 from experiments.configure.check import ConfigError, buildable_depth, config_problems, stages_checkable
 from experiments.configure.compose import answer_help, finish_variant, yaml_text
 from experiments.configure.settings import RunSettings
@@ -154,10 +154,8 @@ def execute(
         unit=settings.statistics_unit, empty=settings.empty_queries,
         budget_tokens=budget, budget_cut=cut, counter=counter,
     )  # fmt: skip
-    # Extra metrics.json sections (`extra_metrics` in the config: name -> function(suite, corpus) -> dict),
-    # e.g. instruction-tagging coverage and precision: plug-ins, so the runner knows none of them.
-    for name, node in settings.extra_metrics.items():
-        evaluation.metrics[str(name)] = instantiate(node)(suite, output.corpus)
+    # Extra metrics.json sections, e.g. instruction-tagging coverage and precision (configure/build.py).
+    evaluation.metrics.update(extra_metrics(settings.extra_metrics, suite, output.corpus))
     live_section(evaluation.metrics, output.channel_reports, suite.k)
     return output, evaluation
 
