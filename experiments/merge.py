@@ -45,13 +45,9 @@ from typing import Any
 
 import pandas as pd
 import yaml
-from hydra.experimental.callback import Callback
-from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf
 
-from experiments.configure.build import pipeline_from_config
+from experiments.configure.build import extra_metrics, pipeline_from_config
 from experiments.configure.compose import yaml_text
-from experiments.configure.settings import load_suite_from_config
 from experiments.csv_cells import original_text, safe_frame
 from experiments.evaluate.cost import merged_section
 from experiments.evaluate.table import metric_columns, summarize
@@ -68,10 +64,12 @@ from experiments.run_folder.check import (
 from experiments.run_folder.ranking import FILENAME as RANKING_FILE
 from experiments.run_folder.trec import MUST_NOT_QRELS
 from experiments.shards import SHARD_KEY, SHARD_OF_TAG, SHARD_SECTION, SHARD_TAG, SHARDS_KEY
+from experiments.suites.load import load_suite
 from experiments.suites.suite import SuiteError
 from experiments.track.finished_runs import find_run_dirs, missing_run_dirs
 from experiments.track.mlflow_tracker import flatten, statistics_tags
 from experiments.track.run_params import child_run_name, job_values
+from experiments.track.sweep_end import SweepEndCallback
 from experiments.track.sweep_parent import FAILED_FILE, VARYING_KEY, read_parent
 from retrieval.types import Corpus
 
@@ -461,9 +459,8 @@ def whole_extra_metrics(config: Mapping[str, Any], suite_hash: str) -> dict[str,
     the config's suite (relative paths from this folder, as the shards' jobs ran) and ingested by the
     variant's ingest stages; {} (the sections stay per shard) when that suite is not the one the shards
     cut, e.g. read from another folder."""
-    cfg = OmegaConf.create(dict(config))
     try:
-        suite = load_suite_from_config(cfg)
+        suite = load_suite(config["suite"])
     except (OSError, SuiteError) as err:
         print(f"warning: run reports not merged: cannot read the whole suite: {err}", file=sys.stderr)
         return {}
@@ -473,9 +470,9 @@ def whole_extra_metrics(config: Mapping[str, Any], suite_hash: str) -> dict[str,
             file=sys.stderr,
         )
         return {}
-    pipeline = pipeline_from_config(list(cfg.variant.stages), cfg.stage, depth=cfg.depth)
+    pipeline = pipeline_from_config(list(config["variant"]["stages"]), config["stage"], depth=config["depth"])
     corpus = Corpus(tuple(pipeline.ingest_memories(suite.memories)), suite.knowledge)
-    return {str(name): instantiate(node)(suite, corpus) for name, node in cfg.extra_metrics.items()}
+    return extra_metrics(config["extra_metrics"], suite, corpus)
 
 
 def merge(
@@ -673,13 +670,12 @@ def shards_swept(overrides: list[str]) -> bool:
     return any(o.split("=", 1)[0].lstrip("+~") in (SHARD_KEY, SHARDS_KEY) for o in overrides if "=" in o)
 
 
-class ShardMergeCallback(Callback):
+class ShardMergeCallback(SweepEndCallback):
     """A sharded sweep's jobs merged per config when the sweep ends (conf/config.yaml)."""
 
-    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        if not shards_swept([str(o) for o in config.hydra.overrides.task]):
+    def sweep_ended(self, sweep_dir: Path, overrides: list[str]) -> None:
+        if not shards_swept(overrides):
             return
-        sweep_dir = Path(str(config.hydra.sweep.dir))
         merged = merge_sweep(sweep_dir, read_parent(sweep_dir))
         for folder in merged:
             print(f"merged run in {folder}")

@@ -18,7 +18,7 @@ import os
 import re
 import stat
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
@@ -28,6 +28,10 @@ from retrieval.field_types import field_type_problems
 from retrieval.pipeline import STAGE_KINDS, Pipeline, PipelineConfigError, stage_kind
 from retrieval.reuse import ProcessMemo
 from retrieval.stage import FieldError, Stage, range_problems, stage_ranges
+
+if TYPE_CHECKING:
+    from experiments.suites.suite import Suite
+    from retrieval.types import Corpus
 
 
 def stage_order(stages: Mapping[str, Any]) -> list[str]:
@@ -144,6 +148,15 @@ def settings_pipeline(settings: RunSettings) -> Pipeline:
     """The pipeline of a run's settings (its stage order and resolved `stage` nodes), built afresh: what a
     study's report re-runs and times in-process (experiments/study/live.py)."""
     return pipeline_from_config(list(settings.stage_order), settings.config["stage"], depth=settings.depth)
+
+
+def extra_metrics(nodes: Mapping[str, Mapping[str, Any]], suite: Suite, corpus: Corpus) -> dict[str, Any]:
+    """The run's extra metrics.json sections (`extra_metrics` in the config, resolved: name -> a `_target_`
+    node of a function(suite, corpus) -> dict), computed over `corpus` (the suite's memories as ingested):
+    plug-ins, so neither the runner nor the merge knows any of them."""
+    from hydra.utils import instantiate
+
+    return {str(name): instantiate(node)(suite, corpus) for name, node in nodes.items()}
 
 
 def configured_stages(cfg: Any) -> tuple[RunSettings, dict[str, Stage]]:

@@ -27,7 +27,7 @@ from hydra.types import RunMode
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from experiments.configure.build import prepare_run
+from experiments.configure.build import extra_metrics, prepare_run
 from experiments.configure.check import ConfigError
 from experiments.configure.compose import answer_help, yaml_text
 from experiments.configure.settings import RunSettings, resolved_or_none
@@ -127,10 +127,8 @@ def execute(
         unit=settings.statistics_unit, empty=settings.empty_queries,
         budget_tokens=budget, budget_cut=cut, counter=counter,
     )  # fmt: skip
-    # Extra metrics.json sections (`extra_metrics` in the config: name -> function(suite, corpus) -> dict),
-    # e.g. instruction-tagging coverage and precision: plug-ins, so the runner knows none of them.
-    for name, node in settings.extra_metrics.items():
-        evaluation.metrics[str(name)] = instantiate(node)(suite, output.corpus)
+    # Extra metrics.json sections, e.g. instruction-tagging coverage and precision (configure/build.py).
+    evaluation.metrics.update(extra_metrics(settings.extra_metrics, suite, output.corpus))
     live_section(evaluation.metrics, output.channel_reports, suite.k)
     return output, evaluation
 

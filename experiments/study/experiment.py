@@ -16,7 +16,6 @@ re-run. With tracking on, the study is one MLflow parent run with a child per ro
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import re
@@ -26,10 +25,11 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from omegaconf import DictConfig, OmegaConf
 
 from experiments.compare import analysis
-from experiments.configure.compose import Composer, compose_config, run_config
+from experiments.configure.compose import Composer
+from experiments.configure.settings import RunSettings
+from experiments.configure.study_row import KEEP, StudyRow, study_composer, study_row
 from experiments.names import under_root
 from experiments.study.plan import Row, StudyPlan, load_plan
 from experiments.track.finished_runs import (
@@ -43,7 +43,6 @@ from experiments.track.run_params import varying_overrides
 
 STUDY_KEY_TAG = "memeval.study_key"
 ROW_TAG = "memeval.row"  # on a study's child run: the row's name, as the study's report names it
-_KEEP = object()  # "what the run config says"
 
 
 @dataclass(frozen=True)
@@ -85,14 +84,14 @@ class StudyResult:
         out.index.name = "run"
         return out
 
-    def row_config(self, row_name: str, extra: Sequence[str] = ()) -> DictConfig:
-        """The run config of a row (its name in the plan), plus `extra` overrides, tracking off: what a
+    def row_settings(self, row_name: str, extra: Sequence[str] = ()) -> RunSettings:
+        """The run settings of a row (its name in the plan), plus `extra` overrides, tracking off: what a
         report section re-runs in-process (experiments/study/live.py)."""
         rows = {r.name: r for r in self.plan.rows}
         if row_name not in rows:
             raise KeyError(f"no row {row_name!r} in study {self.plan.name} (rows: {list(rows)})")
         row = rows[row_name]
-        return row_config(self.plan, Row(row.name, (*row.overrides, *extra)), tracking=False)
+        return row_config(self.plan, Row(row.name, (*row.overrides, *extra)), tracking=False).settings()
 
     def __str__(self) -> str:
         return (
@@ -133,14 +132,15 @@ def Experiment(  # noqa: N802 - named like pt.Experiment: one call from rows to 
     name: str = "experiment",
     runs_dir: str | Path | None = None,
     tracking: bool | Mapping[str, Any] = False,
-    cache_dir: Any = _KEEP,
+    cache_dir: Any = KEEP,
     progress: bool = False,
 ) -> StudyResult:
     """Run the rows (listed, and/or expanded from `sweep`) on `suite` and compare them to `baseline`.
 
     `rows`: `Row(name, overrides)` or `{"name": ..., "overrides": [...]}`. `suite`: a suite config name
     or `{"name": "beam", "path": ...}`. `tracking`: False (no MLflow), True (the run config's), or a
-    `tracking` config node. Run directories go to `runs_dir` (default outputs/studies/<name>).
+    `tracking` node as a mapping (`{"enabled": True, "tracker": {...}}`). Run directories go to `runs_dir`
+    (default outputs/studies/<name>).
     """
     raw_rows = [
         {"name": r.name, "overrides": list(r.overrides)} if isinstance(r, Row) else r for r in rows or ()
@@ -167,45 +167,19 @@ def row_config(
     plan: StudyPlan,
     row: Row,
     *,
-    tracking: Any = _KEEP,
-    cache_dir: Any = _KEEP,
+    tracking: bool | Mapping[str, Any] = KEEP,
+    cache_dir: Any = KEEP,
     progress: bool = False,
+    alone: bool = False,
     composer: Composer | None = None,
-) -> DictConfig:
-    """The run config of one row: what `memeval-run <its overrides>` would see, with the study's settings."""
-    cfg = run_config((composer or row_composer())(plan.row_overrides(row)))
-    missing = [m for m in plan.metrics if m not in cfg.metrics]
-    if missing:  # a plan's metric the run would not compute (R@100): added, so a re-run computes it
-        cfg.metrics = [*cfg.metrics, *missing]
-    if tracking is False:
-        cfg.tracking = OmegaConf.create({"enabled": False})
-    elif isinstance(tracking, Mapping | DictConfig):  # a `tracking` config node (the study app's)
-        node = OmegaConf.to_container(tracking) if isinstance(tracking, DictConfig) else dict(tracking)
-        cfg.tracking = OmegaConf.create(node)
-    if cache_dir is not _KEEP:
-        cfg.cache_dir = cache_dir
-    cfg.progress = progress
-    cfg.resume = True  # a study re-run reuses its finished rows
-    return cfg
-
-
-def measured_alone(cfg: DictConfig) -> None:
-    """A row whose latency must be measured (`measure_latency: true`): no candidate cache, the embedding
-    cache and exported models kept where the study's cache puts them (a warm-embedding latency, as
-    docs/caching.md says), and no resume (a finished row's latency was measured in another sitting)."""
-    encoder = cfg.get("encoder")
-    if encoder is not None:
-        for key in ("cache_dir", "export_dir"):
-            if key in encoder:
-                encoder[key] = OmegaConf.select(cfg, f"encoder.{key}")  # resolved while cache_dir is set
-    cfg.cache_dir = None
-    cfg.resume = False
-
-
-def row_composer() -> Composer:
-    """The composer of a plan's rows: rows that differ only in values (a sweep: `stage.x.weight=0.2`) share
-    one Hydra composition (experiments.configure.compose.Composer, the sweep launcher's too)."""
-    return Composer(functools.partial(compose_config, hydra_node=True))
+) -> StudyRow:
+    """The run config of one row: what `memeval-run <its overrides>` would see, with the study's settings
+    (experiments/configure/study_row.py): the plan's metrics, `tracking`, `cache_dir`, `progress`, resumed,
+    or measured `alone` (a plan's `measure_latency`)."""
+    return study_row(
+        plan.row_overrides(row), metrics=plan.metrics, tracking=tracking, cache_dir=cache_dir,
+        progress=progress, alone=alone, composer=composer,
+    )  # fmt: skip
 
 
 def _slug(name: str) -> str:
@@ -222,11 +196,12 @@ def run_plan(
     plan: StudyPlan,
     *,
     runs_dir: str | Path | None = None,
-    tracking: bool | Mapping[str, Any] = _KEEP,  # type: ignore[assignment]
-    cache_dir: Any = _KEEP,
+    tracking: bool | Mapping[str, Any] = KEEP,
+    cache_dir: Any = KEEP,
     progress: bool = False,
 ) -> StudyResult | SuiteResults:
     """Compose every row's config, run each (finished rows are reused), load the runs, compare them.
+    `tracking`: False (no MLflow), a `tracking` node as a mapping, else (the default) the run config's.
 
     A plan with several suites runs each as its own study (`plan.for_suite`), runs in <runs_dir>/<id>/.
     """
@@ -242,15 +217,11 @@ def run_plan(
                 for s in plan.suites
             ),
         )
-    composer = row_composer()
-    configs = [
-        row_config(plan, r, tracking=tracking, cache_dir=cache_dir, progress=progress, composer=composer)
-        for r in plan.rows
-    ]
-    if plan.measure_latency:
-        for cfg in configs:
-            measured_alone(cfg)
-    parent = _start_parent(plan, configs[0]) if configs[0].tracking.enabled else {}
+    composer = study_composer()
+    edits = dict(tracking=tracking, cache_dir=cache_dir, progress=progress, alone=plan.measure_latency)
+    configs = [row_config(plan, r, composer=composer, **edits) for r in plan.rows]
+    first = configs[0].tracking
+    parent = _start_parent(plan, first.tracker) if first.enabled else {}
     varying = varying_overrides([plan.row_overrides(r) for r in plan.rows])
     dirs = []
     for i, (row, cfg) in enumerate(zip(plan.rows, configs, strict=True), 1):
@@ -258,7 +229,7 @@ def run_plan(
         print(f"[{i}/{len(plan.rows)}] {row.name}: {' '.join(overrides)}")
         run_dir = under_root(root, _slug(row.name))  # names are checked by plan.py: a last defence
         run_experiment(
-            cfg,
+            cfg.config,
             run_dir,
             multirun=True,
             share_memo=not plan.measure_latency,
@@ -298,7 +269,7 @@ def compare_rows(
     return StudyResult(plan, tuple(runs), tuple(labels), comp, sig, tuple(run_dirs), parent_run_id)
 
 
-def _load_row(run_dir: Path, cfg: DictConfig) -> RunRecord:
+def _load_row(run_dir: Path, row: StudyRow) -> RunRecord:
     """A row's run: its own directory, or the finished run a skipped row reused (on disk, else MLflow)."""
     skipped = run_dir / "skipped.json"
     if (run_dir / "metrics.json").is_file() and not skipped.is_file():
@@ -313,20 +284,20 @@ def _load_row(run_dir: Path, cfg: DictConfig) -> RunRecord:
     if note.get("mlflow_run_id"):
         from experiments.run.resume import CONFIG_HASH_TAG
 
-        found = load_mlflow_runs(tags={CONFIG_HASH_TAG: note["config_hash"]}, uri=_uri(cfg))
+        found = load_mlflow_runs(tags={CONFIG_HASH_TAG: note["config_hash"]}, uri=_uri(row.tracking.tracker))
         match = [r for r in found if r.source == f"mlflow:{note['mlflow_run_id']}"]
         if match:
             return match[0]
     raise RunError(f"{run_dir} holds no finished run and names none that can be read")
 
 
-def _uri(cfg: DictConfig) -> str:
+def _uri(tracker: Mapping[str, Any]) -> str:
     from experiments.track.mlflow_tracker import resolve_uri
 
-    return resolve_uri(cfg.tracking.tracker.get("uri"))
+    return resolve_uri(tracker.get("uri"))
 
 
-def _start_parent(plan: StudyPlan, cfg: DictConfig) -> dict[str, str]:
+def _start_parent(plan: StudyPlan, tracker: Mapping[str, Any]) -> dict[str, str]:
     """One MLflow parent run for the study (reopened on a re-run), as a sweep has; the plan's title and
     description are its note."""
     from hydra.utils import instantiate
@@ -334,7 +305,7 @@ def _start_parent(plan: StudyPlan, cfg: DictConfig) -> dict[str, str]:
     from experiments.track.mlflow_tracker import open_parent_run
 
     info = open_parent_run(
-        instantiate(cfg.tracking.tracker),
+        instantiate(tracker),
         key_tag=STUDY_KEY_TAG,
         key=study_key(plan),
         run_name=f"study {plan.name}",

@@ -48,9 +48,9 @@ class TimedPass:
 
 def row_settings(study: Any, row_name: str, extra: Sequence[str] = ()) -> RunSettings:
     """The run settings of a study row (its name in the plan), plus `extra` overrides, tracking off: read
-    from the study's own row config (experiments/study/experiment.py `StudyResult.row_config`), so this
+    from the study's own row config (experiments/study/experiment.py `StudyResult.row_settings`), so this
     module, below the study runner, imports none of it."""
-    return RunSettings.from_config(study.row_config(row_name, extra))
+    return study.row_settings(row_name, extra)
 
 
 def live_scorers(settings: RunSettings) -> list[str]:

@@ -9,10 +9,8 @@ finished run answered leaves `skipped.json` (experiments/run/outputs.py: write_s
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
+from experiments.track.sweep_end import SweepEndCallback
 
 SKIP_NOTE = "skipped.json"
 
@@ -36,8 +34,8 @@ def skipped_summary(sweep_dir: Path) -> str | None:
     )
 
 
-class SkippedJobsCallback(Callback):
-    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        said = skipped_summary(Path(str(config.hydra.sweep.dir)))
+class SkippedJobsCallback(SweepEndCallback):
+    def sweep_ended(self, sweep_dir: Path, overrides: list[str]) -> None:
+        said = skipped_summary(sweep_dir)
         if said:
             print(said, flush=True)

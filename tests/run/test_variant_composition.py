@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from experiments.configure.build import build_pipeline
-from experiments.configure.build import finish_variant
+from experiments.configure.build import build_pipeline, finish_variant
 from experiments.configure.compose import CONF_DIR, compose_config
 from retrieval.pipeline import PipelineConfigError
 

@@ -105,11 +105,11 @@ def test_the_default_check_finds_every_kind_of_restated_default():
 @pytest.mark.parametrize("name", ["boost_sweep21_beam100k", "exp05_beam100k", "beam_best_beam100k"])
 def test_rows_sharing_their_group_choices_compose_as_hydra_composes_each(name):
     """The study composes a sweep's group choices once and sets each row's values: the same config."""
-    from experiments.study.experiment import row_composer
+    from experiments.configure.study_row import study_composer
 
     cfg = compose_config([f"study={name}"], config_name="run_study")
     plan = load_plan(OmegaConf.to_container(cfg.study, resolve=True), name=name)
-    composer = row_composer()
+    composer = study_composer()
     for row in plan.rows[:5]:
         overrides = plan.row_overrides(row)
         fast, full = run_config(composer(overrides)), compose_config(overrides)
@@ -121,10 +121,10 @@ def test_rows_sharing_their_group_choices_compose_as_hydra_composes_each(name):
 def test_a_row_value_for_a_missing_key_is_still_an_error():
     from hydra.errors import ConfigCompositionException
 
-    from experiments.study.experiment import row_composer
+    from experiments.configure.study_row import study_composer
 
     with pytest.raises(ConfigCompositionException, match="no_such_field"):
-        row_composer()(["variant=bm25", "stage.bm25.no_such_field=1"])
+        study_composer()(["variant=bm25", "stage.bm25.no_such_field=1"])
 
 
 def test_the_worked_example_sweeps_five_weights_against_weight_zero():

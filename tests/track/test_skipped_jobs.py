@@ -17,7 +17,7 @@ def _sweep(tmp_path, skipped: int, ran: int):
         note = "skipped.json" if i < skipped else "metrics.json"
         (tmp_path / str(i) / note).write_text(json.dumps({}))
     (tmp_path / ".submitit").mkdir()  # not a job
-    return OmegaConf.create({"hydra": {"sweep": {"dir": str(tmp_path)}}})
+    return OmegaConf.create({"hydra": {"sweep": {"dir": str(tmp_path)}, "overrides": {"task": []}}})
 
 
 def _callback():
