@@ -177,7 +177,7 @@ class RerankerSettings:
             tracking=_tracking(cfg),
             num_layers=values.get("num_layers"),
             export_backend=values.get("export_backend"),
-            **{name: values[name] for name in _PLAIN_RERANKER_FIELDS},
+            **{name: cfg[name] for name in _PLAIN_RERANKER_FIELDS},  # scalars: as resolved
         )
 
 
