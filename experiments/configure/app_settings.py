@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import MissingMandatoryValue
 
 from experiments.configure.check import ConfigError
 from experiments.configure.compose import CONF_DIR
@@ -27,6 +28,13 @@ from experiments.configure.settings import TrackingSettings
 
 def _resolved(node: Any) -> Any:
     return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
+
+
+def _complete(node: DictConfig) -> None:
+    """OmegaConf's error for the first value `node` leaves unset (`???`), named by its full key as
+    instantiating it names it (`system=python` without `system.adapter._target_`)."""
+    if missing := sorted(OmegaConf.missing_keys(node)):
+        raise MissingMandatoryValue(f"Missing mandatory value: {missing[0]}")  # its full key
 
 
 def _tracking(cfg: DictConfig) -> TrackingSettings:
@@ -75,6 +83,7 @@ class ConformSettings:
 
     @classmethod
     def from_config(cls, cfg: DictConfig) -> ConformSettings:
+        _complete(cfg.system.adapter)  # the adapter is built from the resolved node
         return cls(
             conform=_resolved(cfg.conform),
             system=_resolved(cfg.system),

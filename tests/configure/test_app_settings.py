@@ -99,3 +99,11 @@ def test_the_conform_record_resolves_the_system_and_logs_the_config_as_composed(
     settings = ConformSettings.from_config(cfg)
     assert settings.system == OmegaConf.to_container(cfg.system, resolve=True)
     assert settings.conform["checks"] is None and settings.config_text == OmegaConf.to_yaml(cfg)
+
+
+def test_the_conform_record_names_an_unset_adapter_value_by_its_full_key():
+    from omegaconf.errors import MissingMandatoryValue
+
+    cfg = compose_config(["system=python", "tracking=none"], config_name="conform")
+    with pytest.raises(MissingMandatoryValue, match=r"^Missing mandatory value: system\.adapter\._target_$"):
+        ConformSettings.from_config(cfg)
