@@ -1,10 +1,10 @@
 """The settings of the Hydra apps other than memeval-run, each read from its composed config once into a
 frozen record the app's body takes (experiments/configure/app.py `hydra_app`), as a run takes RunSettings:
 
-    StudySettings     memeval-study          conf/run_study.yaml
-    ConformSettings   memeval-conform        conf/conform.yaml
-    FusionSettings    memeval-train-fusion   conf/train_fusion.yaml
-    RerankerSettings  memeval-train-reranker conf/train_reranker.yaml
+    StudySettings     memeval-study                           conf/run_study.yaml
+    ConformSettings   memeval-conform                         conf/conform.yaml
+    FusionSettings    python -m experiments.training.fusion   conf/train_fusion.yaml
+    RerankerSettings  memeval-train-reranker                  conf/train_reranker.yaml
 
 A field holds its setting's value as the config gives it (resolved); a node a body builds from
 (`_target_`: a suite, a stage, a tracker) is its resolved mapping. Where an app writes or logs its config
