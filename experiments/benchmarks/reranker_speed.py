@@ -31,6 +31,7 @@ from hydra.utils import instantiate
 
 from experiments.benchmarks.backend_tradeoffs import agreement, rerank_heads, timed
 from experiments.benchmarks.pipeline import load_note, machine, percentiles
+from experiments.configure.app_settings import RerankerSettings
 from experiments.configure.compose import compose_config
 from experiments.training.reranker import first_stage_lists, split_by_conversation, training_pairs
 from retrieval.backends import INPUTS, _runtime, ensure_onnx, export_folder
@@ -39,11 +40,13 @@ from retrieval.encoder import EXPORT_DIR, model_revision
 
 def calibration_pairs(n: int, seed: int = 1) -> list[tuple[str, str]]:
     """`n` of the trainer's own (query, memory) training pairs: BEAM 500K, bm25 hard negatives."""
-    cfg = compose_config(["tracking=none", "progress=false"], config_name="train_reranker")
-    suite = instantiate(cfg.train_suite, _convert_="all")
-    split = split_by_conversation(suite, cfg.val_fraction, cfg.seed)
-    lists = first_stage_lists(cfg, suite, split.train, cfg.negative_depth)
-    pairs = training_pairs(suite, split.train, lists, cfg, np.random.default_rng(cfg.seed))
+    settings = RerankerSettings.from_config(
+        compose_config(["tracking=none", "progress=false"], config_name="train_reranker")
+    )
+    suite = instantiate(settings.train_suite, _convert_="all")
+    split = split_by_conversation(suite, settings.val_fraction, settings.seed)
+    lists = first_stage_lists(settings, suite, split.train, settings.negative_depth)
+    pairs = training_pairs(suite, split.train, lists, settings, np.random.default_rng(settings.seed))
     pick = np.random.default_rng(seed).choice(len(pairs), min(n, len(pairs)), replace=False)
     return [(pairs[i].query, pairs[i].text) for i in pick]
 

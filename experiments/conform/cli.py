@@ -12,28 +12,25 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import hydra
-from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
-
+from experiments.configure.app import Job, hydra_app
+from experiments.configure.app_settings import ConformSettings
 from experiments.configure.compose import answer_help
 from experiments.configure.setup import setup
 from experiments.exit_codes import EXIT_BAD_INPUT, console_script
 
 
-def settings_of(cfg: DictConfig) -> Any:
+def settings_of(conform_node: Mapping[str, Any]) -> Any:
     """The `conform` node as Settings, each value of its field's type (else CannotJudge naming the key)."""
     import dataclasses
 
     from experiments.conform.probe import Settings
     from experiments.conform.runner import CannotJudge
 
-    node = OmegaConf.to_container(cfg.conform, resolve=True)
-    assert isinstance(node, dict)
-    node.pop("checks", None)
+    node = {k: v for k, v in conform_node.items() if k != "checks"}
     for field in dataclasses.fields(Settings):
         kind = {"int": int, "float": (int, float), "str": str, "bool": bool}[str(field.type)]
         value = node.get(field.name, field.default)
@@ -42,23 +39,26 @@ def settings_of(cfg: DictConfig) -> Any:
     return Settings(**node)
 
 
-def conform(cfg: DictConfig, run_dir: Path, choice: str) -> int:
+def conform(settings: ConformSettings, run_dir: Path, choice: str) -> int:
     """Build the adapter, run the checks, write the folder, log to MLflow; the exit code."""
     from hydra.utils import instantiate
 
     from experiments.conform.runner import exit_code, open_cassette, run_suite, select, write_folder
 
-    select(cfg.conform.checks)  # an unknown check id, a mistyped setting: named before anything is opened
-    settings = settings_of(cfg)
-    replay = cfg.system.get("mode") == "replay"
-    if replay and not cfg.system.get("cassette"):
+    checks = settings.conform.get("checks")
+    select(checks)  # an unknown check id, a mistyped setting: named before anything is opened
+    probe_settings = settings_of(settings.conform)
+    replay = settings.system.get("mode") == "replay"
+    if replay and not settings.system.get("cassette"):
         raise _cannot_judge("system.mode=replay needs the recorded cassette: system.cassette=PATH")
-    cassette = open_cassette(Path(cfg.system.cassette or run_dir / "cassette.jsonl"), replay=replay)
-    system = instantiate(cfg.system.adapter, _convert_="all")
+    cassette = open_cassette(
+        Path(settings.system.get("cassette") or run_dir / "cassette.jsonl"), replay=replay
+    )
+    system = instantiate(settings.system["adapter"], _convert_="all")
     started_ms = int(time.time() * 1000)
     try:
         report = run_suite(
-            system, cassette, replay=replay, settings=settings, only=cfg.conform.checks, system_name=choice
+            system, cassette, replay=replay, settings=probe_settings, only=checks, system_name=choice
         )
     finally:
         if not replay:
@@ -72,17 +72,19 @@ def conform(cfg: DictConfig, run_dir: Path, choice: str) -> int:
         if check["status"] == "fail":
             print(f"  FAIL {check['id']}: {check['reason'][:200]}")
     print(f"wrote {run_dir}/conformance.json and conformance.md")
-    if cfg.tracking.enabled:
-        _track(cfg, run_dir, choice, report, started_ms)
+    if settings.tracking.enabled:
+        _track(settings, run_dir, choice, report, started_ms)
     return exit_code(report)
 
 
-def _track(cfg: DictConfig, run_dir: Path, choice: str, report: dict[str, Any], started_ms: int) -> None:
+def _track(
+    settings: ConformSettings, run_dir: Path, choice: str, report: dict[str, Any], started_ms: int
+) -> None:
     from hydra.utils import instantiate
 
     from experiments.track.mlflow_tracker import provenance_tags, service_tags
 
-    tracker = instantiate(cfg.tracking.tracker)
+    tracker = instantiate(settings.tracking.tracker)
     metrics = {f"conform.{status}": float(n) for status, n in report["counts"].items()}
     for check in report["checks"]:
         if check["status"] != "not_applicable":
@@ -90,10 +92,9 @@ def _track(cfg: DictConfig, run_dir: Path, choice: str, report: dict[str, Any], 
         for name, value in (check["details"].get("timings") or {}).items():
             if isinstance(value, int | float):
                 metrics[f"timing.{check['id']}.{name}"] = float(value)
-    system = OmegaConf.to_container(cfg.system, resolve=True)
     tags = {
         **provenance_tags("memeval-conform"),
-        **service_tags(system, choice),  # type: ignore[arg-type]
+        **service_tags(settings.system, choice),
         "memeval.conform.verdict": report["verdict"],
         "memeval.conform.timings": report["run"]["timings"],
     }
@@ -105,7 +106,7 @@ def _track(cfg: DictConfig, run_dir: Path, choice: str, report: dict[str, Any], 
         metrics=metrics,
         tags=tags,
         run_dir=run_dir,
-        config_text=OmegaConf.to_yaml(cfg),
+        config_text=settings.config_text,
         started_ms=started_ms,
     )
 
@@ -116,19 +117,26 @@ def _cannot_judge(message: str) -> Exception:
     return CannotJudge(message)
 
 
-@hydra.main(version_base="1.3", config_path="pkg://experiments.conf", config_name="conform")
-def run_app(cfg: DictConfig) -> None:
+def _discard(_err: BaseException, job: Job) -> None:
+    """A config that does not resolve leaves no folder (console_script says why, exit 2)."""
+    from experiments.run.outputs import discard_if_unused
+
+    discard_if_unused(job.output_dir)
+
+
+@hydra_app("conform", ConformSettings.from_config, refused=_discard)
+def run_app(settings: ConformSettings, job: Job) -> None:
     from experiments.conform.probe import ReplayMiss
     from experiments.conform.runner import CannotJudge
     from experiments.systems.protocol import LiveSystemError
     from experiments.track.mlflow_tracker import TrackingError
 
-    choice = HydraConfig.get().runtime.choices.get("system") or "system"
-    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    choice = job.choices.get("system") or "system"
+    run_dir = job.output_dir
     from experiments.run.outputs import discard_if_unused
 
     try:
-        code = conform(cfg, run_dir, choice)
+        code = conform(settings, run_dir, choice)
     except (CannotJudge, ReplayMiss, LiveSystemError, TrackingError) as err:
         print(f"error: cannot judge: {err}", file=sys.stderr)
         discard_if_unused(run_dir)  # a refusal leaves no folder (a verdict written is kept)

@@ -19,10 +19,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-import hydra
-from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
-
+from experiments.configure.app import Job, hydra_app
+from experiments.configure.app_settings import StudySettings
 from experiments.configure.compose import CONF_DIR, answer_help
 from experiments.configure.setup import setup
 from experiments.exit_codes import console_script
@@ -31,43 +29,43 @@ from experiments.names import UnsafeNameError, under_root
 REPORTS_DIR = "reports"  # the committed reports, relative to the working directory (the checkout)
 
 
-def run(cfg: DictConfig, command: str, name: str | None = None) -> Path:
-    """Run the plan `cfg.study` (named `name`, its file name, unless it states one); write its report."""
+def run(settings: StudySettings, command: str, name: str | None = None) -> Path:
+    """Run the plan `settings.plan` (named `name`, its file name, unless it states one); write its report."""
     # pandas and matplotlib come with these: imported once there is a study to run (--help stays fast)
     from experiments.study.experiment import SuiteResults, run_plan
     from experiments.study.plan import PlanError, load_plan
     from experiments.study.report import write_report
 
-    if cfg.get("study") is None:
+    if settings.plan is None:
         plans = sorted(p.stem for p in (CONF_DIR / "study").glob("*.yaml"))
         raise PlanError(f"study: name a plan, study=<name>; shipped plans: {plans} (--help for more)")
-    plan = load_plan(OmegaConf.to_container(cfg.study, resolve=True), name=name)
+    plan = load_plan(settings.plan, name=name)
     result = run_plan(
         plan,
-        runs_dir=under_root(cfg.runs_root, plan.name),
-        tracking=cfg.tracking if cfg.tracking.enabled else False,
-        cache_dir=cfg.cache_dir,
-        progress=cfg.progress,
+        runs_dir=under_root(settings.runs_root, plan.name),
+        tracking=settings.tracking if settings.tracking is not None else False,
+        cache_dir=settings.cache_dir,
+        progress=settings.progress,
     )
     print(result)
-    out = write_report(result, report_dir(cfg, plan.name), commands=[command])
+    out = write_report(result, report_dir(settings, plan.name), commands=[command])
     parts = [(r, out / i) for i, r in result.results] if isinstance(result, SuiteResults) else [(result, out)]
     for part, folder in parts:
         if part.parent_run_id:
-            _log_report(part.parent_run_id, cfg, folder)
+            _log_report(part.parent_run_id, settings.tracker_uri, folder)
     print(f"wrote {out}/report.md and index.html: {len(plan.rows)} rows, baseline {plan.baseline}")
     return out
 
 
-def report_dir(cfg: DictConfig, study: str) -> Path:
+def report_dir(settings: StudySettings, study: str) -> Path:
     """Where a study's report goes: `output_dir` if given, the committed reports/<study>/ with
     `refresh=true`, else <runs_root>/<study>/ (an output folder, beside the rows' runs)."""
-    if cfg.get("output_dir"):
-        return Path(cfg.output_dir)
-    return under_root(REPORTS_DIR if cfg.get("refresh") else cfg.runs_root, study)
+    if settings.output_dir:
+        return Path(settings.output_dir)
+    return under_root(REPORTS_DIR if settings.refresh else settings.runs_root, study)
 
 
-def _log_report(parent_run_id: str, cfg: DictConfig, out: Path) -> None:
+def _log_report(parent_run_id: str, tracker_uri: str | None, out: Path) -> None:
     """The report's files under the study's parent run, `report/`. MLflow shows an HTML artifact alone,
     so the index.html logged there has its figures inlined (render.with_inline_images); the PNGs are
     logged too, for report.md."""
@@ -76,7 +74,7 @@ def _log_report(parent_run_id: str, cfg: DictConfig, out: Path) -> None:
     from experiments.compare.render import with_inline_images  # pandas, and the tracker's ~110 modules:
     from experiments.track.mlflow_tracker import resolve_uri  # not for --help
 
-    client = mlflow.MlflowClient(tracking_uri=resolve_uri(cfg.tracking.tracker.get("uri")))
+    client = mlflow.MlflowClient(tracking_uri=resolve_uri(tracker_uri))
     with tempfile.TemporaryDirectory(prefix="memeval-report-") as tmp:
         inlined = Path(tmp) / "index.html"
         for path in sorted(p for p in out.iterdir() if p.is_file()):
@@ -85,10 +83,9 @@ def _log_report(parent_run_id: str, cfg: DictConfig, out: Path) -> None:
             client.log_artifact(parent_run_id, str(inlined if path.name == inlined.name else path), "report")
 
 
-@hydra.main(version_base="1.3", config_path="pkg://experiments.conf", config_name="run_study")
-def run_app(cfg: DictConfig) -> None:
-    overrides = [str(o) for o in HydraConfig.get().overrides.task]
-    command = "python -m experiments.study " + shlex.join(overrides)
+@hydra_app("run_study", StudySettings.from_config)
+def run_app(settings: StudySettings, job: Job) -> None:
+    command = "python -m experiments.study " + shlex.join(job.overrides)
     # The study machinery pulls in pandas and matplotlib, these error classes numpy and the pipeline
     # (~0.25 s of CPU for --help): imported once there is a study to run, so `--help` answers at once
     # (tests/project/test_entry_points.py checks what the entry modules import).
@@ -101,7 +98,7 @@ def run_app(cfg: DictConfig) -> None:
     from retrieval.pipeline import PipelineConfigError
 
     try:
-        run(cfg, command, name=HydraConfig.get().runtime.choices.get("study"))
+        run(settings, command, name=job.choices.get("study"))
     except (
         PlanError,
         ConfigError,

@@ -20,12 +20,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import hydra
 import numpy as np
-from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf
 
+from experiments.configure.app import Job, hydra_app
+from experiments.configure.app_settings import FusionSettings
 from experiments.configure.build import pipeline_from_config
 from experiments.configure.setup import setup
 from experiments.evaluate.metrics import per_query
@@ -39,13 +38,14 @@ from retrieval.reuse import CandidateCache
 from retrieval.types import Query, RankedList
 
 
-def first_stage(cfg: DictConfig, suite: Suite, queries: Sequence[Query]) -> list[RankedList]:
+def first_stage(settings: FusionSettings, suite: Suite, queries: Sequence[Query]) -> list[RankedList]:
     """Every query's candidates with their score columns (cached like any run's prefix)."""
-    pipeline = pipeline_from_config(list(cfg.first_stage.order), cfg.first_stage.stage, depth=cfg.depth)
+    stages = settings.first_stage
+    pipeline = pipeline_from_config(list(stages.order), stages.stages, depth=settings.depth)
     pipeline.check_models()
-    cache = CandidateCache(Path(cfg.cache_dir) / "candidates") if cfg.cache_dir else None
+    cache = CandidateCache(Path(settings.cache_dir) / "candidates") if settings.cache_dir else None
     output = pipeline.run(
-        suite.memories, queries, suite_hash=suite.content_hash, cache=cache, progress=cfg.progress
+        suite.memories, queries, suite_hash=suite.content_hash, cache=cache, progress=settings.progress
     )
     return output.ranked
 
@@ -90,35 +90,35 @@ def ndcg(suite: Suite, ranked: Sequence[RankedList], order_by, metric: str = "nD
     return float(table[metric].mean()) if len(table) else float("nan")
 
 
-def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
+def train(settings: FusionSettings, run_dir: Path) -> dict[str, Any]:
     started, cpu0 = time.perf_counter(), time.process_time()
-    suite = instantiate(cfg.train_suite, _convert_="all")
-    split = split_by_conversation(suite, cfg.val_fraction, cfg.seed)
-    ranked = first_stage(cfg, suite, split.train + split.validation)
+    suite = instantiate(settings.train_suite, _convert_="all")
+    split = split_by_conversation(suite, settings.val_fraction, settings.seed)
+    ranked = first_stage(settings, suite, split.train + split.validation)
     by_id = {r.query_id: r for r in ranked}
     train_lists = [by_id[q.id] for q in split.train]
     val_lists = [by_id[q.id] for q in split.validation]
-    sources = list(cfg.sources) if cfg.sources else source_columns(train_lists[0].columns)
+    sources = list(settings.sources) if settings.sources else source_columns(train_lists[0].columns)
     x, y = training_table(suite, train_lists, sources)
     provenance = {
         "train_suite": suite.name,
-        "train_suite_config": OmegaConf.to_container(cfg.train_suite),  # a path, or a generator's parameters
+        "train_suite_config": settings.train_suite_given,  # a path, or a generator's parameters
         "train_suite_hash": suite.content_hash,
         "conversations_train": sorted({q.scope_key for q in split.train}),
         "conversations_validation": sorted({q.scope_key for q in split.validation}),
-        "first_stage": list(cfg.first_stage.order),
-        "depth": cfg.depth,
+        "first_stage": list(settings.first_stage.order),
+        "depth": settings.depth,
         "train_queries": len(train_lists),
         "validation_queries": len(val_lists),
         "candidates": int(len(y)),
         "relevant_candidates": int(y.sum()),
-        "C": cfg.C,
-        "seed": cfg.seed,
+        "C": settings.C,
+        "seed": settings.seed,
         "sklearn": __import__("sklearn").__version__,
         "git_commit": git_commit(),
         "trained_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     }
-    model = fit(x, y, sources, cfg.C, provenance)
+    model = fit(x, y, sources, settings.C, provenance)
     first = ndcg(suite, val_lists, lambda r: r.scores)
     learned = ndcg(suite, val_lists, lambda r: model.score(r.columns, len(r.memory_ids)))
     provenance.update(
@@ -129,21 +129,21 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
             "train_cpu_s": time.process_time() - cpu0,
         }
     )
-    model.save(cfg.output)
+    model.save(settings.output)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "training.json").write_text(json.dumps(model.to_json(), indent=2, default=str))
     print(
         f"learned fusion over {sources}: {len(train_lists)} train / {len(val_lists)} validation queries, "
-        f"{len(y)} candidates; validation nDCG@10 {learned:.4f} (first stage {first:.4f}) -> {cfg.output}"
+        f"{len(y)} candidates; validation nDCG@10 {learned:.4f} (first stage {first:.4f}) "
+        f"-> {settings.output}"
     )
     return provenance
 
 
-@hydra.main(version_base="1.3", config_path="pkg://experiments.conf", config_name="train_fusion")
-def main(cfg: DictConfig) -> float:
-    run_dir = Path(HydraConfig.get().runtime.output_dir)
+@hydra_app("train_fusion", FusionSettings.from_config)
+def main(settings: FusionSettings, job: Job) -> float:
     try:
-        summary = train(cfg, run_dir)
+        summary = train(settings, job.output_dir)
     except (SuiteError, PipelineConfigError, ModelNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)

@@ -31,23 +31,22 @@ import copy
 import json
 import sys
 import time
+import typing
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import hydra
 import numpy as np
-import yaml
-from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
+from experiments.configure.app import Job, hydra_app
+from experiments.configure.app_settings import RerankerSettings
 from experiments.configure.build import pipeline_from_config
 from experiments.configure.check import ConfigError
-from experiments.configure.compose import CONF_DIR, answer_help
+from experiments.configure.compose import answer_help
 from experiments.configure.setup import setup
 from experiments.evaluate.metrics import per_query
 from experiments.exit_codes import console_script
@@ -134,20 +133,21 @@ def keep_first_layers(net, n: int) -> None:
 
 
 def first_stage_lists(
-    cfg: DictConfig, suite: Suite, queries: Sequence[Query], depth: int
+    settings: RerankerSettings, suite: Suite, queries: Sequence[Query], depth: int
 ) -> dict[str, list[int]]:
     """The first stage's top `depth` corpus indices per query (cached like any run's prefix)."""
-    pipeline = pipeline_from_config(list(cfg.first_stage.order), cfg.first_stage.stage, depth=depth)
-    cache = CandidateCache(Path(cfg.cache_dir) / "candidates") if cfg.cache_dir else None
+    stages = settings.first_stage
+    pipeline = pipeline_from_config(list(stages.order), stages.stages, depth=depth)
+    cache = CandidateCache(Path(settings.cache_dir) / "candidates") if settings.cache_dir else None
     output = pipeline.run(
-        suite.memories, queries, suite_hash=suite.content_hash, cache=cache, progress=cfg.progress
+        suite.memories, queries, suite_hash=suite.content_hash, cache=cache, progress=settings.progress
     )
     index_of = {mid: i for i, mid in enumerate(output.corpus.ids)}
     return {r.query_id: [index_of[m] for m in r.memory_ids[:depth]] for r in output.ranked}
 
 
 def training_pairs(
-    suite: Suite, queries: Sequence[Query], lists: dict[str, list[int]], cfg: DictConfig, rng
+    suite: Suite, queries: Sequence[Query], lists: dict[str, list[int]], settings: RerankerSettings, rng
 ) -> list[Pair]:
     """Evidence as positives, first-stage non-evidence as hard negatives; capped at `max_pairs`."""
     text = [m.text for m in suite.memories]
@@ -155,21 +155,21 @@ def training_pairs(
     per_query: list[list[Pair]] = []
     for q in queries:
         relevant = [index_of[m] for m, g in suite.qrels.get(q.id, {}).items() if g > 0]
-        positives = rng.permutation(relevant)[: cfg.max_positives_per_query]
+        positives = rng.permutation(relevant)[: settings.max_positives_per_query]
         negatives = [i for i in lists.get(q.id, []) if i not in set(relevant)]
-        negatives = rng.permutation(negatives)[: cfg.negatives_per_query] if negatives else []
+        negatives = rng.permutation(negatives)[: settings.negatives_per_query] if negatives else []
         per_query.append(
             [Pair(q.text, text[i], 1.0) for i in positives] + [Pair(q.text, text[i], 0.0) for i in negatives]
         )
     pairs: list[Pair] = []
     for i in rng.permutation(len(per_query)):  # whole queries, in random order, up to the budget
-        if len(pairs) + len(per_query[i]) > cfg.max_pairs:
+        if len(pairs) + len(per_query[i]) > settings.max_pairs:
             break
         pairs.extend(per_query[i])
     return pairs
 
 
-def validation_ndcg(model, suite: Suite, queries, lists, metric: str, cfg: DictConfig) -> float:
+def validation_ndcg(model, suite: Suite, queries, lists, metric: str, settings: RerankerSettings) -> float:
     """`metric` of the validation queries' first-stage top N reordered by the model's scores."""
     import torch  # ~5 s to import: only training and validating need it, not --help
 
@@ -183,7 +183,7 @@ def validation_ndcg(model, suite: Suite, queries, lists, metric: str, cfg: DictC
             continue
         scores = model.predict(
             [(q.text, suite.memories[i].text) for i in cands],
-            batch_size=cfg.batch_size * 2,
+            batch_size=settings.batch_size * 2,
             activation_fn=torch.nn.Identity(),
             show_progress_bar=False,
         )
@@ -199,60 +199,61 @@ def first_stage_ndcg(suite: Suite, queries, lists, metric: str) -> float:
     return float(per_query({q.id: suite.qrels[q.id] for q in queries}, run, [metric])[metric].mean())
 
 
-def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
+def train(settings: RerankerSettings, run_dir: Path) -> dict[str, Any]:
     import torch  # ~5 s with sentence_transformers and transformers: not for --help
     from sentence_transformers import CrossEncoder
     from transformers import get_linear_schedule_with_warmup
 
     started = time.perf_counter()
-    torch.manual_seed(cfg.seed)
-    rng = np.random.default_rng(cfg.seed)
-    suite = instantiate(cfg.train_suite, _convert_="all")
-    split = split_by_conversation(suite, cfg.val_fraction, cfg.seed)
-    val_queries = list(rng.permutation(np.array(split.validation, dtype=object))[: cfg.val_max_queries])
-    lists = first_stage_lists(cfg, suite, split.train + val_queries, cfg.negative_depth)
-    pairs = training_pairs(suite, split.train, lists, cfg, rng)
+    torch.manual_seed(settings.seed)
+    rng = np.random.default_rng(settings.seed)
+    suite = instantiate(settings.train_suite, _convert_="all")
+    split = split_by_conversation(suite, settings.val_fraction, settings.seed)
+    val_queries = list(rng.permutation(np.array(split.validation, dtype=object))[: settings.val_max_queries])
+    lists = first_stage_lists(settings, suite, split.train + val_queries, settings.negative_depth)
+    pairs = training_pairs(suite, split.train, lists, settings, rng)
     n_pos = sum(p.label > 0 for p in pairs)
     setup_s = time.perf_counter() - started  # suite, first stage, pairs: part of the budget
     print(
         f"training suite {suite.name}: {len(split.train)} train / {len(split.validation)} validation queries "
         f"({len(val_queries)} used); {len(pairs)} pairs ({n_pos} positive); "
-        f"negatives from {' -> '.join(cfg.first_stage.order)} top {cfg.negative_depth}"
+        f"negatives from {' -> '.join(settings.first_stage.order)} top {settings.negative_depth}"
     )
     if not pairs:
         raise ValueError("no training pairs: the training suite has no answerable training query")
 
     model = CrossEncoder(
-        resolve_model_path(cfg.base_model), num_labels=1, max_length=cfg.max_length, device="cpu"
+        resolve_model_path(settings.base_model), num_labels=1, max_length=settings.max_length, device="cpu"
     )
-    if cfg.get("num_layers"):
-        keep_first_layers(model.model, int(cfg.num_layers))
+    if settings.num_layers:
+        keep_first_layers(model.model, int(settings.num_layers))
     net, tokenizer = model.model, model.tokenizer
-    steps_per_epoch = -(-len(pairs) // cfg.batch_size)
-    total = steps_per_epoch * cfg.epochs
-    optimizer = torch.optim.AdamW(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    schedule = get_linear_schedule_with_warmup(optimizer, int(cfg.warmup_ratio * total), total)
+    steps_per_epoch = -(-len(pairs) // settings.batch_size)
+    total = steps_per_epoch * settings.epochs
+    optimizer = torch.optim.AdamW(net.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
+    schedule = get_linear_schedule_with_warmup(optimizer, int(settings.warmup_ratio * total), total)
     loss_fn = torch.nn.BCEWithLogitsLoss()
 
-    baseline = first_stage_ndcg(suite, val_queries, lists, cfg.val_metric)
-    budget = Budget(started, cfg.max_train_minutes)
+    metric = settings.val_metric
+    baseline = first_stage_ndcg(suite, val_queries, lists, metric)
+    budget = Budget(started, settings.max_train_minutes)
     with budget.validation():
-        history = [{"step": 0, "val": validation_ndcg(model, suite, val_queries, lists, cfg.val_metric, cfg)}]
+        history = [{"step": 0, "val": validation_ndcg(model, suite, val_queries, lists, metric, settings)}]
     best = {"step": 0, "val": history[0]["val"], "state": copy.deepcopy(net.state_dict())}
-    print(f"validation {cfg.val_metric}: first stage {baseline:.4f}, untrained head {history[0]['val']:.4f}")
+    print(f"validation {metric}: first stage {baseline:.4f}, untrained head {history[0]['val']:.4f}")
     step, stale, stopped_early, losses, stop_reason = 0, 0, False, [], "completed"
-    bar = tqdm(total=total, desc="train reranker", disable=not cfg.progress)
-    for _epoch in range(cfg.epochs):
+    bar = tqdm(total=total, desc="train reranker", disable=not settings.progress)
+    for _epoch in range(settings.epochs):
         order = rng.permutation(len(pairs))
-        for start in range(0, len(pairs), cfg.batch_size):
+        for start in range(0, len(pairs), settings.batch_size):
             net.train()
-            batch = [pairs[i] for i in order[start : start + cfg.batch_size]]
+            batch = [pairs[i] for i in order[start : start + settings.batch_size]]
             features = tokenizer(
                 [p.query for p in batch],
                 [p.text for p in batch],
                 padding=True,
                 truncation="longest_first",
-                max_length=cfg.max_length,
+                max_length=settings.max_length,
                 return_tensors="pt",
             )
             logits = net(**features).logits.view(-1)
@@ -268,11 +269,11 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
             bar.set_postfix(loss=f"{np.mean(losses[-20:]):.3f}", best=f"{best['val']:.3f}")
             # The budget is checked every step, keeping room for one last validation of these weights.
             out_of_time = budget.exhausted()
-            if step % cfg.eval_every == 0 or step == total or out_of_time:
+            if step % settings.eval_every == 0 or step == total or out_of_time:
                 with budget.validation():
-                    val = validation_ndcg(model, suite, val_queries, lists, cfg.val_metric, cfg)
+                    val = validation_ndcg(model, suite, val_queries, lists, metric, settings)
                 history.append(
-                    {"step": step, "val": val, "train_loss": float(np.mean(losses[-cfg.eval_every :]))}
+                    {"step": step, "val": val, "train_loss": float(np.mean(losses[-settings.eval_every :]))}
                 )
                 if val > best["val"]:
                     best, stale = {"step": step, "val": val, "state": copy.deepcopy(net.state_dict())}, 0
@@ -281,22 +282,22 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
                 if out_of_time:  # best weights so far are kept and saved
                     stopped_early, stop_reason = True, "time budget"
                     warnings.warn(
-                        f"the {cfg.max_train_minutes}-minute safety cap cut training at step {step} of "
-                        f"{total} before patience ({cfg.patience}) stopped it: this model depends on the "
-                        "machine's speed and load, not only on the config; raise max_train_minutes "
+                        f"the {settings.max_train_minutes}-minute safety cap cut training at step {step} of "
+                        f"{total} before patience ({settings.patience}) stopped it: this model depends on "
+                        "the machine's speed and load, not only on the config; raise max_train_minutes "
                         "(or null) to train to the deterministic stop",
                         TimeBudgetWarning,
                         stacklevel=1,
                     )
                     break
-                if stale >= cfg.patience:
+                if stale >= settings.patience:
                     stopped_early, stop_reason = True, "patience"
                     break
         if stopped_early:
             break
     bar.close()
     net.load_state_dict(best["state"])
-    output_dir = Path(cfg.output_dir)
+    output_dir = Path(settings.output_dir)
     model.save(str(output_dir))
     summary = {
         "train_suite": suite.name,
@@ -309,43 +310,43 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         "stopped_early": stopped_early,
         "stop_reason": stop_reason,
         "best_step": best["step"],
-        f"val_{cfg.val_metric}_first_stage": baseline,
-        f"val_{cfg.val_metric}_untrained": history[0]["val"],
-        f"val_{cfg.val_metric}_best": best["val"],
-        "final_train_loss": float(np.mean(losses[-cfg.eval_every :])),
+        f"val_{metric}_first_stage": baseline,
+        f"val_{metric}_untrained": history[0]["val"],
+        f"val_{metric}_best": best["val"],
+        "final_train_loss": float(np.mean(losses[-settings.eval_every :])),
         "train_s": time.perf_counter() - started,
         "setup_s": setup_s,
         "validation_s_max": budget.validation_s,
         "num_layers": net.config.num_hidden_layers,
         "history": history,
-        "config": OmegaConf.to_container(cfg, resolve=True),
+        "config": settings.config,
     }
-    if cfg.get("export_backend") and cfg.export_backend != "torch":
+    if settings.export_backend and settings.export_backend != "torch":
         # Export once now (same folder the stage looks in), so the first rerank does not pay for it.
 
         with Budget.timer() as export_s:
-            export_dir = cfg.export_dir or EXPORT_DIR
+            export_dir = settings.export_dir or EXPORT_DIR
             folder = str(output_dir.resolve())
-            load_cross_encoder(folder, cfg.max_length, "cpu", cfg.export_backend, export_dir)
-        summary["export_backend"], summary["export_s"] = cfg.export_backend, export_s()
+            load_cross_encoder(folder, settings.max_length, "cpu", settings.export_backend, export_dir)
+        summary["export_backend"], summary["export_s"] = settings.export_backend, export_s()
     for folder in (run_dir, output_dir):
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "training.json").write_text(json.dumps(summary, indent=2, default=str))
     print(
-        f"best validation {cfg.val_metric} {best['val']:.4f} at step {best['step']} of {step} "
+        f"best validation {metric} {best['val']:.4f} at step {best['step']} of {step} "
         f"(first stage {baseline:.4f}); saved to {output_dir} in {summary['train_s']:.0f} s"
     )
-    if cfg.tracking.enabled:
-        _log(cfg, summary, run_dir)
+    if settings.tracking.enabled:
+        _log(settings, summary, run_dir)
     return summary
 
 
-def _log(cfg: DictConfig, summary: dict[str, Any], run_dir: Path) -> None:
-    tracker: MlflowTracker = instantiate(cfg.tracking.tracker)
+def _log(settings: RerankerSettings, summary: dict[str, Any], run_dir: Path) -> None:
+    tracker: MlflowTracker = instantiate(settings.tracking.tracker)
     metrics = {k.replace("@", "_at_"): float(v) for k, v in summary.items() if isinstance(v, (int, float))}
     run_id = tracker.log(
         run_name=f"train-reranker-{summary['train_suite']}",
-        params=mlflow_params(OmegaConf.to_container(cfg, resolve=True)),
+        params=mlflow_params(settings.config),
         metrics=metrics,
         tags={
             "kind": "train_reranker",
@@ -353,42 +354,33 @@ def _log(cfg: DictConfig, summary: dict[str, Any], run_dir: Path) -> None:
             "git_commit": git_commit(),
         },
         run_dir=run_dir,
-        config_text=OmegaConf.to_yaml(cfg, resolve=True),
+        config_text=settings.config_text,
     )
     print(f"MLflow run {run_id} in {tracker.experiment}")
 
 
-def setting_problems(cfg: DictConfig) -> list[str]:
-    """Settings whose value is not of the kind of their shipped default: a number, a bool, a string, a
-    mapping, a list (`epochs=abc`, `progress=1`, `train_suite=x`), found before the training suite is read;
-    null is accepted (several settings mean "none" by it)."""
-    shipped = yaml.safe_load((CONF_DIR / "train_reranker.yaml").read_text())
-    values = OmegaConf.to_container(cfg, resolve=True)
-    problems = []
-    for key, default in shipped.items():
-        value = values.get(key)
-        if key in ("defaults", "hydra") or default is None or value is None or "${" in str(default):
-            continue
-        allowed = (int, float) if type(default) in (int, float) else (type(default),)  # a number: either
-        if not isinstance(value, allowed) or isinstance(value, bool) is not isinstance(default, bool):
-            problems.append(f"{key}: expected {' or '.join(k.__name__ for k in allowed)}, got {value!r}")
-    return problems
+def _refuse(err: BaseException, run_dir: Path) -> typing.NoReturn:
+    """Bad input: one line, exit 2, and (as memeval-run) no empty run folder left."""
+    from experiments.run.outputs import discard_if_unused
+
+    print(f"error: {err}", file=sys.stderr)
+    discard_if_unused(run_dir)
+    sys.exit(2)
 
 
-@hydra.main(version_base="1.3", config_path="pkg://experiments.conf", config_name="train_reranker")
-def run_app(cfg: DictConfig) -> float:
-    run_dir = Path(HydraConfig.get().runtime.output_dir)
+def _refused(err: BaseException, job: Job) -> None:
+    """A setting of the wrong kind (RerankerSettings names each) is refused before the suite is read."""
+    if isinstance(err, ConfigError):
+        _refuse(err, job.output_dir)
+
+
+@hydra_app("train_reranker", RerankerSettings.from_config, refused=_refused)
+def run_app(settings: RerankerSettings, job: Job) -> float:
     try:
-        if problems := setting_problems(cfg):
-            raise ConfigError(problems)
-        summary = train(cfg, run_dir)
+        summary = train(settings, job.output_dir)
     except (SuiteError, PipelineConfigError, TrackingError, ValueError) as err:
-        from experiments.run.outputs import discard_if_unused  # as memeval-run: no empty run folder left
-
-        print(f"error: {err}", file=sys.stderr)
-        discard_if_unused(run_dir)
-        sys.exit(2)
-    return float(summary[f"val_{cfg.val_metric}_best"])
+        _refuse(err, job.output_dir)
+    return float(summary[f"val_{settings.val_metric}_best"])
 
 
 @console_script

@@ -202,8 +202,8 @@ def test_the_message_names_the_override_and_the_options_on_one_line():
 
 
 def test_train_reranker_refuses_a_setting_of_the_wrong_kind_before_reading_the_suite():
+    from experiments.configure.app_settings import setting_problems
     from experiments.configure.compose import compose_config
-    from experiments.training.reranker import setting_problems
 
     fine = ["max_train_minutes=0.5", "max_train_minutes=null", "cache_dir=null", "num_layers=2"]
     assert setting_problems(compose_config(fine[1:], config_name="train_reranker")) == []

@@ -23,14 +23,6 @@ EXEMPT = {
     # Hydra and OmegaConf errors, caught by class to exit 2 with one line (no config is read).
     "experiments/exit_codes.py",
 }
-# Not yet moved onto a record (#42 item 3, what is left): each still composes, edits or reads a DictConfig
-# itself. The list only shrinks: a module that no longer needs its entry fails the test below.
-NOT_YET = {
-    "experiments/study/cli.py": "memeval-study's Hydra app: reads its own config (study, tracking, out)",
-    "experiments/conform/cli.py": "memeval-conform's Hydra app: reads its config throughout",
-    "experiments/training/fusion.py": "memeval-train-fusion's Hydra app: reads its config throughout",
-    "experiments/training/reranker.py": "memeval-train-reranker's Hydra app: reads its config throughout",
-}
 CONFIG_TYPES = {"DictConfig", "ListConfig"}
 
 
@@ -86,7 +78,7 @@ def test_only_the_configuration_layer_speaks_omegaconf():
     found = {}
     for path in _modules():
         name = path.relative_to(REPO).as_posix()
-        if name.startswith(CONFIG_LAYER) or name in EXEMPT or name in NOT_YET:
+        if name.startswith(CONFIG_LAYER) or name in EXEMPT:
             continue
         if readers := config_readers(path.read_text()):
             found[name] = readers
@@ -94,7 +86,7 @@ def test_only_the_configuration_layer_speaks_omegaconf():
 
 
 def test_every_exemption_is_a_module_that_still_needs_it():
-    stale = [name for name in [*EXEMPT, *NOT_YET] if not config_readers((REPO / name).read_text())]
+    stale = [name for name in EXEMPT if not config_readers((REPO / name).read_text())]
     assert stale == []
 
 

@@ -187,10 +187,7 @@ def test_a_report_from_mlflow_prints_no_download_bar_or_numpy_warning(tmp_path, 
     # The report as MLflow shows it (under the parent, as memeval-study logs a study's): every figure
     # inline, the same bytes as the PNG beside report.md.
     folder = tmp_path / "reports" / "sweep"
-    cfg = {"tracking": {"tracker": {"uri": uri}}}
-    from omegaconf import OmegaConf
-
-    _log_report(parent.info.run_id, OmegaConf.create(cfg), folder)
+    _log_report(parent.info.run_id, uri, folder)
     logged = Path(client.download_artifacts(parent.info.run_id, "report/index.html", str(tmp_path / "dl")))
     sources = re.findall(r'<img src="([^"]+)"', logged.read_text())
     pngs = sorted(p.name for p in folder.glob("*.png"))

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from experiments.configure.app_settings import StudySettings
 from experiments.configure.compose import compose_config
 from experiments.study.cli import report_dir
 
 
-def _cfg(*overrides: str):
-    return compose_config(["study=boost_beam100k", *overrides], config_name="run_study")
+def _cfg(*overrides: str) -> StudySettings:
+    return StudySettings.from_config(
+        compose_config(["study=boost_beam100k", *overrides], config_name="run_study")
+    )
 
 
 def test_by_default_the_report_goes_beside_the_rows_runs_not_into_reports():

@@ -9,6 +9,7 @@ import time
 import numpy as np
 import pytest
 
+from experiments.configure.app_settings import RerankerSettings
 from experiments.configure.compose import compose_config
 from experiments.suites.jsonl import save_suite
 from experiments.training.reranker import (
@@ -25,14 +26,14 @@ from tests.retrieval.test_cross_encoder import build_tiny_cross_encoder
 from tests.support import tiny_suite
 
 
-def compose_training(*overrides: str):
-    return compose_config(overrides, config_name="train_reranker")
+def compose_training(*overrides: str) -> RerankerSettings:
+    return RerankerSettings.from_config(compose_config(overrides, config_name="train_reranker"))
 
 
 def test_the_default_training_suite_is_beam_500k_with_bm25_negatives():
     cfg = compose_training()
-    assert cfg.train_suite.path.endswith("beam/500K")
-    assert list(cfg.first_stage.order) == ["bm25"]
+    assert cfg.train_suite["path"].endswith("beam/500K")
+    assert cfg.first_stage.order == ("bm25",)
     assert cfg.output_dir == "models/cross-encoder-beam500k"
 
 

@@ -137,6 +137,7 @@ def test_the_stage_ranks_by_the_model_and_keeps_every_column(tmp_path):
 @pytest.mark.slow
 def test_train_on_two_beam_conversations_then_run_the_learned_fusion_variant(tmp_path, beam_100k):
     """End to end on real BEAM: the trainer's model file is the one the variant's stage loads and ranks by."""
+    from experiments.configure.app_settings import FusionSettings
     from experiments.configure.compose import compose_config
     from experiments.suites.beam import load_beam
     from experiments.training.fusion import train
@@ -154,7 +155,7 @@ def test_train_on_two_beam_conversations_then_run_the_learned_fusion_variant(tmp
         ],
         config_name="train_fusion",
     )
-    provenance = train(cfg, tmp_path / "run")
+    provenance = train(FusionSettings.from_config(cfg), tmp_path / "run")
     assert provenance["train_suite_config"]["path"] == cfg.train_suite.path and provenance["candidates"] > 0
     model = load_fusion_model(model_path)
     assert model.sources == ("bm25", "dense", "fused") and model.provenance["train_queries"] > 0
