@@ -69,8 +69,7 @@ def study_row(
     if tracking is False:
         cfg.tracking = OmegaConf.create({"enabled": False})
     elif isinstance(tracking, Mapping):
-        node = OmegaConf.to_container(tracking) if isinstance(tracking, DictConfig) else dict(tracking)
-        cfg.tracking = OmegaConf.create(node)
+        cfg.tracking = OmegaConf.create(dict(tracking))
     if cache_dir is not KEEP:
         cfg.cache_dir = cache_dir
     cfg.progress = progress
