@@ -225,32 +225,33 @@ def check_suite(
     add("suite", None, "name", name_problem("suite", suite.name))
     add("suite", None, "k", fields.cutoff_problem(suite.k))
     add("suite", None, "labels", fields.label_names_problem(suite.label_names))
-    memory_scope: dict[str, dict[str, str]] = {}
-    for position, m in enumerate(suite.memories):
-        line = line_of("memories", position)
-        if m.id in memory_scope:
-            add("memories", line, "id", f"duplicate memory id {m.id!r}")
-        for name, problem in _record_problems(m, memory_record, _MEMORY_RULES, unicode_ok):
-            add("memories", line, name, problem)
-        memory_scope[m.id] = dict(m.scope)
-    query_scope: dict[str, dict[str, str]] = {}
+
+    def records(kind: str, noun: str, items: Sequence[Any], record: Any, rules: Any, more: Any = None):
+        """Each memory's or query's own problems at its line (a duplicate id, its fields, then `more`'s);
+        returns each one's scope by id."""
+        scopes: dict[str, dict[str, str]] = {}
+        for position, item in enumerate(items):
+            line = line_of(kind, position)
+            if item.id in scopes:
+                add(kind, line, "id", f"duplicate {noun} id {item.id!r}")
+            for name, problem in _record_problems(item, record, rules, unicode_ok):
+                add(kind, line, name, problem)
+            if more is not None:
+                more(item, line)
+            scopes[item.id] = dict(item.scope)
+        return scopes
+
     declared = set(suite.label_names)
     used: set[str] = set()
-    for position, q in enumerate(suite.queries):
-        line = line_of("queries", position)
-        if q.id in query_scope:
-            add("queries", line, "id", f"duplicate query id {q.id!r}")
-        for name, problem in _record_problems(q, query_record, _QUERY_RULES, unicode_ok):
-            add("queries", line, name, problem)
-        used.update(q.labels)
-        for name in sorted(set(q.labels) - declared if declared else ()):
-            add(
-                "queries",
-                line,
-                f"labels.{name}",
-                f"not a declared label (declared: {', '.join(suite.label_names)})",
-            )
-        query_scope[q.id] = dict(q.scope)
+
+    def labels(query: Any, line: int) -> None:
+        used.update(query.labels)
+        for name in sorted(set(query.labels) - declared if declared else ()):
+            message = f"not a declared label (declared: {', '.join(suite.label_names)})"
+            add("queries", line, f"labels.{name}", message)
+
+    memory_scope = records("memories", "memory", suite.memories, memory_record, _MEMORY_RULES)
+    query_scope = records("queries", "query", suite.queries, query_record, _QUERY_RULES, labels)
     for name in suite.label_names:
         if name not in used and suite.queries:
             add("suite", None, "labels", f"declares label {name!r}, but no query has it")
