@@ -318,8 +318,10 @@ def test_the_sharding_commands_of_running_at_scale_run_as_written(tmp_path):
 
 def compose_or_help(commands: list[str], placeholders: dict[str, str], tmp_path: Path) -> None:
     """Each command, its placeholders filled: memeval-run and memeval-study compose their config as the
-    sweep's first point (`--cfg=job`), any other memeval script answers --help; exit 0 each."""
+    sweep's first point (`--cfg=job`), any other memeval script answers --help; exit 0 each. Commands that
+    come to the same arguments (`memeval-gate ... --help`, five times on a page) run once."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    ran: set[tuple[str, ...]] = set()
     for command in commands:
         for placeholder, value in placeholders.items():
             command = command.replace(placeholder, value)
@@ -332,6 +334,9 @@ def compose_or_help(commands: list[str], placeholders: dict[str, str], tmp_path:
             args = [first_point(a) for a in args if a != "-m"] + ["--cfg=job"]
         else:
             args = [args[0], "--help"]
+        if tuple(args) in ran:
+            continue
+        ran.add(tuple(args))
         done = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, f"{command}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
 

@@ -3,10 +3,15 @@
 Each case folder holds a broken suite (canonical JSONL, or a BEAM conversation folder when the name
 starts with `beam_`) and `expected.txt`, the substring of the error that names the file, line and
 field. The loaders' unit tests (test_suite_format.py, test_beam_loader.py) check messages in process;
-this corpus checks what a user sees: `python -m experiments.run suite=jsonl|beam suite.path=CASE`
-exits with code 2, prints that message (no traceback), writes no metrics.json and logs no FINISHED
-MLflow run. The huge-text case is completed here (a 1,000,001-character line is too big to commit);
-in `path_is_a_file`, suite.path names the case's file `suite.jsonl` where a directory belongs.
+this corpus checks what a user sees: `memeval-run suite=jsonl|beam suite.path=CASE` exits with code 2,
+prints that message (no traceback), writes no metrics.json and logs no FINISHED MLflow run. The
+huge-text case is completed here (a 1,000,001-character line is too big to commit); in
+`path_is_a_file`, suite.path names the case's file `suite.jsonl` where a directory belongs.
+
+Every case runs through the console script's own function (`memeval-run`'s `main`: Hydra, the config
+check, the loader, the exit code), many cases to a Python process: a fresh process per case costs ~2.5 s
+of CPU in imports alone. That the process itself ends the same way (its exit status, its stderr) is
+checked on one case of each kind run as its own `python -m experiments.run` process (PROCESS_CASES).
 """
 
 from __future__ import annotations
@@ -28,8 +33,33 @@ from tests.support import REPO
 CORPUS = REPO / "tests" / "data" / "bad_suites"
 CASES = sorted(p.name for p in CORPUS.iterdir() if (p / "expected.txt").is_file())
 HUGE = 1_000_001
-# ~30 fresh Python processes (about 2.5 s of CPU each, mostly imports): minutes on a shared 2-core box.
+# Run as their own process too: a JSONL case, a BEAM case, suite.path naming a file, the generated huge text.
+PROCESS_CASES = ("duplicate_memory_id", "beam_unknown_ability", "path_is_a_file", "huge_text")
 pytestmark = pytest.mark.slow
+
+# Runs each case given as JSON {case: [overrides...]} through memeval-run's `main`, as the console script
+# does, and prints {case: {returncode, stdout, stderr}} as JSON.
+RUNNER = """
+import contextlib, io, json, sys, traceback
+from hydra.core.global_hydra import GlobalHydra
+from experiments.run.app import main
+
+done = {}
+for case, overrides in json.loads(sys.argv[1]).items():
+    out, err, code = io.StringIO(), io.StringIO(), 0
+    sys.argv = ["memeval-run", *overrides]
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main()
+        except SystemExit as exit:
+            code = exit.code if isinstance(exit.code, int) else 1
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+    GlobalHydra.instance().clear()
+    done[case] = {"returncode": code, "stdout": out.getvalue(), "stderr": err.getvalue()}
+print(json.dumps(done))
+"""
 
 
 def _prepare(case: str, tmp: Path) -> Path:
@@ -39,36 +69,45 @@ def _prepare(case: str, tmp: Path) -> Path:
     if case != "huge_text":
         return CORPUS / case
     folder = tmp / "cases" / case
+    if folder.is_dir():  # completed for the in-process run already
+        return folder
     shutil.copytree(CORPUS / case, folder)
     with open(folder / "memories.jsonl", "a", encoding="utf-8") as fh:
         fh.write('{"id": "m2", "text": "%s", "scope": {"user": "u1"}}\n' % ("x" * HUGE))
     return folder
 
 
-def _run(case: str, tmp: Path, uri: str) -> subprocess.CompletedProcess:
+def _overrides(case: str, tmp: Path, runs: str = "runs") -> list[str]:
     kind = "beam" if case.startswith("beam_") else "jsonl"
-    command = [
-        sys.executable,
-        "-m",
-        "experiments.run",
+    return [
         f"suite={kind}",
         f"suite.path={_prepare(case, tmp)}",
         "variant=bm25",
         "tracking=mlflow",
         "tracking.tracker.experiment=bad_input",
-        f"hydra.run.dir={tmp / 'runs' / case}",
+        f"hydra.run.dir={tmp / runs / case}",
         f"cache_dir={tmp / 'cache'}",
         "progress=false",
     ]
-    env = {**os.environ, "MLFLOW_TRACKING_URI": uri}
-    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
+
+
+def _env(uri: str) -> dict[str, str]:
+    return {**os.environ, "MLFLOW_TRACKING_URI": uri}
+
+
+def _run_in_one_process(cases: list[str], tmp: Path, uri: str) -> dict[str, dict]:
+    given = json.dumps({case: _overrides(case, tmp) for case in cases})
+    command = [sys.executable, "-c", RUNNER, given]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=900, env=_env(uri))
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.splitlines()[-1])
 
 
 @pytest.fixture(scope="module")
 def outcomes(tmp_path_factory, worker_id) -> tuple[dict[str, SimpleNamespace], Path, str]:
-    """Every case run once per test session, two at a time (each is a fresh Python process: mostly
-    start-up time). Under pytest-xdist the first worker to get here runs them and the others read its
-    results, under a lock: the session's own temporary folder holds both."""
+    """Every case run once per test session, in two processes at once (each case through memeval-run's
+    `main`). Under pytest-xdist the first worker to get here runs them and the others read its results,
+    under a lock: the session's own temporary folder holds both."""
     session = tmp_path_factory.getbasetemp()
     tmp = (session if worker_id == "master" else session.parent) / "bad_input"
     uri = f"sqlite:///{tmp / 'mlflow.db'}"
@@ -77,12 +116,13 @@ def outcomes(tmp_path_factory, worker_id) -> tuple[dict[str, SimpleNamespace], P
         fcntl.flock(lock, fcntl.LOCK_EX)
         record = tmp / "outcomes.json"
         if not record.exists():
+            halves = [CASES[0::2], CASES[1::2]]
             with ThreadPoolExecutor(max_workers=2) as pool:
-                done = dict(zip(CASES, pool.map(lambda c: _run(c, tmp, uri), CASES), strict=True))
-            fields = {
-                c: {"returncode": p.returncode, "stdout": p.stdout, "stderr": p.stderr}
-                for c, p in done.items()
-            }
+                fields = {
+                    k: v
+                    for half in pool.map(lambda c: _run_in_one_process(c, tmp, uri), halves)
+                    for k, v in half.items()
+                }
             record.with_suffix(".part").write_text(json.dumps(fields))
             record.with_suffix(".part").replace(record)
     results = json.loads(record.read_text())
@@ -146,3 +186,18 @@ def test_no_bad_suite_left_a_finished_mlflow_run(outcomes):
     experiments = client.search_experiments()
     runs = client.search_runs([e.experiment_id for e in experiments]) if experiments else []
     assert [r for r in runs if r.info.status == "FINISHED"] == []
+
+
+@pytest.mark.parametrize("case", PROCESS_CASES)
+def test_a_case_run_as_its_own_process_ends_as_it_did_through_main(outcomes, case, tmp_path):
+    """The process boundary: `python -m experiments.run` with the case's overrides exits 2 with the error
+    lines the in-process run printed."""
+    done, tmp, uri = outcomes
+    command = [sys.executable, "-m", "experiments.run", *_overrides(case, tmp, runs="process_runs")]
+    proc = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300, env=_env(uri))
+    errors = [line for line in proc.stderr.splitlines() if not line.startswith(("[", "WARNING"))]
+    assert proc.returncode == done[case].returncode == 2, proc.stderr[-2000:]
+    assert errors == [
+        line for line in done[case].stderr.splitlines() if not line.startswith(("[", "WARNING"))
+    ]
+    assert not list((tmp / "process_runs" / case).rglob("metrics.json"))
