@@ -12,6 +12,7 @@ import sys
 from collections import Counter
 
 from tests.support import REPO
+from tests.sweep_support import write_tiny_suite
 
 MAX_FILES, MAX_STAYS = 12, 2
 CONFIG_LAYER = ("experiments/configure/", "experiments/run/app.py")
@@ -37,7 +38,8 @@ def _stays(calls: list[dict]) -> list[str]:
 
 
 def test_a_tracked_run_hands_its_settings_to_at_most_12_files_none_more_than_twice(tmp_path):
-    calls = _walk(tmp_path, "suite=spark25", "variant=bm25", "tracking=mlflow")
+    suite = write_tiny_suite(tmp_path)  # the walk is the same on any suite; a tiny one runs in no time
+    calls = _walk(tmp_path, "suite=jsonl", f"suite.path={suite}", "variant=bm25", "tracking=mlflow")
     stays = _stays(calls)
     # The walk is whole: it starts at the Hydra app, reaches the config layer, the record's readers and
     # the MLflow log at the end (a walk that lost the settings early would pass the bounds trivially).
