@@ -83,6 +83,26 @@ def test_library_bars_are_off_inside_a_run_without_bars_and_as_they_were_after()
         assert hf_logging.is_progress_bar_enabled()
 
 
+def test_library_bars_import_no_transformers_and_a_model_loaded_in_the_block_has_its_bars_off():
+    """A run with no model (bm25) does not import transformers (~0.8 s of CPU) to switch its bars off; one
+    that loads a model in the block gets them off all the same, and on again after."""
+    code = """
+import sys
+from retrieval import progress
+with progress.library_bars(False):
+    assert "transformers" not in sys.modules
+    from transformers.utils import logging as hf_logging
+    assert not hf_logging.is_progress_bar_enabled()
+assert hf_logging.is_progress_bar_enabled()
+from huggingface_hub import utils as hub
+assert not hub.are_progress_bars_disabled()
+print("ok")
+"""
+    env = {k: v for k, v in os.environ.items() if k != "HF_HUB_DISABLE_PROGRESS_BARS"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
 @pytest.mark.parametrize("value", ["0", "-1", "soon", "nan"])
 def test_a_bad_interval_is_a_config_error_naming_the_variable(monkeypatch, value):
     monkeypatch.setenv(ENV, value)
