@@ -11,10 +11,13 @@ export TOKENIZERS_PARALLELISM := false
 $(VENV)/.installed: pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	# --no-compile: Python compiles each module when it is first imported, so only the modules a run uses
+	# are ever compiled; pip would compile every file of every package (half the install's time: 240 s
+	# against 119 s on 2 cores, torch and the lock into a fresh venv).
 	# CPU torch first, pinned: an unpinned torch pulls a multi-gigabyte CUDA build
-	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -r requirements.lock
-	$(PY) -m pip install --quiet --no-deps -e ".[dev]"
+	$(PY) -m pip install --quiet --no-compile torch==2.13.0
+	$(PY) -m pip install --quiet --no-compile -r requirements.lock
+	$(PY) -m pip install --quiet --no-compile --no-deps -e ".[dev]"
 	touch $@
 
 setup: $(VENV)/.installed
@@ -31,7 +34,7 @@ $(VENV)/.llm-server: $(VENV)/.installed requirements-llm-server.lock
 	if ! ls "$(LLM_WHEELS)"/llama_cpp_python-$$v-*.whl >/dev/null 2>&1; then \
 	  echo "building llama-cpp-python $$v into $(LLM_WHEELS) (once per machine: minutes)"; \
 	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip wheel --quiet --no-deps -w "$(LLM_WHEELS)" llama-cpp-python==$$v; fi
-	$(PY) -m pip install --quiet --no-deps --find-links "$(LLM_WHEELS)" -r requirements-llm-server.lock
+	$(PY) -m pip install --quiet --no-compile --no-deps --find-links "$(LLM_WHEELS)" -r requirements-llm-server.lock
 	touch $@
 
 llm-server: $(VENV)/.llm-server
