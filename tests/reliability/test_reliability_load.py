@@ -2,7 +2,7 @@
 a server that goes away mid-sweep costs no results.
 
 Starts `mlflow server --backend-store-uri sqlite:///... --artifacts-destination DIR --host 127.0.0.1
---port N` on a free port (it answers after ~10 s; stopped with SIGTERM to its process group), and
+--port N --workers 2` on a free port (it answers after ~10 s; stopped with SIGTERM to its process group), and
 points MLFLOW_TRACKING_URI at it, as a team does with a shared store. Integration and slow: run with
 `python -m pytest -m integration tests/reliability/test_reliability_load.py`.
 """
@@ -58,6 +58,10 @@ def mlflow_server(folder: Path) -> Iterator[tuple[str, subprocess.Popen]]:
         "127.0.0.1",
         "--port",
         str(port),
+        # two server processes, where MLflow's default is four: still several processes writing one SQLite
+        # store, and half the start-up (each worker imports the server: ~7 s of CPU)
+        "--workers",
+        "2",
     ]
     log = open(folder / "server.log", "w")  # noqa: SIM115 - closed in finally
     proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
