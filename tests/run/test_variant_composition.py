@@ -15,6 +15,7 @@ import yaml
 from experiments.configure.build import build_pipeline, finish_variant
 from experiments.configure.compose import CONF_DIR, compose_config
 from retrieval.pipeline import PipelineConfigError
+from tests.support import CACHE_DIR
 
 VARIANT_FILES = sorted((CONF_DIR / "variant").glob("*.yaml"))
 
@@ -144,7 +145,8 @@ def test_a_sweep_over_variants_names_each_job_by_its_variant(tmp_path):
             "variant=bm25,tiering",
             "tracking=none",
             "progress=false",
-            "cache_dir=null",
+            f"cache_dir={tmp_path / 'cache'}",
+            f"encoder.cache_dir={CACHE_DIR / 'embeddings'}",  # shared vectors: tiering embeds nothing again
             f"hydra.sweep.dir={tmp_path / 'sweep'}",
         ],
         capture_output=True,
