@@ -318,8 +318,12 @@ def test_the_sharding_commands_of_running_at_scale_run_as_written(tmp_path):
 
 def compose_or_help(commands: list[str], placeholders: dict[str, str], tmp_path: Path) -> None:
     """Each command, its placeholders filled: memeval-run and memeval-study compose their config as the
-    sweep's first point (`--cfg=job`), any other memeval script answers --help; exit 0 each. Commands that
-    come to the same arguments (`memeval-gate ... --help`, five times on a page) run once."""
+    sweep's first point, with Hydra's node (what `--cfg=all` composes; in this process: a process per
+    command cost ~2 s of CPU each, and the scripts' own start is run by the tests of each page's
+    sections), any other memeval script answers --help; exit 0 each. Commands that come to the same
+    arguments (`memeval-gate ... --help`, five times on a page) run once."""
+    from experiments.configure.compose import compose_config
+
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
     ran: set[tuple[str, ...]] = set()
     for command in commands:
@@ -329,11 +333,15 @@ def compose_or_help(commands: list[str], placeholders: dict[str, str], tmp_path:
         name = args[0].rsplit("/", 1)[-1]
         if name not in SCRIPTS:
             continue  # make, python -m, chroma, uvicorn: named above, started for real by their tests
-        args[0] = str(Path(sys.executable).parent / name)
         if name in ("memeval-run", "memeval-study"):  # a sweep composes as its first point
-            args = [first_point(a) for a in args if a != "-m"] + ["--cfg=job"]
-        else:
-            args = [args[0], "--help"]
+            flags = {i for i, a in enumerate(args) if a in ("-m", "--cfg") or (i and args[i - 1] == "--cfg")}
+            overrides = [first_point(a) for i, a in enumerate(args[1:], 1) if i not in flags]
+            try:
+                compose_config(overrides, "config" if name == "memeval-run" else "run_study", hydra_node=True)
+            except Exception as err:  # noqa: BLE001 - any composition error fails the command, named
+                pytest.fail(f"{command}\ndoes not compose: {type(err).__name__}: {err}")
+            continue
+        args = [str(Path(sys.executable).parent / name), "--help"]
         if tuple(args) in ran:
             continue
         ran.add(tuple(args))
