@@ -1,6 +1,6 @@
 """Where the Hydra configs live (inside the package, so installed console scripts find them), the one way
 to compose them outside a Hydra app (gate, reports, studies, the server, benchmarks, tests), and what every
-composition finishes alike: the variant's name and stage order (`finish_variant`).
+composition finishes alike: the variant's name and stage order (build.py `finish_variant`).
 
     cfg = compose_config(["suite=beam", "variant=dense"])
 """
