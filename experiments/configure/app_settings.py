@@ -38,9 +38,7 @@ def _complete(node: DictConfig) -> None:
 
 
 def _tracking(cfg: DictConfig) -> TrackingSettings:
-    return TrackingSettings(
-        enabled=bool(cfg.tracking.enabled), tracker=_resolved(cfg.tracking.get("tracker")) or {}
-    )
+    return TrackingSettings.of(_resolved(cfg.tracking))
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,11 @@ class TrackingSettings:
     enabled: bool
     tracker: Mapping[str, Any]
 
+    @classmethod
+    def of(cls, node: Mapping[str, Any]) -> TrackingSettings:
+        """The record of a `tracking` node resolved to a mapping (every app's and a study row's)."""
+        return cls(enabled=bool(node["enabled"]), tracker=node.get("tracker") or {})
+
 
 @dataclass(frozen=True)
 class RunSettings:
@@ -90,9 +95,7 @@ class RunSettings:
             extra_metrics=resolved.get("extra_metrics") or {},
             answer=resolved.get("answer"),
             system=resolved_or_none(system) if isinstance(system, DictConfig) else None,
-            tracking=TrackingSettings(
-                enabled=bool(cfg.tracking.enabled), tracker=resolved["tracking"].get("tracker") or {}
-            ),
+            tracking=TrackingSettings.of(resolved["tracking"]),
             config=resolved,
             references=plain_references(cfg, resolved),
         )

@@ -33,8 +33,7 @@ class StudyRow:
     def tracking(self) -> TrackingSettings:
         """Whether the row logs to MLflow and its tracker's node, resolved when first asked (a row's config
         is checked by its run: a study that tracks nothing never resolves a tracker here)."""
-        node: dict[str, Any] = OmegaConf.to_container(self.config.tracking, resolve=True)  # type: ignore[assignment]
-        return TrackingSettings(bool(node["enabled"]), node.get("tracker") or {})
+        return TrackingSettings.of(OmegaConf.to_container(self.config.tracking, resolve=True))  # type: ignore[arg-type]
 
     def settings(self) -> RunSettings:
         """The row's run settings (what a report section re-runs in-process: experiments/study/live.py)."""
