@@ -7,17 +7,23 @@ export TOKENIZERS_PARALLELISM := false
 
 .PHONY: setup llm-server run test test-fast lint clean-venv reranker fusion lock upgrade-check mlflow-shots slurm-up slurm-down
 
+COMPILE_VENV = $(PY) -m compileall -q -j 0 -x 'torch/testing/_internal/py312_intrinsics' \
+	"$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+
 # The venv installs the committed lock (the exact versions CI was green with), then memeval itself.
 $(VENV)/.installed: pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	# --no-compile: Python compiles each module when it is first imported, so only the modules a run uses
-	# are ever compiled; pip would compile every file of every package (half the install's time: 240 s
-	# against 119 s on 2 cores, torch and the lock into a fresh venv).
 	# CPU torch first, pinned: an unpinned torch pulls a multi-gigabyte CUDA build
 	$(PY) -m pip install --quiet --no-compile torch==2.13.0
 	$(PY) -m pip install --quiet --no-compile -r requirements.lock
 	$(PY) -m pip install --quiet --no-compile --no-deps -e ".[dev]"
+	# The bytecode, on every core: pip compiles one file at a time (121 s of a 240 s install on 2 cores);
+	# this takes 85 s. It must be there: where PYTHONDONTWRITEBYTECODE is set (CI's machines set it) a
+	# module without its .pyc is compiled again in every process that imports it (~25 s of CPU for torch,
+	# mlflow and sentence-transformers), and the test tiers start hundreds of processes. -x: a torch test
+	# helper written in Python 3.12 syntax, which pip skips too.
+	$(COMPILE_VENV)
 	touch $@
 
 setup: $(VENV)/.installed
@@ -35,6 +41,7 @@ $(VENV)/.llm-server: $(VENV)/.installed requirements-llm-server.lock
 	  echo "building llama-cpp-python $$v into $(LLM_WHEELS) (once per machine: minutes)"; \
 	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip wheel --quiet --no-deps -w "$(LLM_WHEELS)" llama-cpp-python==$$v; fi
 	$(PY) -m pip install --quiet --no-compile --no-deps --find-links "$(LLM_WHEELS)" -r requirements-llm-server.lock
+	$(COMPILE_VENV)
 	touch $@
 
 llm-server: $(VENV)/.llm-server
