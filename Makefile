@@ -7,22 +7,23 @@ export TOKENIZERS_PARALLELISM := false
 
 .PHONY: setup llm-server run test test-fast lint clean-venv reranker fusion lock upgrade-check mlflow-shots slurm-up slurm-down
 
-COMPILE_VENV = $(PY) -m compileall -q -j 0 -x 'torch/testing/_internal/py312_intrinsics' \
-	"$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+# Bytecode: where Python may write it (PYTHONDONTWRITEBYTECODE unset), each module is compiled once, when it
+# is first imported, so only what memeval uses is ever compiled. Where it may not (this workplace's machines
+# set PYTHONDONTWRITEBYTECODE=1), a module without its .pyc is compiled again in every process that imports
+# it (~25 s of CPU for torch, mlflow and sentence-transformers; the last CI with neither: 3,568 s against
+# 2,437 s), so the venv is compiled ahead, on every core: 85 s, where pip's own one-file-at-a-time compile
+# took 121 s of a 240 s install. -x: a torch test helper in Python 3.12 syntax, which pip skips too.
+COMPILE_VENV = $(if $(PYTHONDONTWRITEBYTECODE),$(PY) -m compileall -q -j 0 -x 'torch/testing/_internal/py312_intrinsics' \
+	"$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')",@:)
 
 # The venv installs the committed lock (the exact versions CI was green with), then memeval itself.
 $(VENV)/.installed: pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	# CPU torch first, pinned: an unpinned torch pulls a multi-gigabyte CUDA build
+	# CPU torch first, pinned: an unpinned torch pulls a multi-gigabyte CUDA build. --no-compile: COMPILE_VENV.
 	$(PY) -m pip install --quiet --no-compile torch==2.13.0
 	$(PY) -m pip install --quiet --no-compile -r requirements.lock
 	$(PY) -m pip install --quiet --no-compile --no-deps -e ".[dev]"
-	# The bytecode, on every core: pip compiles one file at a time (121 s of a 240 s install on 2 cores);
-	# this takes 85 s. It must be there: where PYTHONDONTWRITEBYTECODE is set (CI's machines set it) a
-	# module without its .pyc is compiled again in every process that imports it (~25 s of CPU for torch,
-	# mlflow and sentence-transformers), and the test tiers start hundreds of processes. -x: a torch test
-	# helper written in Python 3.12 syntax, which pip skips too.
 	$(COMPILE_VENV)
 	touch $@
 
@@ -50,14 +51,16 @@ llm-server: $(VENV)/.llm-server
 run: setup
 	$(PY) -m experiments.run $(ARGS)
 
-# The tests in tiers, fastest first, each tier's wall time printed: fast (unit and small end-to-end,
-# minutes), slow (real BEAM runs, subprocess sweeps), integration (a real mlflow server, launchers).
+# The tests in two tiers, fastest first, each tier's wall time printed: fast (unit and small end-to-end,
+# minutes), then slow and integration together (real BEAM runs, subprocess sweeps; a real mlflow server,
+# launchers, SLURM). Together because integration tests mostly wait (on a server, on SLURM's scheduler):
+# run apart, their tier kept the 2 cores 77% busy; beside the slow tests, the waits are filled.
 # `make test-fast` is the quick loop while editing. ARGS go to every tier (e.g. ARGS="-x"). Each tier runs
 # on WORKERS pytest-xdist processes (2 = this project's 2-core machines; WORKERS=0 runs in one process):
 # tests share only the atomic, checksummed caches and each has its own tmp folder and stores.
 WORKERS ?= 2
 XDIST := -n $(WORKERS)
-TIERS := fast:not slow and not integration|slow:slow and not integration|integration:integration
+TIERS := fast:not slow and not integration|slow+integration:slow or integration
 
 # The cross-encoder the `cross_encoder` and `spark_phase2/3` variants need (none ships): a compact 2-layer
 # reranker at 64 tokens trained from the bundled MiniLM on BEAM 500K, exported for OpenVINO (docs/reranker.md).
