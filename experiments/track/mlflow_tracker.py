@@ -32,7 +32,7 @@ import numpy as np
 # mlflow (~1 s to import) is imported inside the functions that talk to a store: `memeval-run --help`,
 # a config error and a run with tracking=none never pay for it (tests/project/test_entry_points.py).
 from experiments.evaluate.metrics import metric_name_for_mlflow
-from experiments.track import sqlite_run
+from experiments.track import sqlite_run, store_template
 from experiments.track.sqlite_run import schema_head
 
 MAX_PARAM_CHARS = 500  # long values are truncated in params; the full config is an artifact
@@ -158,18 +158,11 @@ def _is_empty(path: Path) -> bool:
 
 
 def _create_store(path: Path) -> None:
-    import mlflow
-    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
-
     tmp = path.parent / f".{path.name}.{os.getpid()}.creating"
     tmp.unlink(missing_ok=True)
-    tmp_uri = f"sqlite:///{tmp}"
-    try:
-        mlflow.MlflowClient(tracking_uri=tmp_uri).search_experiments()  # tables, migrations, Default
-    finally:
-        engine = SqlAlchemyStore._engine_map.pop(tmp_uri, None)
-        if engine is not None:
-            engine.dispose()
+    if not store_template.copy_template(tmp):  # MLflow's migrations, once per MLflow version
+        _migrate_new_store(tmp)
+        store_template.keep_template(tmp)
     with open(tmp, "rb") as handle:
         os.fsync(handle.fileno())
     os.replace(tmp, path)
@@ -178,6 +171,20 @@ def _create_store(path: Path) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def _migrate_new_store(tmp: Path) -> None:
+    """MLflow makes a store at `tmp`: its tables, every migration, the Default experiment."""
+    import mlflow
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    tmp_uri = f"sqlite:///{tmp}"
+    try:
+        mlflow.MlflowClient(tracking_uri=tmp_uri).search_experiments()
+    finally:
+        engine = SqlAlchemyStore._engine_map.pop(tmp_uri, None)
+        if engine is not None:
+            engine.dispose()
 
 
 def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
