@@ -23,7 +23,7 @@ import time
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from experiments.track.sqlite_run import schema_head
+from experiments.track.sqlite_run import at_head, schema_head
 
 # What makes MLflow write another Default experiment than `<cwd>/mlruns/0` (mlflow.tracking's
 # _get_sqlalchemy_store): a server's artifact root, or workspace-aware stores.
@@ -46,10 +46,11 @@ def template_path() -> Path | None:
 def is_empty_store(path: Path) -> bool:
     """Whether `path` is one complete MLflow store at this schema head holding only the Default
     experiment and no run."""
+    if not at_head(path):
+        return False
     try:
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         try:
-            versions = [r[0] for r in con.execute("select version_num from alembic_version")]
             experiments = [r[0] for r in con.execute("select experiment_id from experiments")]
             runs = con.execute("select count(*) from runs").fetchone()[0]
             check = con.execute("pragma quick_check").fetchone()[0]
@@ -57,7 +58,7 @@ def is_empty_store(path: Path) -> bool:
             con.close()
     except sqlite3.Error:
         return False
-    return versions == [schema_head()] and experiments == [0] and runs == 0 and check == "ok"
+    return experiments == [0] and runs == 0 and check == "ok"
 
 
 def copy_template(dest: Path) -> bool:
