@@ -71,6 +71,16 @@ STAGES = [
 ]
 
 
+def test_every_registered_batch_stage_has_cases_here():
+    """STAGES pairs each batch stage with its per-query rule by hand; the registry's scan says which
+    stages rank in batches, so a new one cannot go unchecked."""
+    from experiments.configure.nodes import stage_classes
+    from retrieval.stage import BatchRankStage
+
+    batch = {c for c in stage_classes().values() if issubclass(c, BatchRankStage)}
+    assert batch == {type(stage) for stage, _ in STAGES}
+
+
 @pytest.mark.parametrize("size", [None, 1, 40])
 @pytest.mark.parametrize("seed", range(8))
 @pytest.mark.parametrize("which", range(len(STAGES)))
