@@ -543,13 +543,18 @@ class MlflowTracker:
 
     def _log_direct(self, uri: str, run: _RunRecord) -> str | None:
         """The run written by sqlite_run (no MLflow import) when the store is a local SQLite file at this
-        MLflow's schema (ensure_store checked it) and the experiment exists; else None."""
+        MLflow's schema (ensure_store checked it) and the experiment exists or is new; else None."""
         path = sqlite_path(uri)
         if path is None:
             return None
         experiment_id = self.experiment_id or sqlite_run.experiment_id(
             path, self.experiment, EXPERIMENT_KIND_TAG
         )
+        root = store_template.default_artifact_root()
+        if experiment_id is None and root is not None:
+            experiment_id = sqlite_run.create_experiment(
+                path, self.experiment, {EXPERIMENT_KIND_TAG: EXPERIMENT_KIND}, root
+            )
         if experiment_id is None:
             return None
         return sqlite_run.write_run(

@@ -6,8 +6,9 @@ installed MLflow's migrations end at, the run is written here with the standard 
 MLflow's own tables (runs, tags, params, metrics, latest_metrics, datasets, inputs, input_tags), in one
 transaction, and its files are copied into the run's artifact folder, row for row as MlflowClient's
 create_run, log_inputs, log_batch, log_artifact and set_terminated write them
-(tests/track/test_sqlite_run.py reads both back through MlflowClient and compares). Any other store (a
-server, another schema revision, an experiment not yet made) goes through MlflowClient as before.
+(tests/track/test_sqlite_run.py reads both back through MlflowClient and compares). A new experiment is
+made here too, as create_experiment makes it, where MLflow's default artifact root applies. Any other
+store (a server, another schema revision) or experiment (deleted, unmarked) goes through MlflowClient.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any
 
 BUSY_TIMEOUT_S = 30  # several runs may finish at once: wait for another writer's transaction
 _MAX_FLOAT = 1.7976931348623157e308  # MLflow stores +-inf as the largest finite double
+_MAX_EXPERIMENT_NAME = 500  # mlflow.utils.validation.MAX_EXPERIMENT_NAME_LENGTH
 _REVISION = re.compile(r"^revision\s*=\s*['\"](\w+)['\"]", re.M)
 _DOWN = re.compile(r"^down_revision\s*=\s*(.+)$", re.M)
 
@@ -75,6 +77,46 @@ def experiment_id(path: Path, name: str, kind_tag: str) -> str | None:
     finally:
         con.close()
     return None if row is None else str(row[0])
+
+
+def create_experiment(path: Path, name: str, tags: Mapping[str, str], artifact_root: str) -> str | None:
+    """MlflowClient's create_experiment for a new experiment `name` with `tags`, its artifact location
+    `<artifact_root>/<id>` (store_template.default_artifact_root), row for row as MLflow writes it
+    (tests/track/test_store_template.py compares). Returns its id; if another process made it meanwhile,
+    the id `experiment_id` finds; None when MLflow must decide (a name MLflow refuses, or an experiment
+    of that name already there, deleted or unmarked)."""
+    if not 0 < len(name) <= _MAX_EXPERIMENT_NAME:
+        return None
+    kind_tag = next(iter(tags))
+    con = connect(path)
+    try:
+        con.execute("begin immediate")  # the write lock: one process makes it, the others then find it
+        try:
+            if con.execute("select 1 from experiments where name = ?", (name,)).fetchone():
+                con.execute("rollback")
+                return experiment_id(path, name, kind_tag)
+            now = int(time.time() * 1000)
+            new = con.execute(
+                "insert into experiments (name, lifecycle_stage, creation_time, last_update_time)"
+                " values (?, 'active', ?, ?)",
+                (name, now, now),
+            ).lastrowid
+            # MLflow's double write: the id comes from the insert, the artifact location from the id
+            con.execute(
+                "update experiments set artifact_location = ? where experiment_id = ?",
+                (f"{artifact_root.rstrip('/')}/{new}", new),
+            )
+            con.executemany(
+                "insert into experiment_tags (key, value, experiment_id) values (?, ?, ?)",
+                [(k, v, new) for k, v in tags.items()],
+            )
+            con.execute("commit")
+        except BaseException:
+            con.execute("rollback")
+            raise
+    finally:
+        con.close()
+    return str(new)
 
 
 def local_folder(uri: str) -> Path | None:

@@ -31,9 +31,18 @@ _OTHER_DEFAULTS = ("_MLFLOW_SERVER_ARTIFACT_ROOT", "MLFLOW_ENABLE_WORKSPACES")
 _PLAIN_PATH = re.compile(r"[\w./+-]+")  # no character a URI parser reads as a query, fragment or escape
 
 
+def default_artifact_root() -> str | None:
+    """The artifact root MlflowClient gives a local SQLite store in this process (`<cwd>/mlruns`, a
+    posix path): the Default experiment's is `<root>/0`, a new experiment's `<root>/<id>`. None where
+    MLflow would use another root, or a URI parser would read the path differently."""
+    if any(os.environ.get(name) for name in _OTHER_DEFAULTS) or not _PLAIN_PATH.fullmatch(str(Path.cwd())):
+        return None
+    return (Path.cwd() / "mlruns").as_posix()
+
+
 def template_path() -> Path | None:
     """Where this MLflow's template store is kept; None when no template may stand in for MLflow."""
-    if any(os.environ.get(name) for name in _OTHER_DEFAULTS) or not _PLAIN_PATH.fullmatch(str(Path.cwd())):
+    if default_artifact_root() is None:
         return None
     try:
         made_by = f"mlflow-{version('mlflow')}-sqlalchemy-{version('sqlalchemy')}-{schema_head()}"
@@ -75,7 +84,7 @@ def copy_template(dest: Path) -> bool:
             con.execute(
                 "update experiments set artifact_location = ?, creation_time = ?, last_update_time = ?"
                 " where experiment_id = 0",
-                ((Path.cwd() / "mlruns").as_posix() + "/0", now, now),
+                (f"{default_artifact_root()}/0", now, now),
             )
     finally:
         con.close()

@@ -140,23 +140,42 @@ def test_a_run_written_directly_reads_back_as_the_clients_and_is_listed(store, m
     con.close()  # fmt: skip
 
 
-def test_writing_a_run_to_a_warm_store_imports_no_mlflow_and_new_experiments_use_the_client(store, tmp_path):
+def test_a_run_into_a_new_or_marked_experiment_imports_no_mlflow_and_an_unmarked_one_uses_the_client(
+    store, tmp_path
+):
     folder, uri, _ = store
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     (run_dir / "metrics.json").write_text("{}")
+    con = sqlite_run.connect(folder / "mlflow.db")
+    con.execute(  # an experiment without memeval's kind tag (made by hand, or by an older memeval)
+        "insert into experiments (name, lifecycle_stage, artifact_location) values ('by-hand', 'active', ?)",
+        (f"{folder}/mlruns/by-hand",),
+    )
+    con.close()
     code = textwrap.dedent(f"""
         import sys
         from pathlib import Path
         from experiments.track.mlflow_tracker import MlflowTracker
-        for experiment in ("direct", "brand-new"):
+        for experiment in ("direct", "brand-new", "brand-new", "by-hand"):
             MlflowTracker(experiment=experiment, uri={uri!r}).log(
                 run_name="r", params={{}}, metrics={{"m": 1.0}}, tags={{}}, run_dir=Path({str(run_dir)!r}),
                 config_text="", started_ms=None)
             print(experiment, "mlflow" in sys.modules)
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=folder, check=True)
-    assert out.stdout.split("\n")[:2] == ["direct False", "brand-new True"]
+    imported = out.stdout.split("\n")[:4]
+    assert imported == ["direct False", "brand-new False", "brand-new False", "by-hand True"]
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    for name in ("brand-new", "by-hand"):
+        experiment = client.get_experiment_by_name(name)
+        assert experiment.tags["mlflow.experimentKind"] == "custom_model_development", name
+        runs = client.search_runs([experiment.experiment_id])
+        assert [r.data.metrics for r in runs] == [{"m": 1.0}] * (2 if name == "brand-new" else 1), name
+    new = client.get_experiment_by_name("brand-new")
+    assert new.artifact_location == f"{folder}/mlruns/{new.experiment_id}"
 
 
 def test_several_processes_writing_at_once_all_arrive_with_one_dataset_row(store, tmp_path):

@@ -70,6 +70,32 @@ def test_a_store_from_the_template_is_the_store_mlflow_makes(here):
     assert client.get_run(run).data.metrics == {"P_at_5": 0.5}
 
 
+def test_an_experiment_made_without_mlflow_is_the_one_mlflow_makes(here):
+    # the same store twice; in one MlflowClient makes the experiments, in the other sqlite_run does
+    from experiments.track.mlflow_tracker import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG
+    from experiments.track.sqlite_run import create_experiment
+
+    tags = {EXPERIMENT_KIND_TAG: EXPERIMENT_KIND}
+    for name in ("by_mlflow.db", "direct.db"):
+        ensure_store(f"sqlite:///{here / name}")
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{here / 'by_mlflow.db'}")
+    root = store_template.default_artifact_root()
+    names = ["memeval", "a name with spaces, punctuation: & ü", "x" * 500]
+    made = [client.create_experiment(n, tags=tags) for n in names]
+    assert [create_experiment(here / "direct.db", n, tags, root) for n in names] == made == ["1", "2", "3"]
+    assert dump(here / "direct.db") == dump(here / "by_mlflow.db")
+    reader = mlflow.MlflowClient(tracking_uri=f"sqlite:///{here / 'direct.db'}")
+    direct = reader.get_experiment_by_name("memeval")
+    assert direct.artifact_location == f"{here}/mlruns/1" and direct.tags == tags
+    assert direct.creation_time > 0 and direct.creation_time == direct.last_update_time
+    # made already, by another process: its id; names MLflow refuses, or a deleted one: MLflow decides
+    assert create_experiment(here / "direct.db", "memeval", tags, root) == "1"
+    client.delete_experiment(made[0])
+    assert create_experiment(here / "by_mlflow.db", "memeval", tags, root) is None
+    assert create_experiment(here / "direct.db", "", tags, root) is None
+    assert create_experiment(here / "direct.db", "x" * 501, tags, root) is None
+
+
 @pytest.mark.parametrize("damage", ["truncated", "holds a run", "not sqlite"])
 def test_a_damaged_template_is_ignored_and_made_again(here, damage):
     ensure_store(f"sqlite:///{here / 'first.db'}")
@@ -91,9 +117,9 @@ def test_a_damaged_template_is_ignored_and_made_again(here, damage):
 
 def test_where_mlflow_would_write_another_default_no_template_stands_in(here, monkeypatch, tmp_path):
     monkeypatch.setenv("_MLFLOW_SERVER_ARTIFACT_ROOT", "s3://bucket/artifacts")
-    assert store_template.template_path() is None
+    assert store_template.template_path() is None and store_template.default_artifact_root() is None
     monkeypatch.delenv("_MLFLOW_SERVER_ARTIFACT_ROOT")
     odd = tmp_path / "a folder#1"
     odd.mkdir()
     monkeypatch.chdir(odd)
-    assert store_template.template_path() is None
+    assert store_template.template_path() is None and store_template.default_artifact_root() is None
