@@ -51,16 +51,16 @@ llm-server: $(VENV)/.llm-server
 run: setup
 	$(PY) -m experiments.run $(ARGS)
 
-# The tests in two tiers, fastest first, each tier's wall time printed: fast (unit and small end-to-end,
-# minutes), then slow and integration together (real BEAM runs, subprocess sweeps; a real mlflow server,
-# launchers, SLURM). Together because integration tests mostly wait (on a server, on SLURM's scheduler):
-# run apart, their tier kept the 2 cores 77% busy; beside the slow tests, the waits are filled.
-# `make test-fast` is the quick loop while editing. ARGS go to every tier (e.g. ARGS="-x"). Each tier runs
-# on WORKERS pytest-xdist processes (2 = this project's 2-core machines; WORKERS=0 runs in one process):
-# tests share only the atomic, checksummed caches and each has its own tmp folder and stores.
+# The tests in one pytest session on WORKERS pytest-xdist processes (2 = this project's 2-core machines;
+# WORKERS=0 runs in one process), its wall time printed: the slow and integration tests first (real BEAM
+# runs, subprocess sweeps; a real mlflow server, launchers, SLURM), then the fast ones (tests/conftest.py
+# orders them), which fill the integration tests' waits and the workers' last minutes: worksteal hands a
+# worker that runs dry the other's queued tests. Two tiers one after another each paid pytest's collection
+# (~27 s of CPU a worker) and ended on its longest test with one worker idle.
+# `make test-fast` is the quick loop while editing. ARGS go to pytest (e.g. ARGS="-x").
+# Tests share only the atomic, checksummed caches and each has its own tmp folder and stores.
 WORKERS ?= 2
-XDIST := -n $(WORKERS)
-TIERS := fast:not slow and not integration|slow+integration:slow or integration
+XDIST := -n $(WORKERS) --dist worksteal
 
 # The cross-encoder the `cross_encoder` and `spark_phase2/3` variants need (none ships): a compact 2-layer
 # reranker at 64 tokens trained from the bundled MiniLM on BEAM 500K, exported for OpenVINO (docs/reranker.md).
@@ -82,22 +82,10 @@ fusion: setup
 		'~train_suite.path' train_suite.name=graph_synth_long_seed1 +train_suite.review_sentences=24 \
 		+train_suite.seed=1 output=models/learned-fusion-graph-synth.json $(ARGS)
 
-# The log ends with every tier's failed and erroring tests (pytest -rfE per tier, then one list of all):
-# what to look at, not only make's "Error 1".
+# The log ends with the failed and erroring tests by name (-rfE): what to look at, not only make's "Error 1".
 test: setup llm-server
-	@tiers='$(TIERS)'; IFS='|'; failed=0; summary=$$(mktemp); for tier in $$tiers; do \
-	  name=$${tier%%:*}; mark=$${tier#*:}; start=$$(date +%s); \
-	  echo "== test tier: $$name (-m '$$mark')"; \
-	  { $(PY) -m pytest -q -rfE $(XDIST) --durations=8 -m "$$mark" $(ARGS); echo $$? > "$$summary.code"; } \
-	    | tee "$$summary.$$name"; code=$$(cat "$$summary.code"); \
-	  echo "== test tier $$name: $$(( $$(date +%s) - start )) s, exit $$code"; \
-	  grep -E '^(FAILED|ERROR) ' "$$summary.$$name" | sed "s/^/[$$name] /" >> "$$summary"; \
-	  if [ $$code -ne 0 ] && [ $$code -ne 5 ]; then failed=$$code; fi; \
-	done; \
-	if [ -s "$$summary" ]; then echo "== failed tests ($$(wc -l < "$$summary")):"; cat "$$summary"; \
-	elif [ $$failed -ne 0 ]; then echo "== tests: exit $$failed, no failed test listed (a collection or usage error above)"; \
-	else echo "== tests: every tier passed"; fi; \
-	rm -f "$$summary" "$$summary".*; exit $$failed
+	@start=$$(date +%s); code=0; $(PY) -m pytest -q -rfE $(XDIST) --durations=8 $(ARGS) || code=$$?; \
+	echo "== tests: $$(( $$(date +%s) - start )) s, exit $$code"; exit $$code
 
 test-fast: setup
 	$(PY) -m pytest -q $(XDIST) -m "not slow and not integration" $(ARGS)
@@ -111,7 +99,7 @@ mlflow-shots: setup
 	$(PY) -m experiments.tools.mlflow_shots $(ARGS)
 
 # A real single-node SLURM on 127.0.0.1 (Debian's slurm-wlm + munge, as root; installed if missing), for
-# `hydra/launcher=slurm` sweeps and the integration tier's SLURM test; `slurm-down` stops its daemons.
+# `hydra/launcher=slurm` sweeps and the integration tests' SLURM test; `slurm-down` stops its daemons.
 # docs/slurm.md (running at scale).
 # As root (a container, CI) directly; as a user through sudo (there may be no sudo where one is root).
 AS_ROOT := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -135,7 +123,7 @@ lock:
 	mv requirements.lock.new requirements.lock && rm -rf .venv-lock
 	git diff --stat requirements.lock
 
-# Do the newest versions still pass? A scratch venv from the ranges, the fast tier, the differences
+# Do the newest versions still pass? A scratch venv from the ranges, the fast tests, the differences
 # from the lock; nothing is changed (upgrades are deliberate: `make lock`, then commit).
 upgrade-check:
 	rm -rf .venv-latest && $(PYTHON) -m venv .venv-latest

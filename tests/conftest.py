@@ -30,6 +30,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if REAL_BEAM_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+    # The long tests first, each file's in their order: the short ones then fill the workers' last
+    # minutes, so a run does not end waiting on one long test while the other worker is idle (Makefile).
+    items.sort(key=lambda item: not any(item.get_closest_marker(m) for m in ("slow", "integration")))
 
 
 @pytest.fixture(scope="session")
