@@ -181,8 +181,9 @@ def _export_in_child(args) -> str:
 
 @pytest.mark.slow
 def test_parallel_processes_export_once_into_a_complete_folder(tiny_bi, tmp_path):
-    with multiprocessing.get_context("spawn").Pool(3) as pool:
-        paths = pool.map(_export_in_child, [(str(tiny_bi), str(tmp_path))] * 3)
+    # two processes race for one export (a third only adds its ~10 s of imports)
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        paths = pool.map(_export_in_child, [(str(tiny_bi), str(tmp_path))] * 2)
     assert len(set(paths)) == 1
     folder = Path(paths[0]).parent
     assert sorted(p.name for p in folder.iterdir()) == ["model-int8.onnx", "model.onnx"]
