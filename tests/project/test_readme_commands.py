@@ -147,7 +147,7 @@ def test_every_readme_command_runs_from_another_directory(tmp_path):
         if args[-1].startswith("multirun/<time>"):
             assert sweep_dir is not None, "the report command needs the sweep the README ran before it"
             args[-1] = str(sweep_dir)
-        if "memeval-run" in args[0]:  # the shared embedding cache, as the test suite's other runs use
+        if args[0].endswith(("memeval-run", "memeval-gate")):  # the shared embedding cache, as other runs use
             args.append(f"encoder.cache_dir={CACHE_DIR / 'embeddings'}")
         done = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True)
         assert done.returncode == 0, f"{command}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
