@@ -73,6 +73,17 @@ def locomo_file() -> Path:
 
 
 @pytest.fixture(autouse=True)
+def _a_process_memo_of_its_own():
+    """Each test starts with an empty process memo (retrieval.reuse.process_memo): the jobs of one
+    multirun share it, and a pytest worker is one process for many tests, so another test's candidates
+    would answer this one's first job (its latency then not measured)."""
+    from retrieval.reuse import process_memo
+
+    process_memo.cache_clear()
+    yield
+
+
+@pytest.fixture(autouse=True)
 def _statistics_warnings_said_afresh():
     """Each test hears the statistics' once-per-process warnings (statistics.warn_once) afresh."""
     from experiments.evaluate.statistics import _WARNED
