@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 from experiments import PROJECT_ROOT
-from experiments.configure.compose import compose_config
+from experiments.configure.compose import CONF_DIR, compose_config
 
 ROOT = PROJECT_ROOT
 BLOCK = re.compile(
@@ -43,9 +43,11 @@ def _demote(markdown: str, levels: int = 2) -> str:
 
 def variants_list(root: Path = ROOT) -> str:
     """Each variant's first sentence (of its leading comment) and its stages in the order they run.
-    Kept per process for one state of `conf/` (every file's bytes): composing each variant costs ~0.4 s
-    of CPU, and a check renders every document that holds the table."""
-    conf = sorted(p for p in (root / "conf").rglob("*") if p.is_file())
+    Kept per process for one state of the configs (every file's bytes under `root/conf`, which lists the
+    variants, and under CONF_DIR, which composes them): composing each variant costs ~0.4 s of CPU, and a
+    check renders every document that holds the table."""
+    folders = {root / "conf", CONF_DIR}
+    conf = sorted(p for folder in folders for p in folder.rglob("*") if p.is_file())
     state = hashlib.sha256(b"".join(str(p).encode() + b"\0" + p.read_bytes() for p in conf)).hexdigest()
     if state not in _VARIANTS_LISTED:
         _VARIANTS_LISTED[state] = _variants_list(root)

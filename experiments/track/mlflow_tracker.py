@@ -550,10 +550,9 @@ class MlflowTracker:
         experiment_id = self.experiment_id or sqlite_run.experiment_id(
             path, self.experiment, EXPERIMENT_KIND_TAG
         )
-        root = store_template.default_artifact_root()
-        if experiment_id is None and root is not None:
+        if experiment_id is None and (root := store_template.default_artifact_root()) is not None:
             experiment_id = sqlite_run.create_experiment(
-                path, self.experiment, {EXPERIMENT_KIND_TAG: EXPERIMENT_KIND}, root
+                path, self.experiment, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND, root
             )
         if experiment_id is None:
             return None

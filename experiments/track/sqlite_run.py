@@ -79,15 +79,14 @@ def experiment_id(path: Path, name: str, kind_tag: str) -> str | None:
     return None if row is None else str(row[0])
 
 
-def create_experiment(path: Path, name: str, tags: Mapping[str, str], artifact_root: str) -> str | None:
-    """MlflowClient's create_experiment for a new experiment `name` with `tags`, its artifact location
-    `<artifact_root>/<id>` (store_template.default_artifact_root), row for row as MLflow writes it
+def create_experiment(path: Path, name: str, kind_tag: str, kind: str, artifact_root: str) -> str | None:
+    """MlflowClient's create_experiment for a new experiment `name` tagged `kind_tag: kind`, its artifact
+    location `<artifact_root>/<id>` (store_template.default_artifact_root), row for row as MLflow writes it
     (tests/track/test_store_template.py compares). Returns its id; if another process made it meanwhile,
     the id `experiment_id` finds; None when MLflow must decide (a name MLflow refuses, or an experiment
     of that name already there, deleted or unmarked)."""
     if not 0 < len(name) <= _MAX_EXPERIMENT_NAME:
         return None
-    kind_tag = next(iter(tags))
     con = connect(path)
     try:
         con.execute("begin immediate")  # the write lock: one process makes it, the others then find it
@@ -106,9 +105,9 @@ def create_experiment(path: Path, name: str, tags: Mapping[str, str], artifact_r
                 "update experiments set artifact_location = ? where experiment_id = ?",
                 (f"{artifact_root.rstrip('/')}/{new}", new),
             )
-            con.executemany(
+            con.execute(
                 "insert into experiment_tags (key, value, experiment_id) values (?, ?, ?)",
-                [(k, v, new) for k, v in tags.items()],
+                (kind_tag, kind, new),
             )
             con.execute("commit")
         except BaseException:

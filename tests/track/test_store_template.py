@@ -82,18 +82,22 @@ def test_an_experiment_made_without_mlflow_is_the_one_mlflow_makes(here):
     root = store_template.default_artifact_root()
     names = ["memeval", "a name with spaces, punctuation: & ü", "x" * 500]
     made = [client.create_experiment(n, tags=tags) for n in names]
-    assert [create_experiment(here / "direct.db", n, tags, root) for n in names] == made == ["1", "2", "3"]
+
+    def direct(store: str, name: str) -> str | None:
+        return create_experiment(here / store, name, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND, root)
+
+    assert [direct("direct.db", n) for n in names] == made == ["1", "2", "3"]
     assert dump(here / "direct.db") == dump(here / "by_mlflow.db")
     reader = mlflow.MlflowClient(tracking_uri=f"sqlite:///{here / 'direct.db'}")
-    direct = reader.get_experiment_by_name("memeval")
-    assert direct.artifact_location == f"{here}/mlruns/1" and direct.tags == tags
-    assert direct.creation_time > 0 and direct.creation_time == direct.last_update_time
+    made_direct = reader.get_experiment_by_name("memeval")
+    assert made_direct.artifact_location == f"{here}/mlruns/1" and made_direct.tags == tags
+    assert made_direct.creation_time > 0 and made_direct.creation_time == made_direct.last_update_time
     # made already, by another process: its id; names MLflow refuses, or a deleted one: MLflow decides
-    assert create_experiment(here / "direct.db", "memeval", tags, root) == "1"
+    assert direct("direct.db", "memeval") == "1"
     client.delete_experiment(made[0])
-    assert create_experiment(here / "by_mlflow.db", "memeval", tags, root) is None
-    assert create_experiment(here / "direct.db", "", tags, root) is None
-    assert create_experiment(here / "direct.db", "x" * 501, tags, root) is None
+    assert direct("by_mlflow.db", "memeval") is None
+    assert direct("direct.db", "") is None
+    assert direct("direct.db", "x" * 501) is None
 
 
 @pytest.mark.parametrize("damage", ["truncated", "holds a run", "not sqlite"])
